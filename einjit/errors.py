@@ -1,0 +1,30 @@
+"""einjit's exceptions.
+
+Every error einjit raises derives from EinjitError, and also from the builtin exception a
+caller would naturally catch (ValueError, TypeError, RuntimeError), so both styles work.
+Messages name the offending value and what was expected.
+"""
+
+
+class EinjitError(Exception):
+    """Base class of every error einjit raises."""
+
+
+class EncodingError(EinjitError, ValueError):
+    """An instruction operand does not fit its encoding (register, immediate, offset, label)."""
+
+
+class KernelParameterError(EinjitError, ValueError):
+    """A kernel parameter (size, op, dtype, leading dimension, stride) is out of range."""
+
+
+class OperandError(EinjitError, TypeError):
+    """A kernel argument has the wrong type, dtype, or is too small for the access it gets."""
+
+
+class IsaMismatchError(EinjitError, RuntimeError):
+    """Code generated for one instruction set was called on a host that runs another."""
+
+
+class UnsupportedCpuError(EinjitError, RuntimeError):
+    """The host CPU lacks a feature einjit needs (e.g. AVX2/FMA on x86-64)."""
