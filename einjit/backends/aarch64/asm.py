@@ -1,0 +1,230 @@
+"""A64 assembler: a word buffer with labels, branch fix-ups and the AAPCS64 frame.
+
+Instructions come from encode.py as ints; the Assembler only adds what needs the position of
+an instruction: pc-relative references to labels (patched when a forward label is bound) and
+a prologue/epilogue that saves exactly the callee-saved registers a kernel uses.
+"""
+
+import struct
+
+from einjit.errors import EncodingError
+
+from . import encode
+
+_CALLEE_SAVED_GPRS = tuple(range(19, 31))      # x19..x28, plus x29 (fp) and x30 (lr)
+_CALLEE_SAVED_VREGS = tuple(range(8, 16))      # low 64 bits (d8..d15)
+_PLATFORM_REGISTER = 18
+
+
+class Label:
+    """A position in an Assembler's code, bound once; created by Assembler.label()."""
+
+    def __init__(self, owner, name):
+        self._owner = owner
+        self.name = name
+        self.position = None          # byte offset once bound
+
+    def __repr__(self):
+        where = "unbound" if self.position is None else f"at {self.position}"
+        return f"Label({self.name!r}, {where})"
+
+
+class Assembler:
+    """Collects instruction words; labels, branches to labels, prologue/epilogue."""
+
+    def __init__(self):
+        self._words = []
+        self._pending = []            # (word index, label, encoder of the byte offset)
+        self._label_count = 0
+        self._saved = None            # (frame bytes, [(kind, registers, offset)]) of prologue
+
+    # ---- words
+
+    def __call__(self, *items):
+        """Emit words: each item is an int or an iterable of ints (e.g. mov_imm's list)."""
+        words = []
+        for item in items:
+            if isinstance(item, int):
+                words.append(item)
+            else:
+                try:
+                    words.extend(item)
+                except TypeError:
+                    raise EncodingError(f"expected an instruction word or an iterable of "
+                                        f"words, got {item!r}") from None
+        for word in words:
+            if isinstance(word, bool) or not isinstance(word, int) or not 0 <= word < (1 << 32):
+                raise EncodingError(f"instruction word must be an int 0..2**32-1, got {word!r}")
+        self._words.extend(words)
+
+    @property
+    def position(self):
+        """Byte offset of the next instruction."""
+        return 4 * len(self._words)
+
+    def align(self, boundary):
+        """Pad with nops up to a multiple of `boundary` bytes (a power of two >= 4)."""
+        if boundary < 4 or boundary & (boundary - 1):
+            raise EncodingError(f"boundary = {boundary} must be a power of two >= 4")
+        while self.position % boundary:
+            self(encode.nop())
+
+    # ---- labels
+
+    def label(self, name=None):
+        """A new unbound label."""
+        self._label_count += 1
+        return Label(self, name or f"L{self._label_count}")
+
+    def bind(self, label):
+        """Bind `label` to the current position and patch the references waiting for it."""
+        self._check_label(label)
+        if label.position is not None:
+            raise EncodingError(f"label {label.name!r} is already bound at {label.position}")
+        label.position = self.position
+        waiting = [ref for ref in self._pending if ref[1] is label]
+        self._pending = [ref for ref in self._pending if ref[1] is not label]
+        for index, _, encoder in waiting:
+            self._words[index] = self._encode_reference(label, 4 * index, encoder)
+
+    def _check_label(self, label):
+        if not isinstance(label, Label) or label._owner is not self:
+            raise EncodingError(f"{label!r} is not a label of this assembler")
+
+    @staticmethod
+    def _encode_reference(label, at, encoder):
+        try:
+            return encoder(label.position - at)
+        except EncodingError as error:
+            raise EncodingError(f"reference at {at} to label {label.name!r} at "
+                                f"{label.position}: {error}") from None
+
+    def _reference(self, label, encoder):
+        """Emit an instruction whose pc-relative operand is `label`."""
+        self._check_label(label)
+        if label.position is None:
+            encoder(0)      # operands other than the offset are checked now, not at bind
+            self._pending.append((len(self._words), label, encoder))
+            self._words.append(0)
+        else:
+            self._words.append(self._encode_reference(label, self.position, encoder))
+
+    def b(self, label):
+        self._reference(label, encode.b)
+
+    def bl(self, label):
+        self._reference(label, encode.bl)
+
+    def b_cond(self, cond, label):
+        self._reference(label, lambda offset: encode.b_cond(cond, offset))
+
+    def cbz(self, rt, label):
+        self._reference(label, lambda offset: encode.cbz(rt, offset))
+
+    def cbnz(self, rt, label):
+        self._reference(label, lambda offset: encode.cbnz(rt, offset))
+
+    def tbz(self, rt, bit, label):
+        self._reference(label, lambda offset: encode.tbz(rt, bit, offset))
+
+    def tbnz(self, rt, bit, label):
+        self._reference(label, lambda offset: encode.tbnz(rt, bit, offset))
+
+    def adr(self, rd, label):
+        self._reference(label, lambda offset: encode.adr(rd, offset))
+
+    def ldr_v_literal(self, size, vt, label):
+        self._reference(label, lambda offset: encode.ldr_v_literal(size, vt, offset))
+
+    def ldr_x_literal(self, rt, label):
+        self._reference(label, lambda offset: encode.ldr_x_literal(rt, offset))
+
+    # ---- AAPCS64 frame
+
+    def prologue(self, gprs, vregs):
+        """Save the callee-saved registers among those used and keep sp 16-byte aligned.
+
+        gprs: general registers the code writes (x19..x30 are saved; x0..x17 and 31 are free);
+        vregs: vector registers the code writes (the low halves d8..d15 are saved).
+        x18 is the platform register: code that uses it is refused.
+        """
+        if self._saved is not None:
+            raise EncodingError("prologue() was already emitted for this function")
+        gprs = sorted({_register("gprs", reg) for reg in gprs})
+        vregs = sorted({_register("vregs", reg) for reg in vregs})
+        if _PLATFORM_REGISTER in gprs:
+            raise EncodingError("gprs contains x18, the platform register; it must not be used")
+        saved_gprs = [reg for reg in gprs if reg in _CALLEE_SAVED_GPRS]
+        saved_dregs = [reg for reg in vregs if reg in _CALLEE_SAVED_VREGS]
+        slots = ([("x", pair) for pair in _pairs(saved_gprs)]
+                 + [("d", pair) for pair in _pairs(saved_dregs)])
+        offsets, offset = [], 0
+        for _, pair in slots:
+            offsets.append(offset)
+            offset += 8 * len(pair)
+        frame = (offset + 15) // 16 * 16
+        self._saved = (frame, [(kind, pair, at) for (kind, pair), at in zip(slots, offsets)])
+        for index, (kind, pair, at) in enumerate(self._saved[1]):
+            if index == 0:      # the first store allocates the whole frame
+                self(_store(kind, pair, -frame, "pre"))
+            else:
+                self(_store(kind, pair, at, "offset"))
+
+    def epilogue(self):
+        """Restore what prologue() saved, release the frame, ret."""
+        if self._saved is None:
+            raise EncodingError("epilogue() needs a prologue() first")
+        frame, stores = self._saved
+        for index, (kind, pair, at) in reversed(list(enumerate(stores))):
+            if index == 0:      # the last load releases the frame
+                self(_load(kind, pair, frame, "post"))
+            else:
+                self(_load(kind, pair, at, "offset"))
+        self(encode.ret())
+
+    # ---- result
+
+    def finish(self):
+        """The code as little-endian bytes; every referenced label must be bound."""
+        if self._pending:
+            names = sorted({label.name for _, label, _ in self._pending})
+            raise EncodingError(f"unbound label(s) referenced: {', '.join(names)}")
+        return struct.pack(f"<{len(self._words)}I", *self._words)
+
+
+def _register(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 31:
+        raise EncodingError(f"{name} must hold register numbers 0..31, got {value!r}")
+    return value
+
+
+def _pairs(registers):
+    return [tuple(registers[i:i + 2]) for i in range(0, len(registers), 2)]
+
+
+def _store(kind, pair, offset, mode):
+    if len(pair) == 2:
+        if kind == "x":
+            return encode.stp_x(pair[0], pair[1], encode.SP, offset, mode)
+        return encode.stp_v("d", pair[0], pair[1], encode.SP, offset, mode)
+    if mode == "pre":
+        if kind == "x":
+            return encode.str_x_pre(pair[0], encode.SP, offset)
+        return encode.str_v_pre("d", pair[0], encode.SP, offset)
+    if kind == "x":
+        return encode.str_x(pair[0], encode.SP, offset)
+    return encode.str_v("d", pair[0], encode.SP, offset)
+
+
+def _load(kind, pair, offset, mode):
+    if len(pair) == 2:
+        if kind == "x":
+            return encode.ldp_x(pair[0], pair[1], encode.SP, offset, mode)
+        return encode.ldp_v("d", pair[0], pair[1], encode.SP, offset, mode)
+    if mode == "post":
+        if kind == "x":
+            return encode.ldr_x_post(pair[0], encode.SP, offset)
+        return encode.ldr_v_post("d", pair[0], encode.SP, offset)
+    if kind == "x":
+        return encode.ldr_x(pair[0], encode.SP, offset)
+    return encode.ldr_v("d", pair[0], encode.SP, offset)

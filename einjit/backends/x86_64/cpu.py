@@ -1,0 +1,132 @@
+"""Host x86-64 feature detection and the choice of code variant ("avx512" or "avx2")."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+
+from einjit.backends.x86_64 import encode
+from einjit.backends.x86_64.encode import RAX, RCX, RDI, RDX, RSI, R8, Mem, RBX
+from einjit.errors import KernelParameterError, UnsupportedCpuError
+from einjit.runtime.host import host_isa
+from einjit.runtime.memory import ExecutableMemory
+
+FEATURES = ("avx2", "fma", "avx512f", "avx512vl", "avx512bw", "avx512dq")
+AVX2_PATH = ("avx2", "fma")
+AVX512_PATH = ("avx512f", "avx512vl", "avx512bw", "avx512dq")
+VARIANT_ENV = "EINJIT_X86_VARIANT"
+VARIANTS = {"avx2": AVX2_PATH, "avx512": AVX512_PATH}
+
+
+@functools.cache
+def features() -> frozenset[str]:
+    """The FEATURES the host CPU has and the OS has enabled (empty on a non-x86-64 host)."""
+    if host_isa() != "x86_64":
+        return frozenset()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return features_from_cpuinfo(cpuinfo.read())
+    except OSError:  # not Linux: ask the CPU
+        return features_from_cpuid()
+
+
+def features_from_cpuinfo(text: str) -> frozenset[str]:
+    """FEATURES named on the first `flags` line of /proc/cpuinfo (Linux lists only enabled ones)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split()) & frozenset(FEATURES)
+    return frozenset()
+
+
+def _cpuid_code() -> bytes:
+    """cpuid(leaf=rdi, subleaf=rsi, out=rdx): out[0..3] := eax, ebx, ecx, edx (as uint64)."""
+    out = R8
+    return b"".join((
+        encode.push(RBX),                       # cpuid clobbers rbx, which is callee-saved
+        encode.mov_rr(out, RDX),
+        encode.mov_rr(RAX, RDI),
+        encode.mov_rr(RCX, RSI),
+        b"\x0f\xa2",                            # cpuid
+        encode.mov_mr(Mem(out), RAX),
+        encode.mov_mr(Mem(out, disp=8), RBX),
+        encode.mov_mr(Mem(out, disp=16), RCX),
+        encode.mov_mr(Mem(out, disp=24), RDX),
+        encode.pop(RBX),
+        encode.ret(),
+    ))
+
+
+def _xgetbv_code() -> bytes:
+    """xgetbv(index=rdi) -> edx:eax as one uint64."""
+    return b"".join((
+        encode.mov_rr(RCX, RDI),
+        b"\x0f\x01\xd0",                        # xgetbv
+        encode.shl_ri(RDX, 32),
+        encode.or_rr(RAX, RDX),
+        encode.ret(),
+    ))
+
+
+def _bit(value: int, n: int) -> bool:
+    return bool(value >> n & 1)
+
+
+def features_from_cpuid() -> frozenset[str]:
+    """FEATURES reported by cpuid whose register state the OS enables (XCR0 via xgetbv)."""
+    cpuid_memory = ExecutableMemory(_cpuid_code())
+    cpuid_function = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64,
+                                      ctypes.POINTER(ctypes.c_uint64))(cpuid_memory.address)
+
+    def cpuid(leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
+        out = (ctypes.c_uint64 * 4)()
+        cpuid_function(leaf, subleaf, out)
+        return tuple(out)
+
+    max_leaf = cpuid(0)[0]
+    _, _, ecx1, _ = cpuid(1)
+    if not (_bit(ecx1, 27) and _bit(ecx1, 28)):  # no OSXSAVE or no AVX: no ymm state at all
+        return frozenset()
+    xgetbv_memory = ExecutableMemory(_xgetbv_code())
+    xcr0 = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64)(xgetbv_memory.address)(0)
+    ymm_enabled = (xcr0 & 0x06) == 0x06          # SSE and AVX state
+    zmm_enabled = ymm_enabled and (xcr0 & 0xE0) == 0xE0  # opmask, ZMM_Hi256, Hi16_ZMM state
+    ebx7 = cpuid(7)[1] if max_leaf >= 7 else 0
+    found = set()
+    if ymm_enabled:
+        found |= {name for name, present in (("fma", _bit(ecx1, 12)), ("avx2", _bit(ebx7, 5)))
+                  if present}
+    if zmm_enabled:
+        found |= {name for name, bit in (("avx512f", 16), ("avx512dq", 17), ("avx512bw", 30),
+                                         ("avx512vl", 31)) if _bit(ebx7, bit)}
+    return frozenset(found)
+
+
+def _missing(path: tuple[str, ...], have: frozenset[str]) -> list[str]:
+    return [name for name in path if name not in have]
+
+
+def variant() -> str:
+    """"avx512" if the host has AVX-512 F/VL/BW/DQ, else "avx2" if it has AVX2+FMA.
+
+    EINJIT_X86_VARIANT=avx2 (or avx512) forces a variant; it must still be supported.
+    """
+    have = features()
+    forced = os.environ.get(VARIANT_ENV, "")
+    if forced:
+        if forced not in VARIANTS:
+            raise KernelParameterError(f"{VARIANT_ENV}={forced!r}: expected one of {sorted(VARIANTS)}")
+        missing = _missing(VARIANTS[forced], have)
+        if missing:
+            raise UnsupportedCpuError(f"{VARIANT_ENV}={forced} but the host CPU lacks "
+                                      f"{', '.join(missing)}")
+        return forced
+    if not _missing(AVX512_PATH, have):
+        return "avx512"
+    if not _missing(AVX2_PATH, have):
+        return "avx2"
+    raise UnsupportedCpuError(
+        f"the host CPU supports neither einjit x86-64 path: the AVX2 path lacks "
+        f"{', '.join(_missing(AVX2_PATH, have))}; the AVX-512 path lacks "
+        f"{', '.join(_missing(AVX512_PATH, have))}")

@@ -1,0 +1,89 @@
+"""x86-64 feature detection and the choice of code variant."""
+
+import pathlib
+
+import pytest
+
+from einjit.backends.x86_64 import cpu
+from einjit.errors import KernelParameterError, UnsupportedCpuError
+from einjit.runtime.host import host_isa
+
+ALL = frozenset(cpu.FEATURES)
+AVX2_ONLY = frozenset({"avx2", "fma"})
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+flags\t\t: fpu sse sse2 avx fma avx2 avx512f avx512dq avx512bw avx512vl avx512_bf16
+bugs\t\t: sysret_ss_attrs
+
+processor\t: 1
+flags\t\t: fpu sse
+"""
+
+
+@pytest.fixture
+def host(monkeypatch):
+    """Set the host's feature set; the environment starts without the override."""
+    monkeypatch.delenv(cpu.VARIANT_ENV, raising=False)
+
+    def set_features(names):
+        monkeypatch.setattr(cpu, "features", lambda: frozenset(names))
+    return set_features
+
+
+def test_cpuinfo_parsing_uses_the_first_flags_line():
+    assert cpu.features_from_cpuinfo(CPUINFO) == ALL
+    assert cpu.features_from_cpuinfo("processor : 0\n") == frozenset()
+
+
+@pytest.mark.skipif(host_isa() != "x86_64", reason="asks an x86-64 CPU")
+def test_cpuid_agrees_with_the_os():
+    assert cpu.features_from_cpuid() <= ALL
+    if pathlib.Path("/proc/cpuinfo").exists():
+        assert cpu.features_from_cpuid() == cpu.features()
+
+
+def test_features_are_cached_and_known():
+    assert cpu.features() is cpu.features()
+    assert cpu.features() <= ALL
+
+
+def test_avx512_is_preferred(host):
+    host(ALL)
+    assert cpu.variant() == "avx512"
+
+
+def test_avx2_without_avx512(host):
+    host(AVX2_ONLY | {"avx512f"})
+    assert cpu.variant() == "avx2"
+
+
+def test_environment_forces_avx2(host, monkeypatch):
+    host(ALL)
+    monkeypatch.setenv(cpu.VARIANT_ENV, "avx2")
+    assert cpu.variant() == "avx2"
+
+
+def test_forcing_an_absent_variant_names_what_is_missing(host, monkeypatch):
+    host(AVX2_ONLY | {"avx512f"})
+    monkeypatch.setenv(cpu.VARIANT_ENV, "avx512")
+    with pytest.raises(UnsupportedCpuError, match="avx512vl, avx512bw, avx512dq"):
+        cpu.variant()
+
+
+def test_bad_environment_value(host, monkeypatch):
+    host(ALL)
+    monkeypatch.setenv(cpu.VARIANT_ENV, "sse2")
+    with pytest.raises(KernelParameterError, match="sse2"):
+        cpu.variant()
+
+
+@pytest.mark.parametrize("have, missing", [
+    (frozenset(), "lacks avx2, fma; the AVX-512 path lacks avx512f, avx512vl, avx512bw, avx512dq"),
+    ({"avx2"}, "AVX2 path lacks fma"),
+    ({"fma", "avx512f", "avx512vl"}, "AVX2 path lacks avx2; the AVX-512 path lacks avx512bw, avx512dq"),
+])
+def test_unsupported_host_names_what_is_missing(host, have, missing):
+    host(have)
+    with pytest.raises(UnsupportedCpuError, match=missing):
+        cpu.variant()
