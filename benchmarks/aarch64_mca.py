@@ -1,0 +1,120 @@
+"""Static throughput of the generated A64 BRGEMM inner loops, and kernel generation times.
+
+Our machines only emulate AArch64, so A64 speed is judged with LLVM's machine-code analyser:
+each innermost loop of a generated BRGEMM (the K loop of one C block shape) is handed to
+`llvm-mca-16 -mcpu=neoverse-v2`, and its predicted FMLA per cycle is compared with the
+model's peak, measured in the same run on a block of independent FMLAs.
+
+    python benchmarks/aarch64_mca.py        # prints a table, writes benchmarks/results/
+"""
+
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from einjit.backends import aarch64
+from einjit.disasm import disassemble
+
+MCA = ["llvm-mca-16", "-mtriple=aarch64", "-mcpu=neoverse-v2", "-iterations=300"]
+RESULTS = Path(__file__).parent / "results"
+
+# (m, n, k, batch): the main 16x6 microkernel, then every kind of remainder block.
+SHAPES = [(64, 64, 64, 1), (64, 60, 256, 16), (12, 6, 64, 1), (8, 6, 64, 1), (4, 6, 64, 1),
+          (3, 6, 64, 1), (2, 6, 64, 1), (1, 6, 64, 1), (16, 5, 64, 1), (16, 4, 64, 1),
+          (16, 3, 64, 1), (16, 2, 64, 1), (16, 1, 64, 1), (31, 11, 64, 1), (1, 1, 64, 1)]
+
+
+def mca(asm_text):
+    """(instructions, total cycles) predicted by llvm-mca for the given loop body."""
+    out = subprocess.run(MCA, input=asm_text, capture_output=True, text=True, check=True).stdout
+    instructions = int(re.search(r"^Instructions:\s+(\d+)", out, re.M).group(1))
+    cycles = int(re.search(r"^Total Cycles:\s+(\d+)", out, re.M).group(1))
+    return instructions, cycles
+
+
+def fmla_per_cycle(body):
+    """Predicted FMLA per cycle for a loop body (one instruction per line)."""
+    iterations = int(MCA[-1].split("=")[1])
+    _, cycles = mca("\n".join(body) + "\n")
+    return sum(line.startswith("fmla") for line in body) * iterations / cycles
+
+
+def model_peak():
+    """FMLA/cycle of 32 independent vector FMLAs: the model's FP pipe throughput."""
+    body = [f"fmla v{i}.4s, v{(i + 1) % 32}.4s, v{(i + 2) % 32}.s[0]" for i in range(32)]
+    return fmla_per_cycle(body)
+
+
+def innermost_loops(code):
+    """The bodies (lists of instruction texts) of the innermost loops containing FMLA.
+
+    A loop is a backward branch to an earlier offset; it is innermost when no other backward
+    branch lies inside it. Branch targets are replaced by a local label for llvm-mca.
+    """
+    lines = []
+    for line in disassemble(code, "aarch64").splitlines():
+        offset, _, text = line.split(None, 2)
+        lines.append((int(offset.rstrip(":"), 16), text))
+    loops = []
+    for index, (offset, text) in enumerate(lines):
+        target = re.search(r"#(-?0x[0-9a-f]+)$", text)
+        is_branch = re.match(r"(b\.|cbn?z|tbn?z|b )", text)
+        if not (is_branch and target and int(target.group(1), 16) < offset):
+            continue
+        start = int(target.group(1), 16)
+        body = [t for o, t in lines if start <= o < offset]
+        inner = any(re.match(r"(b\.|cbn?z|tbn?z)", t) for t in body)
+        if not inner and any(t.startswith("fmla") for t in body):
+            loops.append(body + [re.sub(r"#-?0x[0-9a-f]+$", "1b", text)])
+    return [["1:"] + body for body in loops]
+
+
+def generation_ms(generate, *params, repeats=5):
+    """Median wall time of generating one kernel, in milliseconds (cache bypassed)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        generate(*params)
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def main():
+    peak = model_peak()
+    rows = []
+    for shape in SHAPES:
+        code = aarch64.generate_brgemm(*shape)
+        seen = set()
+        for body in innermost_loops(code):
+            fmlas = sum(t.startswith("fmla") for t in body)
+            if fmlas in seen:
+                continue  # same block shape again (e.g. one loop per column block)
+            seen.add(fmlas)
+            rate = fmla_per_cycle(body)
+            rows.append((f"{shape[0]}x{shape[1]}x{shape[2]} br{shape[3]}", fmlas, len(body) - 1,
+                         rate, rate / peak))
+    gen = [(f"brgemm {m}x{n}x{k} br{br}", generation_ms(aarch64.generate_brgemm, m, n, k, br))
+           for m, n, k, br in [(64, 64, 64, 1), (16, 6, 1, 1), (1024, 1024, 2048, 16)]]
+    gen += [(f"unary {op} 2048x2048{' trans' if t else ''}",
+             generation_ms(aarch64.generate_unary, op, 2048, 2048, t))
+            for op, t in [("identity", False), ("identity", True), ("sigmoid", False)]]
+    gen += [("binary max 2048x2048", generation_ms(aarch64.generate_binary, "max", 2048, 2048))]
+
+    lines = [f"llvm-mca-16 -mcpu=neoverse-v2: model peak {peak:.2f} FMLA/cycle "
+             f"(32 independent FMLAs)", "",
+             f"{'kernel':<22}{'FMLA/iter':>10}{'insns/iter':>11}{'FMLA/cycle':>11}{'of peak':>9}"]
+    lines += [f"{name:<22}{fmlas:>10}{insns:>11}{rate:>11.2f}{ratio:>9.1%}"
+              for name, fmlas, insns, rate, ratio in rows]
+    lines += ["", f"{'generation (CPython, host)':<36}{'ms':>8}"]
+    lines += [f"{name:<36}{ms:>8.2f}" for name, ms in gen]
+    report = "\n".join(lines)
+    print(report)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "aarch64_mca.txt").write_text(report + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
