@@ -1,0 +1,265 @@
+"""BRGEMM (C += sum_i A_i B_i, FP32, column-major) against numpy.
+
+Everything goes through the public einjit.brgemm with isa=None, so the same tests check the
+x86-64 kernels on the host and the A64 kernels in the aarch64 lane. Every kernel is generated
+once per parameter set (einjit caches), and the pairings are chosen so that every M and every N
+in 1..64 meets several values of the other dimension, of K and of the batch size.
+
+Each check fills the gaps of the operands (ld gap rows, batch stride gaps) and a padding around
+C with a NaN-payload canary: a read of a gap that reaches C turns it into NaN, and a write
+outside the M×N sub-matrix changes a canary's bits. The guard-page test puts each operand right
+before a no-access page, so a read past its last element faults.
+"""
+
+import ctypes
+import itertools
+import mmap
+import os
+import re
+
+import numpy as np
+import pytest
+
+import einjit
+
+CANARY = np.uint32(0x7FC0_BEEF)   # a quiet NaN with a payload no arithmetic produces
+C_PADDING = 19                    # canary elements before and after C's extent
+U32 = 2.0 ** -24                  # unit roundoff of float32
+
+K_VALUES = (1, 2, 3, 16, 17, 64)
+BATCH_VALUES = (1, 3, 16)
+PARTNERS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 23, 31, 33, 47, 64)
+
+
+class Layout:
+    """Leading dimensions and batch strides (elements) of one call."""
+
+    def __init__(self, m, n, k, padded):
+        gap = (3, 2, 5) if padded else (0, 0, 0)
+        self.ld_a, self.ld_b, self.ld_c = m + gap[0], k + gap[1], m + gap[2]
+        stride_gap = (7, 11) if padded else (0, 0)
+        self.stride_a = self.ld_a * k + stride_gap[0]
+        self.stride_b = self.ld_b * n + stride_gap[1]
+
+
+def _canary_buffer(size):
+    return np.full(size, CANARY, dtype=np.uint32).view(np.float32)
+
+
+def _view(buffer, shape, strides):
+    """A strided view of `buffer` (strides in elements)."""
+    return np.lib.stride_tricks.as_strided(buffer, shape, [buffer.itemsize * s for s in strides])
+
+
+def _random(rng, shape, integers):
+    if integers:   # small integers: every float32 partial sum is exact
+        return rng.integers(-4, 5, size=shape).astype(np.float32)
+    return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+
+
+class Problem:
+    """Operands of one BRGEMM call in canary-filled buffers, and the float64 reference."""
+
+    def __init__(self, m, n, k, br, layout, integers, seed, allocate=_canary_buffer,
+                 c_after=C_PADDING):
+        rng = np.random.default_rng(seed)
+        self.m, self.n, self.k, self.br, self.layout = m, n, k, br, layout
+        self.integers = integers
+        lay = layout
+        self.a = allocate((br - 1) * lay.stride_a + (k - 1) * lay.ld_a + m)
+        self.b = allocate((br - 1) * lay.stride_b + (n - 1) * lay.ld_b + k)
+        c_extent = (n - 1) * lay.ld_c + m
+        self.c_buffer = allocate(C_PADDING + c_extent + c_after)
+        self.c = self.c_buffer[C_PADDING:C_PADDING + c_extent]
+        a_view = _view(self.a, (br, m, k), (lay.stride_a, 1, lay.ld_a))
+        b_view = _view(self.b, (br, k, n), (lay.stride_b, 1, lay.ld_b))
+        c_view = _view(self.c, (m, n), (1, lay.ld_c))
+        a_view[...] = _random(rng, (br, m, k), integers)
+        b_view[...] = _random(rng, (br, k, n), integers)
+        c_view[...] = _random(rng, (m, n), integers)
+        a64, b64 = a_view.astype(np.float64), b_view.astype(np.float64)
+        c64 = c_view.astype(np.float64)
+        self.expected = c64 + np.einsum("imk,ikn->mn", a64, b64, optimize=True)
+        # first-order bound on the float32 rounding error of the sum in any order
+        magnitude = np.abs(c64) + np.einsum("imk,ikn->mn", np.abs(a64), np.abs(b64),
+                                            optimize=True)
+        self.tolerance = (k * br + 2) * U32 * magnitude
+        self.in_c = np.zeros(self.c_buffer.size, dtype=bool)
+        _view(self.in_c[C_PADDING:], (m, n), (1, lay.ld_c))[...] = True
+
+    def call(self, kernel):
+        lay = self.layout
+        kernel(self.a, self.b, self.c, lay.ld_a, lay.ld_b, lay.ld_c, lay.stride_a, lay.stride_b)
+
+    def verify(self):
+        bits = self.c_buffer.view(np.uint32)
+        outside = np.flatnonzero(~self.in_c & (bits != CANARY))
+        assert outside.size == 0, (
+            f"wrote outside the {self.m}x{self.n} sub-matrix of C (ld_c={self.layout.ld_c}) at "
+            f"buffer offsets {(outside - C_PADDING)[:10].tolist()}")
+        got = _view(self.c, (self.m, self.n), (1, self.layout.ld_c)).astype(np.float64)
+        if self.integers:
+            wrong = np.argwhere(got != self.expected)
+        else:
+            wrong = np.argwhere(~(np.abs(got - self.expected) <= self.tolerance))
+        if wrong.size:
+            r, j = wrong[0]
+            pytest.fail(f"{wrong.shape[0]} wrong elements of C; first at row {r}, column {j}: "
+                        f"got {got[r, j]!r}, expected {self.expected[r, j]!r}")
+
+
+def check(m, n, k, br, padded, integers, seed=0):
+    problem = Problem(m, n, k, br, Layout(m, n, k, padded), integers, seed)
+    problem.call(einjit.brgemm(m, n, k, br))
+    problem.verify()
+
+
+def _case_id(case):
+    m, n, k, br, padded, integers = case
+    return (f"m{m}-n{n}-k{k}-br{br}-{'padded' if padded else 'tight'}-"
+            f"{'int' if integers else 'float'}")
+
+
+def _sweep(dimension):
+    """Every value 1..64 of `dimension` ("m" or "n"), each paired with three partners for the
+    other dimension and rotating K, batch size, layout and data."""
+    cases = []
+    for value, offset in itertools.product(range(1, 65), range(3)):
+        turn = 3 * value + offset
+        partner = PARTNERS[(7 * value + 5 * offset) % len(PARTNERS)]
+        m, n = (value, partner) if dimension == "m" else (partner, value)
+        cases.append((m, n, K_VALUES[turn % 6], BATCH_VALUES[turn // 6 % 3],
+                      turn // 2 % 2 == 1, turn // 4 % 4 != 0))
+    return cases
+
+
+@pytest.mark.parametrize("case", _sweep("m"), ids=_case_id)
+def test_every_m(case):
+    check(*case)
+
+
+@pytest.mark.parametrize("case", _sweep("n"), ids=_case_id)
+def test_every_n(case):
+    check(*case)
+
+
+GRID_SHAPES = ((16, 6), (15, 5), (33, 13), (7, 64))
+
+
+@pytest.mark.parametrize("case", [
+    (m, n, k, br, (k + br) % 2 == 0, br != 3)
+    for (m, n), k, br in itertools.product(GRID_SHAPES, K_VALUES, BATCH_VALUES)], ids=_case_id)
+def test_k_and_batch_grid(case):
+    check(*case)
+
+
+def _limit_sample():
+    """Sizes up to the limits: each limit reached once, then seeded random shapes, kept to a
+    few million multiply-adds each so the suite stays fast under emulation."""
+    cases = [(1024, 1024, 1, 1), (1024, 9, 2048, 1), (13, 1024, 300, 2), (5, 3, 2048, 40),
+             (17, 19, 3, 1024), (1, 1, 1, 1024), (1023, 1, 1, 1), (1, 1023, 2, 1)]
+    rng = np.random.default_rng(2024)
+    while len(cases) < 16:
+        m, n = (int(x) for x in np.exp(rng.uniform(0, np.log(1024), size=2)).round())
+        k = int(np.exp(rng.uniform(0, np.log(2048))).round())
+        br = int(np.exp(rng.uniform(0, np.log(1024))).round())
+        if m * n * k * br <= 4_000_000 and (m * k + k * n) * br <= 2_000_000:
+            cases.append((m, n, k, br))
+    return [(m, n, k, br, i % 2 == 1, False) for i, (m, n, k, br) in enumerate(cases)]
+
+
+@pytest.mark.parametrize("case", _limit_sample(), ids=_case_id)
+def test_sizes_up_to_the_limits(case):
+    check(*case, seed=7)
+
+
+def test_batch_strides_may_overlap_and_repeat():
+    """Stride 0 reuses one A and one B for every batch element."""
+    m, n, k, br = 9, 7, 5, 4
+    rng = np.random.default_rng(3)
+    a, b = _random(rng, (k, m), True), _random(rng, (n, k), True)
+    c = _random(rng, (n, m), True)
+    expected = c.astype(np.float64) + br * (b.astype(np.float64) @ a.astype(np.float64))
+    einjit.brgemm(m, n, k, br)(a, b, c, m, k, m, 0, 0)
+    np.testing.assert_array_equal(c, expected)
+
+
+# --- guard pages: no read or write past the last element of an operand -------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_mappings = []   # guarded mappings live as long as the test process (arrays may view them)
+
+
+def _guarded(count):
+    """A float32 array of `count` canary elements ending right before a no-access page, in
+    shared memory (a forked child's writes are visible to the parent)."""
+    page = mmap.PAGESIZE
+    data_pages = -(-4 * count // page)
+    mapping = mmap.mmap(-1, (data_pages + 1) * page)
+    _mappings.append(mapping)
+    raw = np.frombuffer(mapping, dtype=np.uint8)
+    guard = raw.ctypes.data + data_pages * page
+    if _libc.mprotect(guard, page, 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
+    array = raw[:data_pages * page].view(np.float32)[-count:]
+    array.view(np.uint32)[...] = CANARY
+    return array
+
+
+GUARD_CASES = [(m, n, 1 + (m + n) % 5, 2) for m, n in itertools.product(range(1, 18), (1, 5, 7))]
+
+
+def test_no_access_past_the_last_element_of_any_operand():
+    """A, B and C each end right before a no-access page (tight layouts, so the last element
+    of the last column is the last element of the buffer). The kernels run in a forked child,
+    so a fault is reported as a failure of the case that caused it."""
+    problems = [Problem(m, n, k, br, Layout(m, n, k, False), True, seed, allocate=_guarded,
+                        c_after=0)
+                for seed, (m, n, k, br) in enumerate(GUARD_CASES)]
+    kernels = [einjit.brgemm(m, n, k, br) for m, n, k, br in GUARD_CASES]
+    progress = _guarded(1).view(np.int32)   # shared: the case the child is running
+    progress[0] = -1
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for index, (problem, kernel) in enumerate(zip(problems, kernels)):
+                progress[0] = index
+                problem.call(kernel)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        case = GUARD_CASES[progress[0]]
+        what = ("faulted: it accessed memory past the end of an operand"
+                if os.WIFSIGNALED(status) else "raised an exception")
+        pytest.fail(f"kernel (m, n, k, br_size) = {case} {what} (wait status {status:#x})")
+    for problem in problems:
+        problem.verify()
+
+
+# --- parameter validation and the A64 code on any host ----------------------------------
+
+@pytest.mark.parametrize("name, value", [
+    ("m", 0), ("m", 1025), ("n", 0), ("n", 1025), ("k", 0), ("k", 2049),
+    ("br_size", 0), ("br_size", 1025)])
+def test_out_of_range_sizes_raise_value_error_naming_the_parameter(name, value):
+    sizes = {"m": 4, "n": 4, "k": 4, "br_size": 1, name: value}
+    with pytest.raises(ValueError, match=re.escape(f"{name}={value}")):
+        einjit.brgemm(**sizes)
+
+
+A64_SHAPES = [(1, 1, 1, 1), (16, 6, 4, 1), (15, 5, 17, 3), (31, 11, 15, 2), (64, 64, 64, 16),
+              (1024, 1024, 2048, 1024)]
+
+
+@pytest.mark.skipif(einjit.host_isa() == "aarch64",
+                    reason="host-only: inspects cross-generated A64 code; the lane runs it")
+@pytest.mark.parametrize("shape", A64_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_aarch64_code_uses_fmla_and_never_x18(shape):
+    kernel = einjit.brgemm(*shape, isa="aarch64")
+    text = kernel.disassemble()
+    assert re.search(r"\bfmla\b", text)
+    assert not re.search(r"\b[xw]18\b", text), "x18 is the platform register"
+    assert len(kernel.code) < 16 * 1024, "loops, not unrolling, must keep the code small"
