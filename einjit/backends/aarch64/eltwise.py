@@ -1,0 +1,198 @@
+"""Shared machinery of the element-wise A64 kernels (unary and binary).
+
+An element-wise op is described once, as a VectorOp acting on whole 4s vectors; this module
+applies it to many vectors at a time (interleaved, so independent work overlaps) and streams
+column-major matrices through it column by column.
+
+Column streaming: every column of M rows is cut into pieces of 4 rows (q register), then at
+most one of 2 rows (d) and one of 1 row (s), so no access reaches past the last row of a
+column. Full blocks of `step` q-pieces run in a loop that advances each pointer with one add
+per block; the pieces left over are unrolled at immediate offsets. So at the end of a column
+each pointer sits `looped` rows further and one add of (ld - looped) * 4 moves it to the next
+column. (Immediate offsets rather than post-indexed accesses: the pointer update is then one
+add per block instead of a chain through every load and store.)
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import encode as enc
+
+ARR = "4s"
+PIECE_SIZE = {4: "q", 2: "d", 1: "s"}
+MAX_STEP_VECTORS = 8
+
+# Caller-saved vector registers first; v8..v15 (callee-saved low halves) only when needed.
+VECTOR_REGISTERS = tuple(range(0, 8)) + tuple(range(16, 32)) + tuple(range(8, 16))
+
+
+@dataclass(frozen=True)
+class VectorOp:
+    """An element-wise op on 4s vectors.
+
+    arity: input vectors per result (0: the result does not depend on any input);
+    temps: scratch vectors needed per result;
+    constant_count: vectors holding constants for the whole kernel;
+    load_constants(regs, scratch_gpr) -> words setting up the constant registers;
+    compute(inputs, temps, consts) -> (words, result register). Ops with inputs compute in
+    place: the result register is inputs[0].
+    """
+    name: str
+    arity: int
+    temps: int
+    constant_count: int
+    load_constants: Callable
+    compute: Callable
+
+
+def interleave(sequences):
+    """Round-robin merge of instruction lists, so independent chains overlap in the pipeline."""
+    merged = []
+    longest = max((len(seq) for seq in sequences), default=0)
+    for index in range(longest):
+        merged.extend(seq[index] for seq in sequences if index < len(seq))
+    return merged
+
+
+def apply(op, vectors, temp_pool, consts):
+    """Words computing op on each entry of `vectors` (a list of input-register lists), in
+    batches as large as the scratch registers in `temp_pool` allow; returns (words, results)."""
+    batch = len(vectors) if op.temps == 0 else max(1, len(temp_pool) // op.temps)
+    words, results = [], []
+    for start in range(0, len(vectors), batch):
+        sequences = []
+        for index, inputs in enumerate(vectors[start:start + batch]):
+            temps = temp_pool[index * op.temps:(index + 1) * op.temps]
+            seq, result = op.compute(inputs, temps, consts)
+            sequences.append(seq)
+            results.append(result)
+        words += interleave(sequences)
+    return words, results
+
+
+def scale_to_bytes(ld):
+    """lsl ld, ld, #2: a leading dimension in elements becomes a column stride in bytes."""
+    return enc.lsl_imm(ld, ld, 2)
+
+
+def subtract_constant(reg, value):
+    """Words doing reg -= value for 0 <= value < 2**24 (add/sub immediates are 12 bits)."""
+    words = []
+    if value >> 12:
+        words.append(enc.sub_imm(reg, reg, value >> 12, shift=12))
+    if value & 0xFFF:
+        words.append(enc.sub_imm(reg, reg, value & 0xFFF))
+    return words
+
+
+def counted_loop(asm, count, counter, emit_body):
+    """Emit emit_body() `count` times: inline once, or as a loop counting down `counter`."""
+    if count == 1:
+        emit_body()
+        return
+    asm(enc.mov_imm(counter, count))
+    top = asm.label("loop")
+    asm.bind(top)
+    emit_body()
+    asm(enc.subs_imm(counter, counter, 1))
+    asm.b_cond("ne", top)
+
+
+def _pieces(rows):
+    """Row counts of the register pieces covering `rows` rows: 4s, then a 2, then a 1."""
+    return [4] * (rows // 4) + [2] * (rows % 4 // 2) + [1] * (rows % 2)
+
+
+def _transfer(load, pointer, offset, regs, pieces):
+    """Loads (or stores) of the pieces from/to [pointer + offset bytes] on; adjacent q as
+    pairs."""
+    pair, single = (enc.ldp_v, enc.ldr_v) if load else (enc.stp_v, enc.str_v)
+    words, index = [], 0
+    while index < len(pieces):
+        if pieces[index] == 4 and index + 1 < len(pieces) and pieces[index + 1] == 4:
+            words.append(pair("q", regs[index], regs[index + 1], pointer, offset))
+            offset, index = offset + 32, index + 2
+        else:
+            words.append(single(PIECE_SIZE[pieces[index]], regs[index], pointer, offset))
+            offset, index = offset + 4 * pieces[index], index + 1
+    return words
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A column-major operand: its pointer register and its leading-dimension register."""
+    pointer: int
+    ld: int
+
+
+class ColumnKernel:
+    """C := op(inputs...) column by column for M x N column-major operands.
+
+    inputs: one Stream per op input (op.arity of them); output: the result Stream;
+    counters: two free general registers (column count, row-block count);
+    scratch_gpr: a free general register for building constants.
+    """
+
+    def __init__(self, op, m, n, inputs, output, counters, scratch_gpr):
+        self.op, self.m, self.n = op, m, n
+        self.inputs, self.output = inputs, output
+        self.column_counter, self.block_counter = counters
+        self.scratch_gpr = scratch_gpr
+        pool = list(VECTOR_REGISTERS)
+        self.consts, pool = pool[:op.constant_count], pool[op.constant_count:]
+        per_vector = op.arity + op.temps
+        step = MAX_STEP_VECTORS if per_vector == 0 else len(pool) // per_vector
+        self.step = min(MAX_STEP_VECTORS, step)
+        data_count = self.step * op.arity
+        # data[i] = registers of input i for each vector slot
+        self.data = [pool[i * self.step:(i + 1) * self.step] for i in range(op.arity)]
+        self.temps = pool[data_count:data_count + self.step * op.temps]
+
+    @property
+    def general_registers(self):
+        streams = self.inputs + [self.output]
+        return ([s.pointer for s in streams] + [s.ld for s in streams]
+                + [self.column_counter, self.block_counter, self.scratch_gpr])
+
+    @property
+    def vector_registers(self):
+        return self.consts + [reg for regs in self.data for reg in regs] + self.temps
+
+    def emit(self, asm):
+        """The whole kernel body (without prologue/epilogue)."""
+        streams = self.inputs + [self.output]
+        blocks = self.m // (4 * self.step)
+        if self.n > 1:
+            for stream in streams:
+                asm(scale_to_bytes(stream.ld),
+                    subtract_constant(stream.ld, 16 * self.step * blocks))
+        asm(self.op.load_constants(self.consts, self.scratch_gpr))
+        counted_loop(asm, self.n, self.column_counter, lambda: self._column(asm, streams))
+
+    def _column(self, asm, streams):
+        blocks, rest = divmod(self.m, 4 * self.step)
+        if blocks:
+            counted_loop(asm, blocks, self.block_counter, lambda: self._block(asm, streams))
+        pieces, offset = _pieces(rest), 0
+        for start in range(0, len(pieces), self.step):
+            group = pieces[start:start + self.step]
+            self._group(asm, group, offset)
+            offset += 4 * sum(group)
+        if self.n > 1:
+            for stream in streams:
+                asm(enc.add_reg(stream.pointer, stream.pointer, stream.ld))
+
+    def _block(self, asm, streams):
+        self._group(asm, [4] * self.step, 0)
+        for stream in streams:
+            asm(enc.add_imm(stream.pointer, stream.pointer, 16 * self.step))
+
+    def _group(self, asm, pieces, offset):
+        """Load, compute and store one group of pieces (at most self.step of them)."""
+        count = len(pieces)
+        for stream, regs in zip(self.inputs, self.data):
+            asm(_transfer(True, stream.pointer, offset, regs, pieces))
+        vectors = [[regs[slot] for regs in self.data] for slot in range(count)]
+        words, results = apply(self.op, vectors, self.temps, self.consts)
+        asm(words)
+        asm(_transfer(False, self.output.pointer, offset, results, pieces))

@@ -1,0 +1,247 @@
+"""Binary primitives (C := A op B element-wise, FP32, column-major) against numpy.
+
+Everything goes through the public einjit.binary with isa=None, so the same tests check the
+x86-64 kernels on the host and the A64 kernels in the aarch64 lane. Each kernel is generated
+once per parameter set (einjit caches it) and called with ld = rows and with ld > rows.
+
+Inputs mix NaN, ±inf, ±0, denormals and values up to ±1e38 into random data, and some
+positions hold equal values or the same special in A and B (x - x, x / x, min/max of zeros,
+inf - inf, 0 / 0). C sits in a canary-filled buffer with padding before and after, so a write
+outside the sub-matrix (the ld gap included) changes a canary's bits; A and B must come back
+unchanged. The guard-page test puts A, B and C right before a no-access page, so a read or
+write past the last element faults.
+
+Semantics (the kernel contract): bit-exact with numpy (NaN compared as NaN-ness), min/max
+NaN-propagating like np.minimum/np.maximum; the sign of a zero that min/max return when both
+operands are zeros is free.
+"""
+
+import ctypes
+import mmap
+import os
+import re
+
+import numpy as np
+import pytest
+
+import einjit
+
+OPS = ("add", "sub", "mul", "div", "min", "max")
+NUMPY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+         "min": np.minimum, "max": np.maximum}
+CANARY = np.uint32(0x7FC0_BEEF)   # a quiet NaN with a payload no arithmetic produces
+PADDING = 19                      # canary elements before and after C's extent
+LD_GAPS = (3, 1, 6)               # ld - rows of A, B and C when padded
+
+SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-45, -1e-45,
+                     1.1754942e-38, -2.9e-39, 1.0, -1.0, 0.5, 3.4e38, -3.4e38, 1.8e19, 1e-30,
+                     1e-20, -1e-20], dtype=np.float32)
+
+
+def _data(rng, count):
+    """Random values with magnitudes from 1e-4 to ~160 (both signs), about 15% specials."""
+    values = 10.0 ** rng.uniform(-4.0, 2.2, count) * rng.choice((-1.0, 1.0), count)
+    values = values.astype(np.float32)
+    special = rng.random(count) < 0.15
+    values[special] = rng.choice(SPECIALS, int(special.sum()))
+    return values
+
+
+def _operands(rng, m, n):
+    a, b = _data(rng, m * n), _data(rng, m * n)
+    same = rng.random(m * n) < 0.1          # x op x, specials against themselves
+    b[same] = a[same]
+    negated = rng.random(m * n) < 0.05      # x - (-x) style: ±0 sums, inf - inf
+    b[negated] = -a[negated]
+    return a.reshape(m, n), b.reshape(m, n)
+
+
+def _canary_buffer(size):
+    return np.full(size, CANARY, dtype=np.uint32).view(np.float32)
+
+
+def _view(buffer, rows, cols, ld):
+    """The rows x cols column-major sub-matrix of `buffer` with leading dimension ld."""
+    size = buffer.itemsize
+    return np.lib.stride_tricks.as_strided(buffer, (rows, cols), (size, size * ld))
+
+
+class Problem:
+    """Operands of one binary call in canary-filled buffers."""
+
+    def __init__(self, op, m, n, padded, seed, allocate=_canary_buffer, c_after=PADDING):
+        self.op, self.m, self.n = op, m, n
+        gaps = LD_GAPS if padded else (0, 0, 0)
+        self.ld_a, self.ld_b, self.ld_c = (m + gap for gap in gaps)
+        self.a = allocate((n - 1) * self.ld_a + m)
+        self.b = allocate((n - 1) * self.ld_b + m)
+        a, b = _operands(np.random.default_rng(seed), m, n)
+        _view(self.a, m, n, self.ld_a)[...] = a
+        _view(self.b, m, n, self.ld_b)[...] = b
+        self.input_bits = (self.a.view(np.uint32).copy(), self.b.view(np.uint32).copy())
+        c_extent = (n - 1) * self.ld_c + m
+        self.c_buffer = allocate(PADDING + c_extent + c_after)
+        self.c = self.c_buffer[PADDING:PADDING + c_extent]
+        self.in_c = np.zeros(self.c_buffer.size, dtype=bool)
+        _view(self.in_c[PADDING:], m, n, self.ld_c)[...] = True
+
+    def call(self, kernel):
+        kernel(self.a, self.b, self.c, self.ld_a, self.ld_b, self.ld_c)
+
+    def verify(self):
+        where = (f"{self.op} m={self.m} n={self.n} "
+                 f"ld_a={self.ld_a} ld_b={self.ld_b} ld_c={self.ld_c}")
+        bits = self.c_buffer.view(np.uint32)
+        outside = np.flatnonzero(~self.in_c & (bits != CANARY))
+        assert outside.size == 0, (f"{where}: wrote outside the sub-matrix of C at buffer "
+                                   f"offsets {(outside - PADDING)[:10].tolist()}")
+        assert np.array_equal(self.a.view(np.uint32), self.input_bits[0]), f"{where}: A changed"
+        assert np.array_equal(self.b.view(np.uint32), self.input_bits[1]), f"{where}: B changed"
+        a = _view(self.a, self.m, self.n, self.ld_a)
+        b = _view(self.b, self.m, self.n, self.ld_b)
+        got = np.ascontiguousarray(_view(self.c, self.m, self.n, self.ld_c))
+        with np.errstate(all="ignore"):
+            expected = NUMPY[self.op](a, b)
+        same = (got.view(np.uint32) == expected.view(np.uint32)) \
+            | (np.isnan(got) & np.isnan(expected))
+        if self.op in ("min", "max"):   # both operands zeros: either zero
+            same |= (a == 0) & (b == 0) & (got == 0)
+        if not same.all():
+            r, j = np.argwhere(~same)[0]
+            pytest.fail(f"{where}: {int((~same).sum())} wrong elements; first at row {r}, "
+                        f"column {j}: {a[r, j]!r} {self.op} {b[r, j]!r} gave {got[r, j]!r} "
+                        f"(bits {got[r, j].view(np.uint32):#010x}), expected {expected[r, j]!r}")
+
+
+def check(op, m, n, seed=0):
+    kernel = einjit.binary(op, m, n)
+    for padded in (False, True):
+        problem = Problem(op, m, n, padded, seed)
+        problem.call(kernel)
+        problem.verify()
+
+
+def _small_pairs(shift):
+    """33 (m, n) pairs in 1..33 in which every m and every n appears once; `shift` rotates
+    the partner so that different ops meet different pairs."""
+    return [(m, (14 * m + shift) % 33 + 1) for m in range(1, 34)]
+
+
+SMALL_CASES = [(op, m, n) for index, op in enumerate(OPS) for m, n in _small_pairs(7 * index)]
+# past the blocks of the kernels (32-row column steps) and at the limits
+MEDIUM_SHAPES = ((32, 5), (33, 8), (63, 3), (64, 9), (95, 4), (131, 17), (40, 70))
+EDGE_SHAPES = ((2048, 1), (1, 2048), (2047, 3), (6, 2048))
+LARGE_CASES = [("add", 2048, 2048), ("div", 1031, 1025), ("max", 1000, 37), ("min", 37, 1000),
+               ("mul", 513, 300), ("sub", 300, 513)]
+
+
+def _case_id(case):
+    op, m, n = case
+    return f"{op}-m{m}-n{n}"
+
+
+@pytest.mark.parametrize("case", SMALL_CASES, ids=_case_id)
+def test_every_m_and_n_up_to_33(case):
+    check(*case)
+
+
+@pytest.mark.parametrize("case", [(op, m, n) for op in OPS
+                                  for m, n in MEDIUM_SHAPES + EDGE_SHAPES], ids=_case_id)
+def test_block_boundaries_and_limits(case):
+    check(*case, seed=3)
+
+
+@pytest.mark.parametrize("case", LARGE_CASES, ids=_case_id)
+def test_large(case):
+    check(*case, seed=5)
+
+
+def test_every_pair_of_specials():
+    """Each op on the full cross product of the special values (one kernel call per op)."""
+    a, b = (x.ravel() for x in np.meshgrid(SPECIALS, SPECIALS, indexing="ij"))
+    m = SPECIALS.size
+    for op in OPS:
+        c = np.empty_like(a)
+        einjit.binary(op, m, m)(a, b, c, m, m, m)
+        with np.errstate(all="ignore"):
+            expected = NUMPY[op](a, b)
+        same = (c.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(c) & np.isnan(expected))
+        if op in ("min", "max"):
+            same |= (a == 0) & (b == 0) & (c == 0)
+        assert same.all(), (f"{op}: {a[~same][:4].tolist()} op {b[~same][:4].tolist()} gave "
+                            f"{c[~same][:4].tolist()}, expected {expected[~same][:4].tolist()}")
+
+
+def test_kernels_are_generated_once():
+    assert einjit.binary("add", 7, 9) is einjit.binary("add", 7, 9)
+    assert einjit.binary("sub", 7, 9) is not einjit.binary("add", 7, 9)
+
+
+# --- guard pages: no read or write past the last element of an operand -------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_mappings = []   # guarded mappings live as long as the test process (arrays may view them)
+
+
+def _guarded(count):
+    """A float32 array of `count` canary elements ending right before a no-access page, in
+    shared memory (a forked child's writes are visible to the parent)."""
+    page = mmap.PAGESIZE
+    data_pages = -(-4 * count // page)
+    mapping = mmap.mmap(-1, (data_pages + 1) * page)
+    _mappings.append(mapping)
+    raw = np.frombuffer(mapping, dtype=np.uint8)
+    guard = raw.ctypes.data + data_pages * page
+    if _libc.mprotect(guard, page, 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
+    array = raw[:data_pages * page].view(np.float32)[-count:]
+    array.view(np.uint32)[...] = CANARY
+    return array
+
+
+GUARD_CASES = [("add", m, n) for m in range(1, 40) for n in (1, 2, 5)]
+
+
+def test_no_access_past_the_last_element_of_any_operand():
+    """A, B and C each end right before a no-access page (tight layouts). The kernels run in a
+    forked child, so a fault is reported as a failure of the case that caused it."""
+    problems = [Problem(*case, padded=False, seed=seed, allocate=_guarded, c_after=0)
+                for seed, case in enumerate(GUARD_CASES)]
+    kernels = [einjit.binary(*case) for case in GUARD_CASES]
+    progress = _guarded(1).view(np.int32)   # shared: the case the child is running
+    progress[0] = -1
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for index, (problem, kernel) in enumerate(zip(problems, kernels)):
+                progress[0] = index
+                problem.call(kernel)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        what = ("faulted: it accessed memory past the end of an operand"
+                if os.WIFSIGNALED(status) else "raised an exception")
+        pytest.fail(f"binary{GUARD_CASES[progress[0]]} {what} (wait status {status:#x})")
+    for problem in problems:
+        problem.verify()
+
+
+# --- parameter validation and code generation for every ISA on any host -----------------
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"op": "pow"}, "pow"), ({"op": "relu"}, "relu"),
+    ({"m": 0}, "m=0"), ({"m": 2049}, "m=2049"), ({"n": 0}, "n=0"), ({"n": 2049}, "n=2049")])
+def test_invalid_parameters_raise_value_error_naming_them(kwargs, named):
+    args = {"op": "add", "m": 4, "n": 4, **kwargs}
+    with pytest.raises(ValueError, match=re.escape(named)):
+        einjit.binary(args["op"], args["m"], args["n"])
+
+
+@pytest.mark.parametrize("isa", ("aarch64", "x86_64"))
+def test_code_for_every_op_is_generated_for_every_isa(isa):
+    for op in OPS:
+        for m, n in ((1, 1), (3, 7), (2048, 2048)):
+            assert einjit.binary(op, m, n, isa=isa).code

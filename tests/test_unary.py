@@ -1,0 +1,283 @@
+"""Unary primitives (B := op(A), FP32, A column-major) against numpy, in both layouts.
+
+Everything goes through the public einjit.unary with isa=None, so the same tests check the
+x86-64 kernels on the host and the A64 kernels in the aarch64 lane. Each kernel is generated
+once per parameter set (einjit caches it) and called with ld = rows and with ld > rows.
+
+Inputs mix NaN, ±inf, ±0, denormals and values up to ±1e38 into random data. B sits in a
+canary-filled buffer with padding before and after, so a write outside the sub-matrix (the ld
+gap included) changes a canary's bits; A's ld gaps hold canaries too and A must come back
+unchanged. The guard-page test puts A and B right before a no-access page, so a read or write
+past the last element faults.
+
+Semantics (the kernel contract): bit-exact with numpy for zero, identity, relu
+(np.maximum(a, 0), NaN propagating; the sign of a zero result for a zero input is free),
+square, increment, decrement; reciprocal within 1 ulp of 1/a; sigmoid within 1e-6 absolute of
+the float64 sigmoid for finite inputs, exactly 0 at -inf and 1 at +inf, NaN for NaN.
+"""
+
+import ctypes
+import mmap
+import os
+import re
+
+import numpy as np
+import pytest
+
+import einjit
+
+OPS = ("zero", "identity", "relu", "square", "reciprocal", "increment", "decrement",
+       "sigmoid")
+CANARY = np.uint32(0x7FC0_BEEF)   # a quiet NaN with a payload no arithmetic produces
+PADDING = 19                      # canary elements before and after B's extent
+LD_GAPS = (3, 5)                  # ld - rows of A and B when padded
+SIGMOID_TOLERANCE = 1e-6
+
+SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-45, -1e-45,
+                     1.1754942e-38, -2.9e-39, 1.0, -1.0, 0.5, 3.4e38, -3.4e38, 1.8e19, 1e-30,
+                     16.6, -16.6, 88.7, -88.7, 103.9, -103.9, 104.5, -104.5, 1e6, -1e6],
+                    dtype=np.float32)
+
+
+def _data(rng, count):
+    """Random values with magnitudes from 1e-4 to ~160 (both signs), about 15% specials."""
+    values = 10.0 ** rng.uniform(-4.0, 2.2, count) * rng.choice((-1.0, 1.0), count)
+    values = values.astype(np.float32)
+    special = rng.random(count) < 0.15
+    values[special] = rng.choice(SPECIALS, int(special.sum()))
+    return values
+
+
+def _canary_buffer(size):
+    return np.full(size, CANARY, dtype=np.uint32).view(np.float32)
+
+
+def _view(buffer, rows, cols, ld):
+    """The rows x cols column-major sub-matrix of `buffer` with leading dimension ld."""
+    size = buffer.itemsize
+    return np.lib.stride_tricks.as_strided(buffer, (rows, cols), (size, size * ld))
+
+
+def _ordered(x):
+    """float32 bits mapped to integers in the order of the values (for ulp distances)."""
+    bits = x.view(np.int32).astype(np.int64)
+    return np.where(bits < 0, -(bits & 0x7FFF_FFFF), bits)
+
+
+def _expected_bits_mismatch(op, a, got):
+    """Boolean mask of wrong results for the ops checked bit-exactly or within 1 ulp."""
+    with np.errstate(all="ignore"):
+        expected = {
+            "zero": np.zeros_like(a),
+            "identity": a,
+            "relu": np.maximum(a, np.float32(0)),
+            "square": a * a,
+            "reciprocal": np.float32(1) / a,
+            "increment": a + np.float32(1),
+            "decrement": a - np.float32(1),
+        }[op]
+    both_nan = np.isnan(got) & np.isnan(expected)
+    if op == "reciprocal":
+        close = np.abs(_ordered(got) - _ordered(expected)) <= 1
+        return ~(close & (np.isnan(got) == np.isnan(expected)) | both_nan), expected
+    same = got.view(np.uint32) == expected.view(np.uint32)
+    if op == "relu":   # max(±0, 0): either zero
+        same |= (a == 0) & (got == 0)
+    return ~(same | both_nan), expected
+
+
+def _sigmoid_mismatch(a, got):
+    with np.errstate(all="ignore"):
+        expected = (1.0 / (1.0 + np.exp(-a.astype(np.float64)))).astype(np.float32)
+    finite = np.isfinite(a)
+    close = np.abs(got.astype(np.float64) - expected.astype(np.float64)) <= SIGMOID_TOLERANCE
+    ok = np.where(finite, close,
+                  np.where(np.isnan(a), np.isnan(got),
+                           got == np.where(a > 0, np.float32(1), np.float32(0))))
+    return ~ok, expected
+
+
+class Problem:
+    """Operands of one unary call in canary-filled buffers."""
+
+    def __init__(self, op, m, n, trans_b, padded, seed, allocate=_canary_buffer,
+                 b_after=PADDING):
+        self.op, self.m, self.n, self.trans_b = op, m, n, trans_b
+        gap_a, gap_b = LD_GAPS if padded else (0, 0)
+        self.b_rows, self.b_cols = (n, m) if trans_b else (m, n)
+        self.ld_a, self.ld_b = m + gap_a, self.b_rows + gap_b
+        self.a = allocate((n - 1) * self.ld_a + m)
+        _view(self.a, m, n, self.ld_a)[...] = _data(np.random.default_rng(seed),
+                                                    m * n).reshape(m, n)
+        self.a_bits = self.a.view(np.uint32).copy()
+        b_extent = (self.b_cols - 1) * self.ld_b + self.b_rows
+        self.b_buffer = allocate(PADDING + b_extent + b_after)
+        self.b = self.b_buffer[PADDING:PADDING + b_extent]
+        self.in_b = np.zeros(self.b_buffer.size, dtype=bool)
+        _view(self.in_b[PADDING:], self.b_rows, self.b_cols, self.ld_b)[...] = True
+
+    def call(self, kernel):
+        kernel(self.a, self.b, self.ld_a, self.ld_b)
+
+    def verify(self):
+        where = (f"{self.op} m={self.m} n={self.n} trans_b={self.trans_b} "
+                 f"ld_a={self.ld_a} ld_b={self.ld_b}")
+        bits = self.b_buffer.view(np.uint32)
+        outside = np.flatnonzero(~self.in_b & (bits != CANARY))
+        assert outside.size == 0, (f"{where}: wrote outside the sub-matrix of B at buffer "
+                                   f"offsets {(outside - PADDING)[:10].tolist()}")
+        assert np.array_equal(self.a.view(np.uint32), self.a_bits), f"{where}: A was modified"
+        a = _view(self.a, self.m, self.n, self.ld_a)
+        got = _view(self.b, self.b_rows, self.b_cols, self.ld_b)
+        got = np.ascontiguousarray(got.T if self.trans_b else got)
+        if self.op == "sigmoid":
+            wrong, expected = _sigmoid_mismatch(a, got)
+        else:
+            wrong, expected = _expected_bits_mismatch(self.op, a, got)
+        if wrong.any():
+            r, j = np.argwhere(wrong)[0]
+            pytest.fail(f"{where}: {int(wrong.sum())} wrong elements; first at row {r}, "
+                        f"column {j}: op({a[r, j]!r}) gave {got[r, j]!r} "
+                        f"(bits {got[r, j].view(np.uint32):#010x}), expected {expected[r, j]!r}")
+
+
+def check(op, m, n, trans_b, seed=0):
+    kernel = einjit.unary(op, m, n, trans_b=trans_b)
+    for padded in (False, True):
+        problem = Problem(op, m, n, trans_b, padded, seed)
+        problem.call(kernel)
+        problem.verify()
+
+
+def _small_pairs(shift):
+    """33 (m, n) pairs in 1..33 in which every m and every n appears once; `shift` rotates
+    the partner so that different ops and layouts meet different pairs."""
+    return [(m, (14 * m + shift) % 33 + 1) for m in range(1, 34)]
+
+
+SMALL_CASES = [(op, m, n, trans_b)
+               for index, op in enumerate(OPS) for trans_b in (False, True)
+               for m, n in _small_pairs(5 * index + 11 * trans_b)]
+
+# past the blocks of the kernels: 8-column groups, 64-row blocks, 32-row column steps
+MEDIUM_SHAPES = ((64, 8), (65, 16), (67, 23), (128, 12), (131, 17), (40, 70), (97, 129))
+EDGE_SHAPES = ((2048, 1), (1, 2048), (2047, 3), (6, 2048))
+LARGE_CASES = [("identity", 2048, 2048, True), ("sigmoid", 2048, 2048, False),
+               ("relu", 1031, 1025, True), ("reciprocal", 1000, 37, False),
+               ("square", 37, 1000, True), ("increment", 513, 300, True),
+               ("decrement", 300, 513, False), ("zero", 2048, 2048, True)]
+
+
+def _case_id(case):
+    op, m, n, trans_b = case
+    return f"{op}-m{m}-n{n}-{'trans' if trans_b else 'plain'}"
+
+
+@pytest.mark.parametrize("case", SMALL_CASES, ids=_case_id)
+def test_every_m_and_n_up_to_33(case):
+    check(*case)
+
+
+@pytest.mark.parametrize("case", [(op, m, n, trans_b)
+                                  for op in OPS for trans_b in (False, True)
+                                  for m, n in MEDIUM_SHAPES + EDGE_SHAPES], ids=_case_id)
+def test_block_boundaries_and_limits(case):
+    check(*case, seed=3)
+
+
+@pytest.mark.parametrize("case", LARGE_CASES, ids=_case_id)
+def test_large(case):
+    check(*case, seed=5)
+
+
+def test_sigmoid_accuracy_over_a_dense_range():
+    """Every 1009th float32 in [-120, 120] plus the specials, against the float64 sigmoid."""
+    low, high = np.float32(-120).view(np.uint32), np.float32(120).view(np.uint32)
+    values = np.concatenate([np.arange(0, high, 1009, dtype=np.uint32),
+                             np.arange(0x8000_0000, low, 1009, dtype=np.uint32)]).view(np.float32)
+    values = np.concatenate([values, SPECIALS])
+    m = 2048
+    values = np.resize(values, (-(-values.size // m)) * m)
+    n = values.size // m
+    b = np.empty_like(values)
+    einjit.unary("sigmoid", m, n)(values, b, m, m)
+    wrong, expected = _sigmoid_mismatch(values, b)
+    assert not wrong.any(), (f"sigmoid{values[wrong][:5].tolist()} = {b[wrong][:5].tolist()}, "
+                             f"expected {expected[wrong][:5].tolist()}")
+
+
+def test_kernels_are_generated_once():
+    assert einjit.unary("relu", 7, 9) is einjit.unary("relu", 7, 9)
+    assert einjit.unary("relu", 7, 9, trans_b=True) is not einjit.unary("relu", 7, 9)
+
+
+# --- guard pages: no read or write past the last element of an operand -------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_mappings = []   # guarded mappings live as long as the test process (arrays may view them)
+
+
+def _guarded(count):
+    """A float32 array of `count` canary elements ending right before a no-access page, in
+    shared memory (a forked child's writes are visible to the parent)."""
+    page = mmap.PAGESIZE
+    data_pages = -(-4 * count // page)
+    mapping = mmap.mmap(-1, (data_pages + 1) * page)
+    _mappings.append(mapping)
+    raw = np.frombuffer(mapping, dtype=np.uint8)
+    guard = raw.ctypes.data + data_pages * page
+    if _libc.mprotect(guard, page, 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
+    array = raw[:data_pages * page].view(np.float32)[-count:]
+    array.view(np.uint32)[...] = CANARY
+    return array
+
+
+GUARD_CASES = [(op, m, n, trans_b) for op in ("identity", "sigmoid", "zero")
+               for trans_b in (False, True) for m in range(1, 10) for n in (1, 3, 6, 9)]
+
+
+def test_no_access_past_the_last_element_of_any_operand():
+    """A and B each end right before a no-access page (tight layouts). The kernels run in a
+    forked child, so a fault is reported as a failure of the case that caused it."""
+    problems = [Problem(*case, padded=False, seed=seed, allocate=_guarded, b_after=0)
+                for seed, case in enumerate(GUARD_CASES)]
+    kernels = [einjit.unary(op, m, n, trans_b=trans_b) for op, m, n, trans_b in GUARD_CASES]
+    progress = _guarded(1).view(np.int32)   # shared: the case the child is running
+    progress[0] = -1
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for index, (problem, kernel) in enumerate(zip(problems, kernels)):
+                progress[0] = index
+                problem.call(kernel)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        what = ("faulted: it accessed memory past the end of an operand"
+                if os.WIFSIGNALED(status) else "raised an exception")
+        pytest.fail(f"unary{GUARD_CASES[progress[0]]} {what} (wait status {status:#x})")
+    for problem in problems:
+        problem.verify()
+
+
+# --- parameter validation and code generation for every ISA on any host -----------------
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"op": "tanh"}, "tanh"), ({"op": "add"}, "add"),
+    ({"m": 0}, "m=0"), ({"m": 2049}, "m=2049"), ({"n": 0}, "n=0"), ({"n": 2049}, "n=2049")])
+def test_invalid_parameters_raise_value_error_naming_them(kwargs, named):
+    args = {"op": "relu", "m": 4, "n": 4, **kwargs}
+    with pytest.raises(ValueError, match=re.escape(named)):
+        einjit.unary(args["op"], args["m"], args["n"])
+
+
+@pytest.mark.parametrize("isa", ("aarch64", "x86_64"))
+@pytest.mark.parametrize("trans_b", (False, True))
+def test_code_for_every_op_is_generated_for_every_isa(isa, trans_b):
+    for op in OPS:
+        for m, n in ((1, 1), (3, 7), (2048, 2048)):
+            assert einjit.unary(op, m, n, trans_b=trans_b, isa=isa).code
