@@ -16,39 +16,27 @@ NaN-propagating like np.minimum/np.maximum; the sign of a zero that min/max retu
 operands are zeros is free.
 """
 
-import ctypes
-import mmap
-import os
 import re
 
 import numpy as np
 import pytest
 
 import einjit
+from support import SPECIALS as BASE_SPECIALS
+from support import CANARY, canary_buffer, column_major, guarded, mixed_data, run_guarded
 
 OPS = ("add", "sub", "mul", "div", "min", "max")
 NUMPY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
          "min": np.minimum, "max": np.maximum}
-CANARY = np.uint32(0x7FC0_BEEF)   # a quiet NaN with a payload no arithmetic produces
 PADDING = 19                      # canary elements before and after C's extent
 LD_GAPS = (3, 1, 6)               # ld - rows of A, B and C when padded
 
-SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-45, -1e-45,
-                     1.1754942e-38, -2.9e-39, 1.0, -1.0, 0.5, 3.4e38, -3.4e38, 1.8e19, 1e-30,
-                     1e-20, -1e-20], dtype=np.float32)
+SPECIALS = np.concatenate([BASE_SPECIALS, np.array([1e-20, -1e-20], np.float32)])
 
-
-def _data(rng, count):
-    """Random values with magnitudes from 1e-4 to ~160 (both signs), about 15% specials."""
-    values = 10.0 ** rng.uniform(-4.0, 2.2, count) * rng.choice((-1.0, 1.0), count)
-    values = values.astype(np.float32)
-    special = rng.random(count) < 0.15
-    values[special] = rng.choice(SPECIALS, int(special.sum()))
-    return values
 
 
 def _operands(rng, m, n):
-    a, b = _data(rng, m * n), _data(rng, m * n)
+    a, b = mixed_data(rng, m * n, SPECIALS), mixed_data(rng, m * n, SPECIALS)
     same = rng.random(m * n) < 0.1          # x op x, specials against themselves
     b[same] = a[same]
     negated = rng.random(m * n) < 0.05      # x - (-x) style: ±0 sums, inf - inf
@@ -56,34 +44,26 @@ def _operands(rng, m, n):
     return a.reshape(m, n), b.reshape(m, n)
 
 
-def _canary_buffer(size):
-    return np.full(size, CANARY, dtype=np.uint32).view(np.float32)
-
-
-def _view(buffer, rows, cols, ld):
-    """The rows x cols column-major sub-matrix of `buffer` with leading dimension ld."""
-    size = buffer.itemsize
-    return np.lib.stride_tricks.as_strided(buffer, (rows, cols), (size, size * ld))
 
 
 class Problem:
     """Operands of one binary call in canary-filled buffers."""
 
-    def __init__(self, op, m, n, padded, seed, allocate=_canary_buffer, c_after=PADDING):
+    def __init__(self, op, m, n, padded, seed, allocate=canary_buffer, c_after=PADDING):
         self.op, self.m, self.n = op, m, n
         gaps = LD_GAPS if padded else (0, 0, 0)
         self.ld_a, self.ld_b, self.ld_c = (m + gap for gap in gaps)
         self.a = allocate((n - 1) * self.ld_a + m)
         self.b = allocate((n - 1) * self.ld_b + m)
         a, b = _operands(np.random.default_rng(seed), m, n)
-        _view(self.a, m, n, self.ld_a)[...] = a
-        _view(self.b, m, n, self.ld_b)[...] = b
+        column_major(self.a, m, n, self.ld_a)[...] = a
+        column_major(self.b, m, n, self.ld_b)[...] = b
         self.input_bits = (self.a.view(np.uint32).copy(), self.b.view(np.uint32).copy())
         c_extent = (n - 1) * self.ld_c + m
         self.c_buffer = allocate(PADDING + c_extent + c_after)
         self.c = self.c_buffer[PADDING:PADDING + c_extent]
         self.in_c = np.zeros(self.c_buffer.size, dtype=bool)
-        _view(self.in_c[PADDING:], m, n, self.ld_c)[...] = True
+        column_major(self.in_c[PADDING:], m, n, self.ld_c)[...] = True
 
     def call(self, kernel):
         kernel(self.a, self.b, self.c, self.ld_a, self.ld_b, self.ld_c)
@@ -97,9 +77,9 @@ class Problem:
                                    f"offsets {(outside - PADDING)[:10].tolist()}")
         assert np.array_equal(self.a.view(np.uint32), self.input_bits[0]), f"{where}: A changed"
         assert np.array_equal(self.b.view(np.uint32), self.input_bits[1]), f"{where}: B changed"
-        a = _view(self.a, self.m, self.n, self.ld_a)
-        b = _view(self.b, self.m, self.n, self.ld_b)
-        got = np.ascontiguousarray(_view(self.c, self.m, self.n, self.ld_c))
+        a = column_major(self.a, self.m, self.n, self.ld_a)
+        b = column_major(self.b, self.m, self.n, self.ld_b)
+        got = np.ascontiguousarray(column_major(self.c, self.m, self.n, self.ld_c))
         with np.errstate(all="ignore"):
             expected = NUMPY[self.op](a, b)
         same = (got.view(np.uint32) == expected.view(np.uint32)) \
@@ -179,54 +159,16 @@ def test_kernels_are_generated_once():
 
 # --- guard pages: no read or write past the last element of an operand -------------------
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_mappings = []   # guarded mappings live as long as the test process (arrays may view them)
-
-
-def _guarded(count):
-    """A float32 array of `count` canary elements ending right before a no-access page, in
-    shared memory (a forked child's writes are visible to the parent)."""
-    page = mmap.PAGESIZE
-    data_pages = -(-4 * count // page)
-    mapping = mmap.mmap(-1, (data_pages + 1) * page)
-    _mappings.append(mapping)
-    raw = np.frombuffer(mapping, dtype=np.uint8)
-    guard = raw.ctypes.data + data_pages * page
-    if _libc.mprotect(guard, page, 0) != 0:
-        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
-    array = raw[:data_pages * page].view(np.float32)[-count:]
-    array.view(np.uint32)[...] = CANARY
-    return array
-
-
 GUARD_CASES = [("add", m, n) for m in range(1, 40) for n in (1, 2, 5)]
 
 
 def test_no_access_past_the_last_element_of_any_operand():
     """A, B and C each end right before a no-access page (tight layouts). The kernels run in a
     forked child, so a fault is reported as a failure of the case that caused it."""
-    problems = [Problem(*case, padded=False, seed=seed, allocate=_guarded, c_after=0)
+    problems = [Problem(*case, padded=False, seed=seed, allocate=guarded, c_after=0)
                 for seed, case in enumerate(GUARD_CASES)]
     kernels = [einjit.binary(*case) for case in GUARD_CASES]
-    progress = _guarded(1).view(np.int32)   # shared: the case the child is running
-    progress[0] = -1
-    pid = os.fork()
-    if pid == 0:
-        try:
-            for index, (problem, kernel) in enumerate(zip(problems, kernels)):
-                progress[0] = index
-                problem.call(kernel)
-        except BaseException:
-            os._exit(1)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        what = ("faulted: it accessed memory past the end of an operand"
-                if os.WIFSIGNALED(status) else "raised an exception")
-        pytest.fail(f"binary{GUARD_CASES[progress[0]]} {what} (wait status {status:#x})")
-    for problem in problems:
-        problem.verify()
+    run_guarded(GUARD_CASES, problems, kernels, lambda case: f"binary{case}")
 
 
 # --- parameter validation and code generation for every ISA on any host -----------------

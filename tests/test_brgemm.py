@@ -11,18 +11,15 @@ outside the M×N sub-matrix changes a canary's bits. The guard-page test puts ea
 before a no-access page, so a read past its last element faults.
 """
 
-import ctypes
 import itertools
-import mmap
-import os
 import re
 
 import numpy as np
 import pytest
 
 import einjit
+from support import CANARY, canary_buffer, guarded, run_guarded, strided
 
-CANARY = np.uint32(0x7FC0_BEEF)   # a quiet NaN with a payload no arithmetic produces
 C_PADDING = 19                    # canary elements before and after C's extent
 U32 = 2.0 ** -24                  # unit roundoff of float32
 
@@ -42,13 +39,6 @@ class Layout:
         self.stride_b = self.ld_b * n + stride_gap[1]
 
 
-def _canary_buffer(size):
-    return np.full(size, CANARY, dtype=np.uint32).view(np.float32)
-
-
-def _view(buffer, shape, strides):
-    """A strided view of `buffer` (strides in elements)."""
-    return np.lib.stride_tricks.as_strided(buffer, shape, [buffer.itemsize * s for s in strides])
 
 
 def _random(rng, shape, integers):
@@ -60,7 +50,7 @@ def _random(rng, shape, integers):
 class Problem:
     """Operands of one BRGEMM call in canary-filled buffers, and the float64 reference."""
 
-    def __init__(self, m, n, k, br, layout, integers, seed, allocate=_canary_buffer,
+    def __init__(self, m, n, k, br, layout, integers, seed, allocate=canary_buffer,
                  c_after=C_PADDING):
         rng = np.random.default_rng(seed)
         self.m, self.n, self.k, self.br, self.layout = m, n, k, br, layout
@@ -71,9 +61,9 @@ class Problem:
         c_extent = (n - 1) * lay.ld_c + m
         self.c_buffer = allocate(C_PADDING + c_extent + c_after)
         self.c = self.c_buffer[C_PADDING:C_PADDING + c_extent]
-        a_view = _view(self.a, (br, m, k), (lay.stride_a, 1, lay.ld_a))
-        b_view = _view(self.b, (br, k, n), (lay.stride_b, 1, lay.ld_b))
-        c_view = _view(self.c, (m, n), (1, lay.ld_c))
+        a_view = strided(self.a, (br, m, k), (lay.stride_a, 1, lay.ld_a))
+        b_view = strided(self.b, (br, k, n), (lay.stride_b, 1, lay.ld_b))
+        c_view = strided(self.c, (m, n), (1, lay.ld_c))
         a_view[...] = _random(rng, (br, m, k), integers)
         b_view[...] = _random(rng, (br, k, n), integers)
         c_view[...] = _random(rng, (m, n), integers)
@@ -85,7 +75,7 @@ class Problem:
                                             optimize=True)
         self.tolerance = (k * br + 2) * U32 * magnitude
         self.in_c = np.zeros(self.c_buffer.size, dtype=bool)
-        _view(self.in_c[C_PADDING:], (m, n), (1, lay.ld_c))[...] = True
+        strided(self.in_c[C_PADDING:], (m, n), (1, lay.ld_c))[...] = True
 
     def call(self, kernel):
         lay = self.layout
@@ -97,7 +87,7 @@ class Problem:
         assert outside.size == 0, (
             f"wrote outside the {self.m}x{self.n} sub-matrix of C (ld_c={self.layout.ld_c}) at "
             f"buffer offsets {(outside - C_PADDING)[:10].tolist()}")
-        got = _view(self.c, (self.m, self.n), (1, self.layout.ld_c)).astype(np.float64)
+        got = strided(self.c, (self.m, self.n), (1, self.layout.ld_c)).astype(np.float64)
         if self.integers:
             wrong = np.argwhere(got != self.expected)
         else:
@@ -186,27 +176,6 @@ def test_batch_strides_may_overlap_and_repeat():
 
 # --- guard pages: no read or write past the last element of an operand -------------------
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_mappings = []   # guarded mappings live as long as the test process (arrays may view them)
-
-
-def _guarded(count):
-    """A float32 array of `count` canary elements ending right before a no-access page, in
-    shared memory (a forked child's writes are visible to the parent)."""
-    page = mmap.PAGESIZE
-    data_pages = -(-4 * count // page)
-    mapping = mmap.mmap(-1, (data_pages + 1) * page)
-    _mappings.append(mapping)
-    raw = np.frombuffer(mapping, dtype=np.uint8)
-    guard = raw.ctypes.data + data_pages * page
-    if _libc.mprotect(guard, page, 0) != 0:
-        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
-    array = raw[:data_pages * page].view(np.float32)[-count:]
-    array.view(np.uint32)[...] = CANARY
-    return array
-
-
 GUARD_CASES = [(m, n, 1 + (m + n) % 5, 2) for m, n in itertools.product(range(1, 18), (1, 5, 7))]
 
 
@@ -214,29 +183,11 @@ def test_no_access_past_the_last_element_of_any_operand():
     """A, B and C each end right before a no-access page (tight layouts, so the last element
     of the last column is the last element of the buffer). The kernels run in a forked child,
     so a fault is reported as a failure of the case that caused it."""
-    problems = [Problem(m, n, k, br, Layout(m, n, k, False), True, seed, allocate=_guarded,
+    problems = [Problem(m, n, k, br, Layout(m, n, k, False), True, seed, allocate=guarded,
                         c_after=0)
                 for seed, (m, n, k, br) in enumerate(GUARD_CASES)]
     kernels = [einjit.brgemm(m, n, k, br) for m, n, k, br in GUARD_CASES]
-    progress = _guarded(1).view(np.int32)   # shared: the case the child is running
-    progress[0] = -1
-    pid = os.fork()
-    if pid == 0:
-        try:
-            for index, (problem, kernel) in enumerate(zip(problems, kernels)):
-                progress[0] = index
-                problem.call(kernel)
-        except BaseException:
-            os._exit(1)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        case = GUARD_CASES[progress[0]]
-        what = ("faulted: it accessed memory past the end of an operand"
-                if os.WIFSIGNALED(status) else "raised an exception")
-        pytest.fail(f"kernel (m, n, k, br_size) = {case} {what} (wait status {status:#x})")
-    for problem in problems:
-        problem.verify()
+    run_guarded(GUARD_CASES, problems, kernels, lambda case: f"kernel (m, n, k, br_size) = {case}")
 
 
 # --- parameter validation and the A64 code on any host ----------------------------------

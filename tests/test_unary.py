@@ -16,46 +16,26 @@ square, increment, decrement; reciprocal within 1 ulp of 1/a; sigmoid within 1e-
 the float64 sigmoid for finite inputs, exactly 0 at -inf and 1 at +inf, NaN for NaN.
 """
 
-import ctypes
-import mmap
-import os
 import re
 
 import numpy as np
 import pytest
 
 import einjit
+from support import SPECIALS as BASE_SPECIALS
+from support import CANARY, canary_buffer, column_major, guarded, mixed_data, run_guarded
 
 OPS = ("zero", "identity", "relu", "square", "reciprocal", "increment", "decrement",
        "sigmoid")
-CANARY = np.uint32(0x7FC0_BEEF)   # a quiet NaN with a payload no arithmetic produces
 PADDING = 19                      # canary elements before and after B's extent
 LD_GAPS = (3, 5)                  # ld - rows of A and B when padded
 SIGMOID_TOLERANCE = 1e-6
 
-SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-45, -1e-45,
-                     1.1754942e-38, -2.9e-39, 1.0, -1.0, 0.5, 3.4e38, -3.4e38, 1.8e19, 1e-30,
-                     16.6, -16.6, 88.7, -88.7, 103.9, -103.9, 104.5, -104.5, 1e6, -1e6],
-                    dtype=np.float32)
+SPECIALS = np.concatenate([BASE_SPECIALS, np.array(
+    [16.6, -16.6, 88.7, -88.7, 103.9, -103.9, 104.5, -104.5, 1e6, -1e6], np.float32)])
 
 
-def _data(rng, count):
-    """Random values with magnitudes from 1e-4 to ~160 (both signs), about 15% specials."""
-    values = 10.0 ** rng.uniform(-4.0, 2.2, count) * rng.choice((-1.0, 1.0), count)
-    values = values.astype(np.float32)
-    special = rng.random(count) < 0.15
-    values[special] = rng.choice(SPECIALS, int(special.sum()))
-    return values
 
-
-def _canary_buffer(size):
-    return np.full(size, CANARY, dtype=np.uint32).view(np.float32)
-
-
-def _view(buffer, rows, cols, ld):
-    """The rows x cols column-major sub-matrix of `buffer` with leading dimension ld."""
-    size = buffer.itemsize
-    return np.lib.stride_tricks.as_strided(buffer, (rows, cols), (size, size * ld))
 
 
 def _ordered(x):
@@ -100,21 +80,21 @@ def _sigmoid_mismatch(a, got):
 class Problem:
     """Operands of one unary call in canary-filled buffers."""
 
-    def __init__(self, op, m, n, trans_b, padded, seed, allocate=_canary_buffer,
+    def __init__(self, op, m, n, trans_b, padded, seed, allocate=canary_buffer,
                  b_after=PADDING):
         self.op, self.m, self.n, self.trans_b = op, m, n, trans_b
         gap_a, gap_b = LD_GAPS if padded else (0, 0)
         self.b_rows, self.b_cols = (n, m) if trans_b else (m, n)
         self.ld_a, self.ld_b = m + gap_a, self.b_rows + gap_b
         self.a = allocate((n - 1) * self.ld_a + m)
-        _view(self.a, m, n, self.ld_a)[...] = _data(np.random.default_rng(seed),
-                                                    m * n).reshape(m, n)
+        values = mixed_data(np.random.default_rng(seed), m * n, SPECIALS)
+        column_major(self.a, m, n, self.ld_a)[...] = values.reshape(m, n)
         self.a_bits = self.a.view(np.uint32).copy()
         b_extent = (self.b_cols - 1) * self.ld_b + self.b_rows
         self.b_buffer = allocate(PADDING + b_extent + b_after)
         self.b = self.b_buffer[PADDING:PADDING + b_extent]
         self.in_b = np.zeros(self.b_buffer.size, dtype=bool)
-        _view(self.in_b[PADDING:], self.b_rows, self.b_cols, self.ld_b)[...] = True
+        column_major(self.in_b[PADDING:], self.b_rows, self.b_cols, self.ld_b)[...] = True
 
     def call(self, kernel):
         kernel(self.a, self.b, self.ld_a, self.ld_b)
@@ -127,8 +107,8 @@ class Problem:
         assert outside.size == 0, (f"{where}: wrote outside the sub-matrix of B at buffer "
                                    f"offsets {(outside - PADDING)[:10].tolist()}")
         assert np.array_equal(self.a.view(np.uint32), self.a_bits), f"{where}: A was modified"
-        a = _view(self.a, self.m, self.n, self.ld_a)
-        got = _view(self.b, self.b_rows, self.b_cols, self.ld_b)
+        a = column_major(self.a, self.m, self.n, self.ld_a)
+        got = column_major(self.b, self.b_rows, self.b_cols, self.ld_b)
         got = np.ascontiguousarray(got.T if self.trans_b else got)
         if self.op == "sigmoid":
             wrong, expected = _sigmoid_mismatch(a, got)
@@ -213,27 +193,6 @@ def test_kernels_are_generated_once():
 
 # --- guard pages: no read or write past the last element of an operand -------------------
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_mappings = []   # guarded mappings live as long as the test process (arrays may view them)
-
-
-def _guarded(count):
-    """A float32 array of `count` canary elements ending right before a no-access page, in
-    shared memory (a forked child's writes are visible to the parent)."""
-    page = mmap.PAGESIZE
-    data_pages = -(-4 * count // page)
-    mapping = mmap.mmap(-1, (data_pages + 1) * page)
-    _mappings.append(mapping)
-    raw = np.frombuffer(mapping, dtype=np.uint8)
-    guard = raw.ctypes.data + data_pages * page
-    if _libc.mprotect(guard, page, 0) != 0:
-        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
-    array = raw[:data_pages * page].view(np.float32)[-count:]
-    array.view(np.uint32)[...] = CANARY
-    return array
-
-
 GUARD_CASES = [(op, m, n, trans_b) for op in ("identity", "sigmoid", "zero")
                for trans_b in (False, True) for m in range(1, 10) for n in (1, 3, 6, 9)]
 
@@ -241,27 +200,10 @@ GUARD_CASES = [(op, m, n, trans_b) for op in ("identity", "sigmoid", "zero")
 def test_no_access_past_the_last_element_of_any_operand():
     """A and B each end right before a no-access page (tight layouts). The kernels run in a
     forked child, so a fault is reported as a failure of the case that caused it."""
-    problems = [Problem(*case, padded=False, seed=seed, allocate=_guarded, b_after=0)
+    problems = [Problem(*case, padded=False, seed=seed, allocate=guarded, b_after=0)
                 for seed, case in enumerate(GUARD_CASES)]
     kernels = [einjit.unary(op, m, n, trans_b=trans_b) for op, m, n, trans_b in GUARD_CASES]
-    progress = _guarded(1).view(np.int32)   # shared: the case the child is running
-    progress[0] = -1
-    pid = os.fork()
-    if pid == 0:
-        try:
-            for index, (problem, kernel) in enumerate(zip(problems, kernels)):
-                progress[0] = index
-                problem.call(kernel)
-        except BaseException:
-            os._exit(1)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        what = ("faulted: it accessed memory past the end of an operand"
-                if os.WIFSIGNALED(status) else "raised an exception")
-        pytest.fail(f"unary{GUARD_CASES[progress[0]]} {what} (wait status {status:#x})")
-    for problem in problems:
-        problem.verify()
+    run_guarded(GUARD_CASES, problems, kernels, lambda case: f"unary{case}")
 
 
 # --- parameter validation and code generation for every ISA on any host -----------------

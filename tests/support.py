@@ -1,0 +1,86 @@
+"""Test helpers shared by the primitive tests: canary buffers, strided views, special values,
+guard pages, and running kernels in a forked child so a fault fails one case, not pytest.
+"""
+
+import ctypes
+import mmap
+import os
+
+import numpy as np
+import pytest
+
+CANARY = np.uint32(0x7FC0_BEEF)   # a quiet NaN with a payload no arithmetic produces
+
+# Values that break naive kernels: NaNs of both signs, infinities, signed zeros, denormals,
+# the smallest normal, values near overflow.
+SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-45, -1e-45,
+                     1.1754942e-38, -2.9e-39, 1.0, -1.0, 0.5, 3.4e38, -3.4e38, 1.8e19, 1e-30],
+                    dtype=np.float32)
+
+
+def canary_buffer(size):
+    """A float32 array of `size` canaries."""
+    return np.full(size, CANARY, dtype=np.uint32).view(np.float32)
+
+
+def strided(buffer, shape, strides):
+    """A view of `buffer` with the given shape and strides in elements."""
+    return np.lib.stride_tricks.as_strided(buffer, shape, [buffer.itemsize * s for s in strides])
+
+
+def column_major(buffer, rows, cols, ld):
+    """The rows x cols column-major sub-matrix of `buffer` with leading dimension ld."""
+    return strided(buffer, (rows, cols), (1, ld))
+
+
+def mixed_data(rng, count, specials=SPECIALS, fraction=0.15):
+    """Random values with magnitudes from 1e-4 to ~160 (both signs), `fraction` specials."""
+    values = 10.0 ** rng.uniform(-4.0, 2.2, count) * rng.choice((-1.0, 1.0), count)
+    values = values.astype(np.float32)
+    special = rng.random(count) < fraction
+    values[special] = rng.choice(specials, int(special.sum()))
+    return values
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_mappings = []   # guarded mappings live as long as the test process (arrays may view them)
+
+
+def guarded(count):
+    """A float32 array of `count` canaries ending right before a no-access page, in shared
+    memory (a forked child's writes are visible to the parent)."""
+    page = mmap.PAGESIZE
+    data_pages = -(-4 * count // page)
+    mapping = mmap.mmap(-1, (data_pages + 1) * page)
+    _mappings.append(mapping)
+    raw = np.frombuffer(mapping, dtype=np.uint8)
+    guard = raw.ctypes.data + data_pages * page
+    if _libc.mprotect(guard, page, 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
+    array = raw[:data_pages * page].view(np.float32)[-count:]
+    array.view(np.uint32)[...] = CANARY
+    return array
+
+
+def run_guarded(cases, problems, kernels, describe):
+    """Call each problem's kernel in a forked child; fail naming the case that faulted, then
+    verify every problem in the parent (their buffers are shared memory from `guarded`)."""
+    progress = guarded(1).view(np.int32)   # shared: the case the child is running
+    progress[0] = -1
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for index, (problem, kernel) in enumerate(zip(problems, kernels)):
+                progress[0] = index
+                problem.call(kernel)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        what = ("faulted: it accessed memory past the end of an operand"
+                if os.WIFSIGNALED(status) else "raised an exception")
+        pytest.fail(f"{describe(cases[progress[0]])} {what} (wait status {status:#x})")
+    for problem in problems:
+        problem.verify()
