@@ -1,0 +1,188 @@
+"""x86-64 BRGEMM extras: both code variants explicitly, concurrent calls, register usage.
+
+tests/test_brgemm.py checks the host's variant through einjit.brgemm; here every case runs the
+AVX-512 and the AVX2 code (where the CPU has them), straight from the generator, so both are
+checked in one run. C sits in a canary-filled buffer with gaps (ld_c > m) so that any write
+outside its m×n sub-matrix is seen.
+"""
+
+import ctypes
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import numpy as np
+import pytest
+
+from einjit.backends.x86_64 import cpu
+from einjit.backends.x86_64.brgemm import VARIANTS, generate_brgemm, max_cols, plan
+from einjit.disasm import disassemble
+from einjit.errors import EinjitError
+from einjit.runtime.host import host_isa
+from einjit.runtime.memory import ExecutableMemory
+
+pytestmark = pytest.mark.skipif(host_isa() != "x86_64", reason="runs x86-64 code")
+
+CANARY = np.uint32(0x7FC0_BEEF)   # a quiet NaN with a payload no arithmetic produces
+_PROTOTYPE = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 8)
+
+
+def _variants():
+    have = cpu.features()
+    for variant, needs in cpu.VARIANTS.items():
+        missing = [name for name in needs if name not in have]
+        yield pytest.param(variant, marks=pytest.mark.skipif(
+            bool(missing), reason=f"host CPU lacks {', '.join(missing)}"))
+
+
+class Compiled:
+    """Generated BRGEMM code mapped executable, called with raw addresses."""
+
+    def __init__(self, m, n, k, br, variant):
+        self.memory = ExecutableMemory(generate_brgemm(m, n, k, br, variant=variant))
+        self.function = _PROTOTYPE(self.memory.address)
+
+
+class Case:
+    """Operands of one call with gaps (ld > rows, batch stride gaps) and the float64 result."""
+
+    PAD = 37   # canary elements around C
+
+    def __init__(self, m, n, k, br, seed):
+        rng = np.random.default_rng(seed)
+        self.m, self.n, self.k, self.br = m, n, k, br
+        self.ld_a, self.ld_b, self.ld_c = m + 3, k + 1, m + 5
+        self.stride_a, self.stride_b = self.ld_a * k + 7, self.ld_b * n + 2
+        self.a = rng.uniform(-1, 1, (br - 1) * self.stride_a + self.ld_a * k).astype(np.float32)
+        self.b = rng.uniform(-1, 1, (br - 1) * self.stride_b + self.ld_b * n).astype(np.float32)
+        size = self.ld_c * n
+        self.c_buffer = np.full(size + 2 * self.PAD, CANARY, np.uint32).view(np.float32)
+        c = self._c_matrix()
+        c[...] = rng.uniform(-1, 1, c.shape).astype(np.float32)
+        self.initial = c.astype(np.float64)
+        self.product = sum(
+            self._matrix(self.a, i * self.stride_a, m, k, self.ld_a).astype(np.float64)
+            @ self._matrix(self.b, i * self.stride_b, k, n, self.ld_b).astype(np.float64)
+            for i in range(br))
+
+    @staticmethod
+    def _matrix(buffer, offset, rows, cols, ld):
+        return buffer[offset:offset + ld * cols].reshape(cols, ld).T[:rows]
+
+    def _c_matrix(self):
+        return self._matrix(self.c_buffer, self.PAD, self.m, self.n, self.ld_c)
+
+    def call(self, compiled):
+        compiled.function(self.a.ctypes.data, self.b.ctypes.data,
+                          self.c_buffer.ctypes.data + 4 * self.PAD,
+                          self.ld_a, self.ld_b, self.ld_c, self.stride_a, self.stride_b)
+
+    def verify(self, calls=1):
+        """C must be its initial value plus `calls` times the batch's product, canaries intact."""
+        inside = np.zeros(self.c_buffer.size, bool)
+        self._matrix(inside, self.PAD, self.m, self.n, self.ld_c)[...] = True
+        changed = np.flatnonzero(~inside & (self.c_buffer.view(np.uint32) != CANARY))
+        assert changed.size == 0, f"wrote outside C at buffer offsets {changed[:8].tolist()}"
+        tolerance = 1e-5 * calls * (self.k * self.br + 1)
+        np.testing.assert_allclose(self._c_matrix(), self.initial + calls * self.product,
+                                   rtol=0, atol=tolerance)
+
+
+# M around both vector lengths (8 and 16 rows) and block heights, N around block widths
+SHAPES = [
+    (1, 1, 1, 1), (7, 3, 5, 2), (8, 8, 8, 1), (9, 14, 3, 3), (15, 25, 16, 2), (16, 26, 17, 1),
+    (17, 6, 64, 1), (31, 13, 2, 5), (33, 31, 9, 2), (47, 9, 4, 1), (48, 17, 33, 2),
+    (63, 24, 7, 1), (64, 64, 64, 3), (65, 12, 3, 2), (100, 7, 11, 1), (129, 50, 6, 2),
+    (257, 3, 2, 1), (1024, 2, 3, 2), (3, 1024, 2, 1), (40, 40, 300, 1),
+]
+
+
+@pytest.mark.parametrize("variant", _variants())
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_variant_matches_numpy(variant, shape):
+    case = Case(*shape, seed=sum(shape))
+    case.call(Compiled(*shape, variant))
+    case.verify()
+
+
+def _widest_block_shapes(variant):
+    """Sizes whose plan uses the widest block of each height, masked and not: the most
+    accumulators, B base pointers and (with a batch) general registers a kernel can use."""
+    isa = VARIANTS[variant]
+    shapes = []
+    for vectors in range(1, 5):
+        for tail in (0, 3):
+            m = vectors * isa.lanes - (isa.lanes - tail if tail else 0)
+            cols = max_cols(isa, vectors, bool(tail))
+            shapes.append((m, cols, 5, 3))
+    return shapes
+
+
+@pytest.mark.parametrize("variant", _variants())
+def test_widest_blocks_with_a_batch(variant):
+    for m, n, k, br in _widest_block_shapes(variant):
+        assert max(p.cols for p in plan(m, n, k, br, VARIANTS[variant])) == n
+        case = Case(m, n, k, br, seed=m + n)
+        case.call(Compiled(m, n, k, br, variant))
+        case.verify()
+
+
+@pytest.mark.parametrize("variant", _variants())
+def test_concurrent_calls_from_threads(variant):
+    """ctypes releases the GIL: several threads run kernels at once, each on its own data,
+    sharing kernels (the code keeps its state in registers and its own stack)."""
+    shapes = [(64, 64, 64, 2), (17, 33, 16, 3), (5, 40, 7, 1)]
+    kernels = [Compiled(*shape, variant) for shape in shapes]
+    failures = []
+
+    def work(thread):
+        try:
+            for round_ in range(12):
+                index = (thread + round_) % len(shapes)
+                case = Case(*shapes[index], seed=100 * thread + round_)
+                for _ in range(3):
+                    case.call(kernels[index])
+                case.verify(calls=3)
+        except BaseException as exc:   # reported by the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
+def _disassembly(code):
+    """Intel-syntax text of `code`: einjit's disassembler (capstone) or else GNU objdump."""
+    try:
+        return disassemble(code, "x86_64")
+    except EinjitError:
+        pass
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("neither capstone nor objdump (binutils) is installed")
+    with tempfile.NamedTemporaryFile(suffix=".bin") as binary:
+        binary.write(code)
+        binary.flush()
+        return subprocess.run([objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "-M", "intel",
+                               binary.name], check=True, capture_output=True, text=True).stdout
+
+
+def test_avx512_code_uses_the_upper_sixteen_zmm_registers():
+    text = _disassembly(generate_brgemm(64, 64, 64, 1, variant="avx512"))
+    high = {int(r) for r in re.findall(r"zmm(\d+)", text) if int(r) >= 16}
+    assert len(high) >= 8, f"only zmm{sorted(high)} of zmm16..31 used"
+
+
+def test_avx2_code_needs_no_avx512():
+    """Only VEX encodings with ymm0..15: the AVX2 code runs on CPUs without AVX-512."""
+    for shape in ((64, 64, 64, 2), (19, 37, 5, 1), (3, 14, 2, 1)):
+        text = _disassembly(generate_brgemm(*shape, variant="avx2"))
+        assert "zmm" not in text and "{k" not in text
+        assert not re.search(r"[xy]mm(1[6-9]|2\d|3[01])\b", text)
+        assert "(bad)" not in text and ".byte" not in text
