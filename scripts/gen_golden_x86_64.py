@@ -162,6 +162,7 @@ def general_cases() -> None:
     for reg in range(16):
         case(f"push({GPR_CONSTANTS[reg]})", f"push {GPR64[reg]}")
         case(f"pop({GPR_CONSTANTS[reg]})", f"pop {GPR64[reg]}")
+        case(f"call_r({GPR_CONSTANTS[reg]})", f"call {GPR64[reg]}")
     case("ret()", "ret")
     case("vzeroupper()", "vzeroupper")
     for cond in encode.CONDITION_CODES:
@@ -233,6 +234,12 @@ def memory_cases() -> None:
     for base, index, scale in ((15, 12, 2), (4, 13, 8), (13, 8, 1), (5, 0, 4)):
         mem = M(base, index, scale, 192)
         case(call("vmovups_load", 31, mem, 512), f"vmovups zmm31, {mem.asm(512)}")
+    for width in WIDTHS:
+        for reg, mem in ((0, M(7)), (9, M(11, 3, 4, 64)), (12, M(13, disp=-128))):
+            case(call("vmovntps_store", mem, reg, width), f"vmovntps {mem.asm(width)}, {v(reg, width)}")
+        case(call("vmovntps_store", M(4, disp=4096), 25, width),
+             f"vmovntps {M(4, disp=4096).asm(width)}, {v(25, width)}")
+    case("sfence()", "sfence")
 
 
 def mask_cases() -> None:

@@ -362,12 +362,23 @@ def pop(reg: int) -> bytes:
     return _opcode_plus_reg(0x58, reg, w=False)
 
 
+def call_r(target: int) -> bytes:
+    """call through a register (FF /2); 64-bit operand size is the default, no REX.W."""
+    _check_gpr("call target", target)
+    return _legacy(b"\xff", 2, target, w=False)
+
+
 def ret() -> bytes:
     return b"\xc3"
 
 
 def vzeroupper() -> bytes:
     return b"\xc5\xf8\x77"
+
+
+def sfence() -> bytes:
+    """Order earlier stores (non-temporal ones included) before later ones."""
+    return b"\x0f\xae\xf8"
 
 
 def jcc(cond: str, rel32: int) -> bytes:
@@ -579,6 +590,16 @@ def vmovups_store(mem: Mem, src: int, width: int, *, mask: int = 0, evex: bool =
     _check_mem("vmovups_store mem", mem)
     return _vector(_VMOVUPS_STORE, width, reg=src, vvvv=0, rm=mem, names={"src": src},
                    mask=mask, evex=evex)
+
+
+_VMOVNTPS = _op("vmovntps_store", 0x2B, 1, 0)
+
+
+def vmovntps_store(mem: Mem, src: int, width: int, *, evex: bool = False) -> bytes:
+    """Non-temporal store of src to mem (aligned to width/8 bytes, else #GP): write-combined,
+    not kept in the caches; needs an sfence before other threads may rely on the data."""
+    _check_mem("vmovntps_store mem", mem)
+    return _vector(_VMOVNTPS, width, reg=src, vvvv=0, rm=mem, names={"src": src}, evex=evex)
 
 
 def _move_rr(load: _VectorOp, store: _VectorOp, dst, src, width, mask, zeroing, evex) -> bytes:
