@@ -1,0 +1,102 @@
+"""x86-64 binary kernels: C := A op B element-wise for column-major FP32 matrices.
+
+Kernel ABI (System V): binary(a, b, c, ld_a, ld_b, ld_c) in rdi, rsi, rdx, rcx, r8, r9,
+leading dimensions in elements; M, N and the op are compile-time. The loop nest is
+eltwise.ColumnSweep over the three matrices (streaming C when it is large).
+
+min/max follow numpy, which propagates a NaN from either side, while vminps/vmaxps return the
+second source when either is NaN: x = A, y = B, lanes where x is NaN keep x (AVX-512: the
+max is merge-masked to the lanes where x is ordered; AVX2: blended back by an unordered
+compare), and the others get vmaxps(x, y), which is y when y is NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from einjit.backends.x86_64 import encode as e
+from einjit.backends.x86_64.asm import Assembler
+from einjit.backends.x86_64.eltwise import (COLUMN_STREAM_MIN_BYTES, LINE_FLOATS, MAX_UNROLL,
+                                            MEMORY_BOUND_WIDTH, ColumnRegisters, ColumnSweep,
+                                            make_vector)
+from einjit.backends.x86_64.encode import (RAX, RBP, RBX, RCX, RDI, RDX, RSI, R8, R9, R10, R11,
+                                           R12, R13)
+
+ORDERED = 0x07
+UNORDERED = 0x03
+
+
+@dataclass(frozen=True)
+class BinaryOp:
+    """emit(asm, vector, x, y, scratch, k): x := x op y; `scratch` has `temps` vector
+    registers, k is a free mask register (AVX-512)."""
+    name: str
+    emit: Callable
+    temps: int = 0
+
+
+def _arithmetic(instruction):
+    def emit(asm, vector, x, y, scratch, k):
+        asm(instruction(x, x, y, vector.width))
+    return emit
+
+
+def _nan_propagating(instruction):
+    def emit(asm, vector, x, y, scratch, k):
+        width = vector.width
+        if vector.avx512:                                    # k: lanes where x is ordered
+            asm(e.vcmpps(k, x, x, ORDERED, width, evex=True),
+                instruction(x, x, y, width, mask=k))
+        else:
+            (x_is_nan,) = scratch
+            asm(instruction(y, x, y, width),                 # y when either is NaN
+                e.vcmpps(x_is_nan, x, x, UNORDERED, width),
+                e.vblendvps(x, y, x, x_is_nan, width))
+    return emit
+
+
+BINARY_OPS = {op.name: op for op in (
+    BinaryOp("add", _arithmetic(e.vaddps)),
+    BinaryOp("sub", _arithmetic(e.vsubps)),
+    BinaryOp("mul", _arithmetic(e.vmulps)),
+    BinaryOp("div", _arithmetic(e.vdivps)),
+    BinaryOp("min", _nan_propagating(e.vminps), temps=1),
+    BinaryOp("max", _nan_propagating(e.vmaxps), temps=1),
+)}
+
+REGISTERS = ColumnRegisters(column_counter=R10, row_counter=RAX, row_index=R11, start=RBX,
+                            groups=R12, singles=R13, scratch=RAX)
+
+
+def generate_binary(op: str, m: int, n: int, *, variant: str) -> bytes:
+    """Code of binary(a, b, c, ld_a, ld_b, ld_c): C := A op B, all column-major m x n."""
+    vector = make_vector(variant, MEMORY_BOUND_WIDTH)
+    kernel = BINARY_OPS[op]
+    streaming = m >= LINE_FLOATS and 4 * m * n >= COLUMN_STREAM_MIN_BYTES
+    spare = list(range(vector.registers))
+    mask_count = ColumnSweep.mask_count(vector, streaming)
+    masks = [1 + i if vector.avx512 else spare.pop() for i in range(mask_count)]
+    per_vector = 2 + kernel.temps
+    asm = Assembler()
+
+    def process(slots):
+        registers = [spare[i * per_vector:(i + 1) * per_vector] for i in range(len(slots))]
+        for regs, slot in zip(registers, slots):
+            asm(vector.load(regs[0], slot.mems[0], slot.tail),
+                vector.load(regs[1], slot.mems[1], slot.tail))
+        for index, regs in enumerate(registers):   # k registers after the sweep's masks
+            kernel.emit(asm, vector, regs[0], regs[1], regs[2:], mask_count + 1 + index)
+        asm(slot.store(vector, slot.mems[2], regs[0]) for regs, slot in zip(registers, slots))
+
+    sweep = ColumnSweep(asm, vector, m, n, ((RDI, RCX), (RSI, R8), (RDX, R9)),
+                        min(MAX_UNROLL, len(spare) // per_vector), process, gprs=REGISTERS,
+                        masks=masks, temp=spare[0], streaming=streaming)
+    asm.prologue((RAX, RBX, RCX, RDX, RSI, RDI, R8, R9, R10, R11, R12, R13)
+                 + ((RBP,) if not vector.frame.empty else ()))
+    vector.frame.enter(asm)
+    asm(e.shl_ri(RCX, 2), e.shl_ri(R8, 2), e.shl_ri(R9, 2))   # leading dimensions in bytes
+    sweep.emit()
+    vector.frame.leave(asm)
+    asm.epilogue()
+    return asm.finish()

@@ -1,0 +1,677 @@
+"""Shared machinery of the x86-64 element-wise kernels (unary and binary).
+
+Vector: the variant's vector shape and the memory accesses every kernel needs — full vectors,
+and tails of fewer lanes that touch nothing past the operand (AVX-512: a k-register write mask,
+fault-suppressing on loads; AVX2: vmaskmovps with a mask vector, which neither reads nor writes
+the masked lanes).
+
+Frame: 32-bit constants, AVX2 mask vectors and lane-number vectors live in a 64-byte aligned
+stack frame, written once at entry (qword immediates) and then used as memory operands:
+constants on AVX-512 with an embedded {1to16} broadcast of one dword, on AVX2 as eight copies.
+
+ColumnSweep: the loop nest of the non-transposed kernels (columns outside, rows inside in
+groups of `unroll` vectors, then leftover vectors and one tail), with a streaming variant.
+
+TransposedSweep: B := op(A)^T in V x V blocks (V = 16 or 8 lanes): V columns of A loaded, op
+applied, transposed in registers (transpose), stored as V rows of B; remainders with masked
+loads (rows) and masked stores (columns); large outputs are streamed.
+
+Both streaming variants exist because of what was measured on this project's AMD EPYC (2048²):
+regular stores of a power-of-two-strided transpose reach 10-17 GiB/s, since the rows of B fall
+into a few cache sets; non-temporal stores of whole aligned lines reach 35-45 GiB/s, and make
+a plain copy ~15% faster than numpy's.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+from einjit.backends.x86_64 import encode as e
+from einjit.backends.x86_64.asm import Assembler
+from einjit.backends.x86_64.encode import RAX, RBP, RSP, Mem
+
+FRAME_ALIGNMENT = 64
+LINE_MASK = 63                # cache lines are 64 bytes
+LINE_FLOATS = 16
+MAX_UNROLL = 4                # vectors per row group: enough to keep the load ports busy
+# Column sweeps stream outputs this large (when they can be aligned): measured against cached
+# stores, streaming was slower at 4 MiB, even at 8 MiB and ~12% faster at 16 MiB
+COLUMN_STREAM_MIN_BYTES = 12 << 20
+# Memory-bound column sweeps use 256-bit vectors on AVX-512 too: an input whose alignment
+# differs from the output's makes every zmm load straddle two cache lines (AVX-512 binary add
+# at 2048² measured ~50 GiB/s with zmm, ~64 with ymm; no difference when all are aligned)
+MEMORY_BOUND_WIDTH = 256
+
+
+def float_bits(value: float) -> int:
+    """The IEEE binary32 bits of `value` (rounded to float32)."""
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+@dataclass(frozen=True)
+class Const:
+    """A 32-bit constant kept in the frame; `Vector.op` turns it into a memory operand."""
+    name: str
+    bits: int
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The first `lanes` lanes of a vector (None: a count set at run time), selected by `mask`
+    (a k register on AVX-512, a vector register holding the mask on AVX2)."""
+    lanes: int | None
+    mask: int
+
+
+class Frame:
+    """Data the kernel keeps on its stack: constants, mask and lane-number vectors."""
+
+    def __init__(self, vector: "Vector"):
+        self._vector = vector
+        self._blobs: list[bytes] = []
+        self._offsets: dict[object, int] = {}
+        self._size = 0
+
+    def _add(self, key, blob: bytes) -> int:
+        if key not in self._offsets:
+            self._offsets[key] = self._size
+            self._blobs.append(blob)
+            self._size += -(-len(blob) // 8) * 8
+        return self._offsets[key]
+
+    def add_constant(self, const: Const) -> None:
+        copies = 1 if self._vector.variant == "avx512" else self._vector.lanes
+        self._add(const, struct.pack("<I", const.bits) * copies)
+
+    def add_vector(self, key, dwords) -> None:
+        """A full vector of the given 32-bit integers."""
+        self._add(key, struct.pack(f"<{len(dwords)}i", *dwords))
+
+    def add_mask_vector(self, lanes: int) -> None:
+        """An AVX2 mask selecting the first `lanes` lanes (sign bit set)."""
+        self._add(("mask", lanes), struct.pack("<8i", *([-1] * lanes + [0] * (8 - lanes))))
+
+    def mem(self, key) -> Mem:
+        return Mem(RSP, disp=self._offsets[key])
+
+    @property
+    def empty(self) -> bool:
+        return not self._blobs
+
+    def enter(self, asm: Assembler) -> None:
+        """Set up the aligned frame (rbp keeps the caller's rsp) and write the data into it.
+
+        Needs rbp among the registers the prologue saved; rax is clobbered."""
+        if self.empty:
+            return
+        size = -(-self._size // FRAME_ALIGNMENT) * FRAME_ALIGNMENT
+        asm(e.mov_rr(RBP, RSP), e.sub_ri(RSP, size), e.and_ri(RSP, -FRAME_ALIGNMENT))
+        data = b"".join(blob + bytes(-len(blob) % 8) for blob in self._blobs)
+        for offset in range(0, len(data), 8):
+            qword = int.from_bytes(data[offset:offset + 8], "little")
+            asm(e.mov_ri(RAX, qword), e.mov_mr(Mem(RSP, disp=offset), RAX))
+
+    def leave(self, asm: Assembler) -> None:
+        if not self.empty:
+            asm(e.mov_rr(RSP, RBP))
+
+
+@dataclass
+class Vector:
+    """One variant's vectors: loads, stores and operands, full or masked to a Tail."""
+    variant: str        # "avx512" or "avx2"
+    lanes: int
+    width: int          # bits
+    registers: int
+    frame: Frame = None
+
+    def __post_init__(self):
+        self.frame = Frame(self)
+
+    @property
+    def bytes(self) -> int:
+        return self.width // 8
+
+    @property
+    def avx512(self) -> bool:
+        return self.variant == "avx512"
+
+    def load(self, dst: int, mem: Mem, tail: Tail | None = None) -> bytes:
+        if tail is None:
+            return e.vmovups_load(dst, mem, self.width)
+        if self.avx512:
+            return e.vmovups_load(dst, mem, self.width, mask=tail.mask, zeroing=True)
+        return e.vmaskmovps_load(dst, tail.mask, mem, self.width)
+
+    def store(self, mem: Mem, src: int, tail: Tail | None = None) -> bytes:
+        if tail is None:
+            return e.vmovups_store(mem, src, self.width)
+        if self.avx512:
+            return e.vmovups_store(mem, src, self.width, mask=tail.mask)
+        return e.vmaskmovps_store(mem, tail.mask, src, self.width)
+
+    def stream(self, mem: Mem, src: int) -> bytes:
+        """Non-temporal store of a full vector (mem aligned to the vector size)."""
+        return e.vmovntps_store(mem, src, self.width)
+
+    def op(self, instruction: Callable, *operands, **options) -> bytes:
+        """`instruction(*operands, width, **options)` with Const operands turned into frame
+        memory operands (AVX-512: embedded broadcast)."""
+        resolved = []
+        for operand in operands:
+            if isinstance(operand, Const):
+                operand = self.frame.mem(operand)
+                if self.avx512:
+                    options["bcst"] = True
+            resolved.append(operand)
+        return instruction(*resolved, self.width, **options)
+
+    def broadcast(self, dst: int, const: Const) -> bytes:
+        """dst := const in every lane (from the frame)."""
+        return e.vbroadcastss(dst, self.frame.mem(const), self.width)
+
+    def set_constant(self, dst: int, const: Const) -> bytes:
+        """dst := const in every lane, through rax (no frame needed)."""
+        if self.avx512:
+            return e.mov_ri(RAX, const.bits) + e.vpbroadcastd_gpr(dst, RAX, self.width)
+        return (e.mov_ri(RAX, const.bits) + e.vmovd_xr(dst, RAX)
+                + e.vbroadcastss(dst, dst, self.width))
+
+    def zero(self, dst: int) -> bytes:
+        return e.vxorps(dst, dst, dst, self.width if self.avx512 else 128)
+
+    def set_tail(self, asm: Assembler, lanes: int, mask: int) -> Tail:
+        """Load the mask selecting the first `lanes` lanes into `mask` (clobbers rax)."""
+        if self.avx512:
+            asm(e.mov_ri(RAX, (1 << lanes) - 1), e.kmovw_kr(mask, RAX))
+        else:
+            asm(e.vmovups_load(mask, self.frame.mem(("mask", lanes)), self.width))
+        return Tail(lanes, mask)
+
+    def set_runtime_mask(self, asm: Assembler, mask: int, count: int, temp: int, *,
+                         from_end: bool) -> None:
+        """mask := the first (or, from_end, the last) `count` lanes, count in a general
+        register (<= 0: none, >= lanes: all); temp is a free vector register. Needs the frame
+        vectors "iota" and "reverse iota" (lane numbers ascending and descending)."""
+        lane_numbers = self.frame.mem("reverse iota" if from_end else "iota")
+        if self.avx512:
+            asm(e.vpbroadcastd_gpr(temp, count, self.width))
+        else:
+            asm(e.vmovd_xr(temp, count), e.vpbroadcastd(temp, temp, self.width))
+        asm(e.vpcmpgtd(mask, temp, lane_numbers, self.width,   # count > lane number
+                       evex=self.avx512))
+
+
+def make_vector(variant: str, width: int | None = None) -> Vector:
+    """The variant's vectors: zmm for "avx512" (or, with width=256, ymm with AVX-512
+    masking, encodings and 32 registers), ymm for "avx2"."""
+    if variant == "avx512":
+        width = width or 512
+        return Vector("avx512", width // 32, width, 32)
+    if variant == "avx2":
+        return Vector("avx2", 8, 256, 16)
+    raise ValueError(f"variant {variant!r}: expected 'avx512' or 'avx2'")
+
+
+def counted_loop(asm: Assembler, count: int, counter: int, body: Callable[[], None]) -> None:
+    """Emit body() to run `count` times: inline once, or as a loop counting `counter` down."""
+    if count == 1:
+        body()
+    elif count > 1:
+        asm(e.mov_ri(counter, count))
+        top = asm.label("loop")
+        asm.align(16)
+        asm.bind(top)
+        body()
+        asm(e.dec(counter))
+        asm.jcc("ne", top)
+
+
+# ---------------------------------------------------------------- non-transposed sweep
+
+@dataclass(frozen=True)
+class Slot:
+    """One vector of a column group: its memory operand in each stream, its tail (if any), and
+    whether its store may stream (non-temporal, mem aligned to the vector size)."""
+    mems: tuple
+    tail: Tail | None
+    stream: bool = False
+
+    def store(self, vector: Vector, mem: Mem, reg: int) -> bytes:
+        return vector.stream(mem, reg) if self.stream else vector.store(mem, reg, self.tail)
+
+
+@dataclass(frozen=True)
+class ColumnRegisters:
+    """General registers of ColumnSweep: column and row-group counters, the row byte index,
+    and (streaming path) the byte offset of the first aligned row, the counts of unrolled
+    groups and of single vectors after the peel, and a scratch register (may be the same as
+    row_counter)."""
+    column_counter: int
+    row_counter: int
+    row_index: int
+    start: int
+    groups: int
+    singles: int
+    scratch: int
+
+
+class ColumnSweep:
+    """For each of n columns, call process(slots) on groups of at most `unroll` vectors.
+
+    streams: (pointer, ld_bytes) general-register pairs, the last one the output; each pointer
+    starts at its matrix's first column and is advanced by its ld after each column.
+    process(slots) loads, computes and stores the slots (storing through Slot.store).
+
+    Static path: the rows of a column are m // lanes full vectors and a tail of m % lanes lanes
+    (masked). Full groups run in a loop over a negative byte index when there are at least two
+    of them; the leftover vectors and the tail follow as straight-line code.
+
+    Streaming path (streaming=True, m >= 16): taken at run time when the output's ld is a
+    multiple of 16 and its pointer 4-byte aligned, so every output column reaches a 64-byte
+    boundary at the same row q < 16. Rows 0..15 are processed first with their stores masked
+    to the rows below q, then from row q whole vectors with non-temporal stores (no
+    read-for-ownership, no cache pollution: worth it for outputs much larger than the caches),
+    and a masked tail; the counts are computed at run time, once.
+
+    masks: the mask registers to use, 1 for the static path, 1 + 16 // lanes with streaming;
+    temp: a vector register free while the sweep sets its masks up.
+    """
+
+    def __init__(self, asm: Assembler, vector: Vector, m: int, n: int, streams: tuple,
+                 unroll: int, process: Callable[[list], None], *, gprs: ColumnRegisters,
+                 masks: list, temp: int, streaming: bool):
+        self.asm, self.vector, self.m, self.n = asm, vector, m, n
+        self.streams, self.unroll, self.process = streams, unroll, process
+        self.g, self.masks, self.temp, self.streaming = gprs, masks, temp, streaming
+        rest = m % vector.lanes
+        if rest and not vector.avx512:
+            vector.frame.add_mask_vector(rest)
+        if streaming:
+            vector.frame.add_vector("iota", range(vector.lanes))
+
+    @staticmethod
+    def mask_count(vector: Vector, streaming: bool) -> int:
+        """How many mask registers the sweep needs: the tail's, and the peel's if streaming."""
+        return 1 + (LINE_FLOATS // vector.lanes if streaming else 0)
+
+    def _slot(self, offset: int, index: int | None, tail: Tail | None,
+              stream: bool = False) -> Slot:
+        return Slot(tuple(Mem(pointer, index=index, disp=offset) for pointer, _ in self.streams),
+                    tail, stream)
+
+    def _next_column(self) -> None:
+        self.asm(*(e.add_rr(pointer, ld) for pointer, ld in self.streams))
+
+    def emit(self) -> None:
+        asm = self.asm
+        done = asm.label("done")
+        if self.streaming:
+            static = asm.label("static")
+            self._streaming(static)
+            asm.jmp(done)
+            asm.bind(static)
+        self._static()
+        asm.bind(done)
+
+    def _static(self) -> None:
+        asm, vector, unroll, g = self.asm, self.vector, self.unroll, self.g
+        full, rest = divmod(self.m, vector.lanes)
+        tail = vector.set_tail(asm, rest, self.masks[0]) if rest else None
+        groups = full // unroll if full // unroll >= 2 else 0
+        looped_bytes = groups * unroll * vector.bytes
+
+        def column() -> None:
+            if groups:
+                asm(e.mov_ri(g.row_index, -looped_bytes))
+                top = asm.label("rows")
+                asm.align(16)
+                asm.bind(top)
+                self.process([self._slot(looped_bytes + i * vector.bytes, g.row_index, None)
+                              for i in range(unroll)])
+                asm(e.add_ri(g.row_index, unroll * vector.bytes))
+                asm.jcc("ne", top)
+            offsets = [looped_bytes + i * vector.bytes for i in range(full - groups * unroll)]
+            slots = [self._slot(offset, None, None) for offset in offsets]
+            if rest:
+                slots.append(self._slot(full * vector.bytes, None, tail))
+            for start in range(0, len(slots), unroll):
+                self.process(slots[start:start + unroll])
+            self._next_column()
+
+        counted_loop(asm, self.n, g.column_counter, column)
+
+    def _streaming(self, static) -> None:
+        asm, vector, g = self.asm, self.vector, self.g
+        unroll = 1 << (self.unroll.bit_length() - 1)     # a power of two: counts by shifts
+        lanes, out, ld_out = vector.lanes, self.streams[-1][0], self.streams[-1][1]
+        asm(e.mov_rr(g.scratch, ld_out), e.and_ri(g.scratch, LINE_MASK))
+        asm.jcc("ne", static)
+        asm(e.mov_rr(g.scratch, out), e.and_ri(g.scratch, 3))
+        asm.jcc("ne", static)
+        tail_mask, peel_masks = self.masks[0], self.masks[1:]
+        # start := bytes before the first row on a cache line (the same in every column)
+        asm(e.mov_rr(g.start, out), e.neg(g.start), e.and_ri(g.start, LINE_MASK))
+        for index, mask in enumerate(peel_masks):   # rows index*lanes.. below q
+            asm(e.mov_rr(g.scratch, g.start), e.shr_ri(g.scratch, 2),
+                e.sub_ri(g.scratch, index * lanes))
+            vector.set_runtime_mask(asm, mask, g.scratch, self.temp, from_end=False)
+        asm(e.mov_rr(g.scratch, g.start), e.shr_ri(g.scratch, 2), e.neg(g.scratch),
+            e.add_ri(g.scratch, self.m),                        # rows from q on
+            e.mov_rr(g.groups, g.scratch), e.shr_ri(g.groups, (lanes * unroll).bit_length() - 1),
+            e.mov_rr(g.singles, g.scratch), e.shr_ri(g.singles, lanes.bit_length() - 1),
+            e.and_ri(g.singles, unroll - 1), e.and_ri(g.scratch, lanes - 1))
+        vector.set_runtime_mask(asm, tail_mask, g.scratch, self.temp, from_end=False)
+
+        def vectors(count_register: int, per_step: int) -> None:
+            skip = asm.label("skip")
+            asm(e.mov_rr(g.row_counter, count_register), e.test_rr(g.row_counter, g.row_counter))
+            asm.jcc("e", skip)
+            top = asm.label("stream")
+            asm.align(16)
+            asm.bind(top)
+            self.process([self._slot(i * vector.bytes, g.row_index, None, stream=True)
+                          for i in range(per_step)])
+            asm(e.add_ri(g.row_index, per_step * vector.bytes), e.dec(g.row_counter))
+            asm.jcc("ne", top)
+            asm.bind(skip)
+
+        def column() -> None:
+            self.process([self._slot(i * vector.bytes, None, Tail(None, mask))
+                          for i, mask in enumerate(peel_masks)])
+            asm(e.mov_rr(g.row_index, g.start))
+            vectors(g.groups, unroll)
+            if unroll > 1:
+                vectors(g.singles, 1)
+            self.process([self._slot(0, g.row_index, Tail(None, tail_mask))])
+            self._next_column()
+
+        counted_loop(asm, self.n, g.column_counter, column)
+        asm(e.sfence())
+
+
+# ---------------------------------------------------------------- in-register transpose
+
+def _pairwise(asm: Assembler, regs: list, pairs: list, emit_pair, free: list) -> None:
+    """Replace regs[i], regs[j] by (lo, hi) = emit_pair results for each (i, j) in pairs.
+
+    lo goes to a free register, hi overwrites regs[i] (the instruction reads it first), and
+    regs[j] becomes free: one spare register is enough for any number of pairs."""
+    for i, j in pairs:
+        lo = free.pop()
+        a, b = regs[i], regs[j]
+        emit_pair(lo, a, b, low=True)
+        emit_pair(a, a, b, low=False)
+        regs[i], regs[j] = lo, a
+        free.append(b)
+
+
+def transpose(asm: Assembler, vector: Vector, regs: list, free: list) -> list:
+    """Transpose the lanes x lanes matrix whose row c is register regs[c] (lanes 0..lanes-1).
+
+    Returns the registers holding the rows of the transpose: out[r][c] = in[c][r]. Uses the
+    registers in `free` (at least one) as scratch; regs and free are updated in place."""
+    width = vector.width
+    regs = list(regs)
+    quads = vector.lanes // 4
+
+    def unpack_ps(dst, a, b, low):
+        asm((e.vunpcklps if low else e.vunpckhps)(dst, a, b, width))
+
+    def unpack_pd(dst, a, b, low):
+        asm((e.vunpcklpd if low else e.vunpckhpd)(dst, a, b, width))
+
+    # within each 128-bit lane: 4 x 4 transposes of rows 4g..4g+3
+    _pairwise(asm, regs, [(c, c + 1) for c in range(0, vector.lanes, 2)], unpack_ps, free)
+    # now, per 128-bit lane L: regs[c] = (in[c][4L], in[c+1][4L], in[c][4L+1], in[c+1][4L+1])
+    # for even c, and the same with 4L+2, 4L+3 for odd c
+    _pairwise(asm, regs, [(4 * g + d, 4 * g + d + 2) for g in range(quads) for d in (0, 1)],
+              unpack_pd, free)
+    # now, for each group g of 4 rows, regs[4g + q'] holds, in 128-bit lane L, element
+    # 4L + q of rows 4g..4g+3, with q' = (0, 2, 1, 3)[q]
+    order = (0, 2, 1, 3)
+    if vector.avx512:
+        def shuffle_pairs(dst, a, b, low):
+            asm(e.vshuff32x4(dst, a, b, 0x44 if low else 0xEE, 512))
+
+        def shuffle_evens(dst, a, b, low):
+            asm(e.vshuff32x4(dst, a, b, 0x88 if low else 0xDD, 512))
+
+        out = [None] * 16
+        for q in range(4):
+            group = [regs[4 * g + order[q]] for g in range(4)]
+            # 4 x 4 transpose of 128-bit lanes across the groups
+            _pairwise(asm, group, [(0, 1), (2, 3)], shuffle_pairs, free)
+            # group = [s0L01|s1L01, s0L23|s1L23, s2L01|s3L01, s2L23|s3L23]
+            _pairwise(asm, group, [(0, 2), (1, 3)], shuffle_evens, free)
+            # group[order[L]] holds 128-bit lane L of every group: row 4L + q of the result
+            for lane in range(4):
+                out[4 * lane + q] = group[order[lane]]
+        return out
+
+    def swap_halves(dst, a, b, low):
+        asm(e.vperm2f128(dst, a, b, 0x20 if low else 0x31))
+
+    out = [None] * 8
+    for q in range(4):
+        group = [regs[order[q]], regs[4 + order[q]]]
+        _pairwise(asm, group, [(0, 1)], swap_halves, free)
+        out[q], out[4 + q] = group
+    return out
+
+
+# ---------------------------------------------------------------- transposed sweep
+
+STREAM_GROUP_COLUMNS = 32     # columns of A per streaming step: 128-byte runs of each B row
+
+
+def strided(asm: Assembler, base: int, ld: int, ld3: int, group: int, count: int):
+    """Yield Mem(base + i ld) for i < count, ld and ld3 = 3 ld in general registers.
+
+    Every fourth address starts a new group base, computed into `group` by an lea as it is
+    reached: consume the operands in order and use each before asking for the next."""
+    group_base = base
+    for i in range(count):
+        quad, k = divmod(i, 4)
+        if k == 0 and quad:
+            asm(e.lea(group, Mem(group_base, index=ld, scale=4)))
+            group_base = group
+        if k == 0:
+            yield Mem(group_base)
+        elif k == 3:
+            yield Mem(group_base, index=ld3)
+        else:
+            yield Mem(group_base, index=ld, scale=k)
+
+
+@dataclass(frozen=True)
+class TransposeRegisters:
+    """General registers of TransposedSweep. a, b, ld_a, ld_b hold the arguments (ld in
+    bytes); a and b are moved along the columns of A panel by panel. The others are scratch:
+    ld_a3/ld_b3 (3 ld), group_a/group_b (strided addressing), a_rows/b_rows (walking down a
+    panel), two loop counters, `count` (a runtime column count) and `scratch`."""
+    a: int
+    b: int
+    ld_a: int
+    ld_b: int
+    ld_a3: int
+    ld_b3: int
+    group_a: int
+    group_b: int
+    a_rows: int
+    b_rows: int
+    row_counter: int
+    panel_counter: int
+    count: int
+    scratch: int
+
+
+class TransposedSweep:
+    """B[j + r ld_b] := op(A[r + j ld_a]) for r < m, j < n, in lanes x lanes blocks.
+
+    A block: `lanes` columns of A loaded (rows past m masked off), op applied in place by
+    apply(data, free), transposed in registers, stored as up to `lanes` rows of B. A panel:
+    the blocks of `lanes` (or fewer) columns of A from the top row down, so each column of A
+    is read sequentially. The static path sweeps n // lanes panels plus one whose stores are
+    masked to the n % lanes remaining columns.
+
+    With stream_stride_mask (a multiple of 64, minus 1; n >= 2 STREAM_GROUP_COLUMNS) the
+    kernel first tries the streaming path, taken at run time when ld_b in bytes has no bit of
+    the mask set and b is 4-byte aligned, so every row of B can start 64-byte aligned: the
+    columns before the first aligned one are written by masked panels over columns 0..15,
+    then panels of STREAM_GROUP_COLUMNS columns store with non-temporal stores (whole cache
+    lines, no read-for-ownership, no cache pollution: on power-of-two leading dimensions B's
+    rows otherwise fight over a few cache sets), and the remaining columns are written by
+    masked panels over the last STREAM_GROUP_COLUMNS columns (rewriting identical values).
+    """
+
+    def __init__(self, asm: Assembler, vector: Vector, m: int, n: int,
+                 apply: Callable[[list, list], None], registers: list, *, row_mask: int,
+                 column_mask: int, gprs: TransposeRegisters, stream_stride_mask: int | None):
+        self.asm, self.vector, self.m, self.n = asm, vector, m, n
+        self.apply, self.registers = apply, registers
+        self.row_mask, self.column_mask, self.g = row_mask, column_mask, gprs
+        self.stream_stride_mask = stream_stride_mask
+        if stream_stride_mask is not None:
+            lanes = vector.lanes
+            vector.frame.add_vector("iota", range(lanes))
+            vector.frame.add_vector("reverse iota", range(lanes - 1, -1, -1))
+
+    def emit(self) -> None:
+        asm, g, lanes = self.asm, self.g, self.vector.lanes
+        asm(e.lea(g.ld_a3, Mem(g.ld_a, index=g.ld_a, scale=2)),
+            e.lea(g.ld_b3, Mem(g.ld_b, index=g.ld_b, scale=2)))
+        self.row_tail = (self.vector.set_tail(asm, self.m % lanes, self.row_mask)
+                         if self.m % lanes else None)
+        done = asm.label("done")
+        if self.stream_stride_mask is not None:
+            static = asm.label("static")
+            self._streaming(static)
+            asm.jmp(done)
+            asm.bind(static)
+        self._static()
+        asm.bind(done)
+
+    # ---- building blocks
+
+    def _row_step(self, blocks: int, columns_last: int, rows: Tail | None, store) -> None:
+        """`blocks` blocks side by side at (a_rows, b_rows), the last one `columns_last` wide."""
+        asm, vector, g, lanes = self.asm, self.vector, self.g, self.vector.lanes
+        a_columns = strided(asm, g.a_rows, g.ld_a, g.ld_a3, g.group_a,
+                            (blocks - 1) * lanes + columns_last)
+        for index in range(blocks):
+            columns = lanes if index < blocks - 1 else columns_last
+            data, free = self.registers[:lanes], self.registers[lanes:]
+            for reg in data[:columns]:
+                asm(vector.load(reg, next(a_columns), rows))
+            self.apply(data[:columns], free)
+            out = transpose(asm, vector, data, free)
+            count = rows.lanes if rows else lanes
+            for reg, mem in zip(out, strided(asm, g.b_rows, g.ld_b, g.ld_b3, g.group_b, count)):
+                asm(store(mem.offset(index * vector.bytes), reg))
+
+    def _panel(self, blocks: int, columns_last: int, store) -> None:
+        """All rows of the panel at (a, b); a and b are left unchanged."""
+        asm, vector, g, lanes = self.asm, self.vector, self.g, self.vector.lanes
+        asm(e.mov_rr(g.a_rows, g.a), e.mov_rr(g.b_rows, g.b))
+
+        def full_rows() -> None:
+            self._row_step(blocks, columns_last, None, store)
+            asm(e.add_ri(g.a_rows, vector.bytes))
+            for _ in range(lanes // 8):
+                asm(e.lea(g.b_rows, Mem(g.b_rows, index=g.ld_b, scale=8)))
+
+        counted_loop(asm, self.m // lanes, g.row_counter, full_rows)
+        if self.row_tail:
+            self._row_step(blocks, columns_last, self.row_tail, store)
+
+    def _advance(self, columns: int) -> None:
+        """Move a and b `columns` (a multiple of 8) columns of A on."""
+        g = self.g
+        for _ in range(columns // 8):
+            self.asm(e.lea(g.a, Mem(g.a, index=g.ld_a, scale=8)))
+        self.asm(e.add_ri(g.b, 4 * columns))
+
+    def _advance_by(self, columns: int) -> None:
+        """Move a and b by the signed column count in general register `columns`."""
+        g = self.g
+        self.asm(e.mov_rr(g.scratch, columns), e.imul_rr(g.scratch, g.ld_a),
+                 e.add_rr(g.a, g.scratch), e.lea(g.b, Mem(g.b, index=columns, scale=4)))
+
+    def _plain_store(self, mem: Mem, reg: int) -> bytes:
+        return self.vector.store(mem, reg)
+
+    def _masked_store(self, mem: Mem, reg: int) -> bytes:
+        return self.vector.store(mem, reg, Tail(None, self.column_mask))
+
+    # ---- column partitions
+
+    def _static(self) -> None:
+        asm, vector, lanes = self.asm, self.vector, self.vector.lanes
+        full, rest = divmod(self.n, lanes)
+
+        def full_panel() -> None:
+            self._panel(1, lanes, self._plain_store)
+            self._advance(lanes)
+
+        counted_loop(asm, full, self.g.panel_counter, full_panel)
+        if rest:
+            vector.set_tail(asm, rest, self.column_mask)
+            self._panel(1, rest, self._masked_store)
+
+    def _masked_panel(self, lanes_stored: int, from_end: bool) -> None:
+        """A one-block panel storing min(scratch + lanes_stored, lanes) lanes (first or last
+        ones), skipped if that is <= 0; then a and b move one block on."""
+        asm, vector, g = self.asm, self.vector, self.g
+        skip = asm.label("skip")
+        asm(e.add_ri(g.scratch, lanes_stored))
+        asm.jcc("le", skip)
+        vector.set_runtime_mask(asm, self.column_mask, g.scratch, self.registers[0],
+                                from_end=from_end)
+        self._panel(1, vector.lanes, self._masked_store)
+        asm.bind(skip)
+        self._advance(vector.lanes)
+
+    def _streaming(self, static) -> None:
+        asm, vector, g, lanes = self.asm, self.vector, self.g, self.vector.lanes
+        group = STREAM_GROUP_COLUMNS
+        asm(e.mov_rr(g.scratch, g.ld_b), e.and_ri(g.scratch, self.stream_stride_mask))
+        asm.jcc("ne", static)
+        asm(e.mov_rr(g.scratch, g.b), e.and_ri(g.scratch, 3))
+        asm.jcc("ne", static)
+        # count := columns before the first one whose B rows start on a cache line
+        asm(e.mov_rr(g.count, g.b), e.neg(g.count), e.shr_ri(g.count, 2),
+            e.and_ri(g.count, LINE_FLOATS - 1))
+        for start in range(0, LINE_FLOATS, lanes):      # store lanes < count - start
+            asm(e.mov_rr(g.scratch, g.count))
+            self._masked_panel(-start, from_end=False)
+        asm(e.sub_ri(g.count, LINE_FLOATS))
+        self._advance_by(g.count)                       # to column count
+        asm(e.add_ri(g.count, LINE_FLOATS - self.n), e.neg(g.count),   # n - count
+            e.mov_rr(g.panel_counter, g.count),
+            e.shr_ri(g.panel_counter, group.bit_length() - 1),
+            e.and_ri(g.count, group - 1))               # the rest: count < group columns
+        no_groups = asm.label("no_groups")
+        asm(e.test_rr(g.panel_counter, g.panel_counter))
+        asm.jcc("e", no_groups)
+        top = asm.label("groups")
+        asm.align(16)
+        asm.bind(top)
+        self._panel(group // lanes, lanes, lambda mem, reg: vector.stream(mem, reg))
+        self._advance(group)
+        asm(e.dec(g.panel_counter))
+        asm.jcc("ne", top)
+        asm.bind(no_groups)
+        finished = asm.label("finished")
+        asm(e.test_rr(g.count, g.count))
+        asm.jcc("e", finished)
+        asm(e.sub_ri(g.count, group))
+        self._advance_by(g.count)                       # back to column n - group
+        asm(e.add_ri(g.count, group))
+        for start in range(0, group, lanes):            # store the last count columns
+            asm(e.mov_rr(g.scratch, g.count))
+            self._masked_panel(start + lanes - group, from_end=True)
+        asm.bind(finished)
+        asm(e.sfence())

@@ -1,0 +1,258 @@
+"""x86-64 unary kernels: B := op(A) for column-major FP32 A, B column- or row-major.
+
+Kernel ABI (System V): unary(a, b, ld_a, ld_b) in rdi, rsi, rdx, rcx, leading dimensions in
+elements. M, N, the op and the layout of B are compile-time.
+
+Non-transposed B: a column sweep (eltwise.ColumnSweep), each vector loaded, op applied in
+place, stored. Row-major B (trans_b): eltwise.TransposedSweep, the op applied to A's columns
+before the in-register transpose. `zero` never reads A; its transposed form is the plain zero
+kernel on B's own shape. Large outputs get a streaming path (see eltwise).
+
+Semantics are numpy's: relu is vmaxps(0, a), which returns its second source a when a is NaN;
+reciprocal is an exact 1/a division. sigmoid(x) = num / (1 + e) with e = exp(-|x|) and
+num = 1 for x >= 0 (or NaN), e for x < 0, so e never overflows. e = p(r) * 2**n with
+n = round(-|x| log2(e)), r = -|x| - n ln 2 (two-constant Cody-Waite with FMA) and p a degree-5
+fit of exp on [-ln2/2, ln2/2] (relative error 2e-7); 2**n is added to p's exponent bits, and
+e is forced to 0 below -87 where that would leave the normal range (the true e < 2e-38 there).
+A NaN passes every step as NaN: the cutoff compare is unordered-true and the final division
+sees 1 + NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from einjit.backends.x86_64 import encode as e
+from einjit.backends.x86_64.asm import Assembler
+from einjit.backends.x86_64.eltwise import (COLUMN_STREAM_MIN_BYTES, LINE_FLOATS, LINE_MASK,
+                                            MAX_UNROLL, MEMORY_BOUND_WIDTH, STREAM_GROUP_COLUMNS,
+                                            ColumnRegisters, ColumnSweep, Const,
+                                            TransposedSweep, TransposeRegisters, Vector,
+                                            float_bits, make_vector)
+from einjit.backends.x86_64.encode import (RAX, RBP, RBX, RCX, RDI, RDX, RSI, R8, R9, R10, R11,
+                                           R12, R13, R14, R15)
+
+GREATER_EQUAL_OR_NAN = 0x15   # NLT_UQ: not (a < b), true for unordered
+
+ONE = Const("one", float_bits(1.0))
+ZERO = Const("zero", 0)
+SIGN = Const("sign", 0x8000_0000)
+LOG2E = Const("log2e", float_bits(1.4426950408889634))
+LN2_HI = 0.6931471824645996                       # float32(ln 2)
+NEG_LN2_HI = Const("-ln2_hi", float_bits(-LN2_HI))
+NEG_LN2_LO = Const("-ln2_lo", float_bits(-(0.6931471805599453 - LN2_HI)))
+EXP_CUTOFF = Const("cutoff", float_bits(-87.0))   # exp(x) for x < cutoff is taken as 0
+EXP_POLYNOMIAL = tuple(Const(f"c{i}", float_bits(c)) for i, c in enumerate((
+    1.00000007104746, 0.9999996660956033, 0.49998898890983146, 0.16667662927161625,
+    0.041915049474499096, 0.00829171966080362)))
+EXPONENT_SHIFT = 23
+
+
+@dataclass(frozen=True)
+class UnaryOp:
+    """How one op transforms a vector register x in place.
+
+    emit(asm, vector, x, scratch, constant, masks): `scratch` are `temps` free vector
+    registers, `constant` the register holding `register_constant` (None if the op needs
+    none) and `masks` free mask registers (AVX-512); frame constants (`frame_constants`) are
+    used as memory operands. Ops that are not compute_bound run the plain sweep with
+    MEMORY_BOUND_WIDTH vectors."""
+    name: str
+    emit: Callable
+    temps: int = 0
+    register_constant: Const | None = None
+    frame_constants: tuple = ()
+    reads_input: bool = True
+    compute_bound: bool = False
+
+
+def _nothing(asm, vector, x, scratch, constant, masks):
+    pass
+
+
+def _relu(asm, vector, x, scratch, constant, masks):
+    asm(e.vmaxps(x, constant, x, vector.width))   # second source: a NaN in x is returned
+
+
+def _square(asm, vector, x, scratch, constant, masks):
+    asm(e.vmulps(x, x, x, vector.width))
+
+
+def _reciprocal(asm, vector, x, scratch, constant, masks):
+    asm(e.vdivps(x, constant, x, vector.width))
+
+
+def _increment(asm, vector, x, scratch, constant, masks):
+    asm(e.vaddps(x, x, constant, vector.width))
+
+
+def _decrement(asm, vector, x, scratch, constant, masks):
+    asm(e.vsubps(x, x, constant, vector.width))
+
+
+def _sigmoid(asm, vector, x, scratch, constant, masks):
+    a, n, p, q = scratch
+    op = vector.op
+    asm(op(e.vorps, a, x, SIGN),                          # a = -|x|
+        op(e.vmulps, n, a, LOG2E))
+    if vector.avx512:
+        keep, nonnegative = masks[:2]                     # keep: a >= cutoff, or NaN
+        asm(e.vrndscaleps(n, n, 0, vector.width),
+            op(e.vcmpps, keep, a, EXP_CUTOFF, GREATER_EQUAL_OR_NAN, evex=True))
+    else:
+        keep = q
+        asm(e.vroundps(n, n, 0, vector.width),
+            op(e.vcmpps, keep, a, EXP_CUTOFF, GREATER_EQUAL_OR_NAN))
+    asm(op(e.vfmadd231ps, a, n, NEG_LN2_HI),              # r = a - n ln2
+        op(e.vfmadd231ps, a, n, NEG_LN2_LO),
+        vector.broadcast(p, EXP_POLYNOMIAL[-1]))
+    for coefficient in reversed(EXP_POLYNOMIAL[:-1]):
+        asm(op(e.vfmadd213ps, p, a, coefficient))         # p = p r + c
+    asm(e.vcvtps2dq(n, n, vector.width),
+        e.vpslld_ri(n, n, EXPONENT_SHIFT, vector.width))
+    if vector.avx512:
+        asm(e.vpaddd(p, p, n, vector.width, mask=keep, zeroing=True),   # e = p 2**n, or 0
+            op(e.vcmpps, nonnegative, x, ZERO, GREATER_EQUAL_OR_NAN, evex=True),
+            op(e.vaddps, q, p, ONE),                                    # 1 + e
+            op(e.vblendmps, p, p, ONE, mask=nonnegative))               # x >= 0: 1, else e
+        asm(e.vdivps(x, p, q, vector.width))
+    else:
+        asm(e.vpaddd(p, p, n, vector.width),
+            e.vandps(p, p, keep, vector.width),
+            vector.broadcast(q, ONE),
+            e.vblendvps(q, q, p, x, vector.width),        # x < 0 (sign set): e, else 1
+            op(e.vaddps, p, p, ONE))
+        asm(e.vdivps(x, q, p, vector.width))
+
+
+UNARY_OPS = {op.name: op for op in (
+    UnaryOp("zero", _nothing, reads_input=False),
+    UnaryOp("identity", _nothing),
+    UnaryOp("relu", _relu, register_constant=ZERO),
+    UnaryOp("square", _square),
+    UnaryOp("reciprocal", _reciprocal, register_constant=ONE),
+    UnaryOp("increment", _increment, register_constant=ONE),
+    UnaryOp("decrement", _decrement, register_constant=ONE),
+    UnaryOp("sigmoid", _sigmoid, temps=4, compute_bound=True,
+            frame_constants=(ONE, ZERO, SIGN, LOG2E, NEG_LN2_HI, NEG_LN2_LO, EXP_CUTOFF)
+            + EXP_POLYNOMIAL),
+)}
+
+# Transposed kernels stream B (eltwise.TransposedSweep) when its rows can be aligned and it
+# is large (TRANSPOSED_STREAM_ALWAYS_BYTES), or, from TRANSPOSED_STREAM_MIN_BYTES, when ld_b
+# is a multiple of 512: then B's rows fight over a few cache sets, and streaming is faster
+# even for cached sizes (512²: 28 against 15 GiB/s; 1024² with ld_b 1040: 71 against 61)
+TRANSPOSED_STREAM_ALWAYS_BYTES = 4 << 20
+TRANSPOSED_STREAM_MIN_BYTES = 256 << 10
+CONFLICTING_STRIDE_MASK = 2047
+PLAIN_REGISTERS = ColumnRegisters(column_counter=R10, row_counter=RAX, row_index=R11, start=R8,
+                                  groups=R9, singles=RBX, scratch=RAX)
+TRANSPOSE_REGISTERS = TransposeRegisters(
+    a=RDI, b=RSI, ld_a=RDX, ld_b=RCX, ld_a3=R8, ld_b3=R9, group_a=R10, group_b=R11,
+    a_rows=RBX, b_rows=R12, row_counter=R13, panel_counter=R14, count=R15, scratch=RAX)
+
+
+def _load_register_constant(asm: Assembler, vector: Vector, op: UnaryOp, reg: int) -> None:
+    if op.register_constant is ZERO:
+        asm(vector.zero(reg))
+    elif op.register_constant is not None:
+        asm(vector.set_constant(reg, op.register_constant))
+
+
+def _plain(asm: Assembler, vector: Vector, op: UnaryOp, m: int, n: int) -> Callable[[], None]:
+    """Column sweep: B[:, j] := op(A[:, j]) (for zero: B[:, j] := 0, A untouched).
+
+    Registers what the frame needs and returns the function that emits the sweep."""
+    streaming = m >= LINE_FLOATS and 4 * m * n >= COLUMN_STREAM_MIN_BYTES
+    spare = list(range(vector.registers))
+    mask_count = ColumnSweep.mask_count(vector, streaming)
+    masks = [1 + i if vector.avx512 else spare.pop() for i in range(mask_count)]
+    free_masks = tuple(range(mask_count + 1, 8))
+    constant = spare.pop() if op.register_constant is not None or not op.reads_input else None
+    per_vector = 1 + op.temps
+    streams = ((RDI, RDX), (RSI, RCX)) if op.reads_input else ((RSI, RCX),)
+
+    def process(slots):
+        registers = [spare[i * per_vector:(i + 1) * per_vector] for i in range(len(slots))]
+        if not op.reads_input:
+            asm(slot.store(vector, slot.mems[0], constant) for slot in slots)
+            return
+        asm(vector.load(x[0], slot.mems[0], slot.tail) for x, slot in zip(registers, slots))
+        for x in registers:
+            op.emit(asm, vector, x[0], x[1:], constant, free_masks)
+        asm(slot.store(vector, slot.mems[1], x[0]) for x, slot in zip(registers, slots))
+
+    sweep = ColumnSweep(asm, vector, m, n, streams, min(MAX_UNROLL, len(spare) // per_vector),
+                        process, gprs=PLAIN_REGISTERS, masks=masks, temp=spare[0],
+                        streaming=streaming)
+
+    def emit() -> None:
+        if not op.reads_input:
+            asm(vector.zero(constant))
+        _load_register_constant(asm, vector, op, constant)
+        sweep.emit()
+
+    return emit
+
+
+def _stream_stride_mask(m: int, n: int) -> int | None:
+    """Which ld_b (in bytes) get the streaming path: those with no bit of the mask set."""
+    if n < 2 * STREAM_GROUP_COLUMNS or 4 * m * n < TRANSPOSED_STREAM_MIN_BYTES:
+        return None
+    return (LINE_MASK if 4 * m * n >= TRANSPOSED_STREAM_ALWAYS_BYTES
+            else CONFLICTING_STRIDE_MASK)
+
+
+def _transposed(asm: Assembler, vector: Vector, op: UnaryOp, m: int,
+                n: int) -> Callable[[], None]:
+    """B := op(A)^T through in-register transposes (see eltwise.TransposedSweep).
+
+    Registers what the frame needs and returns the function that emits the sweep."""
+    if not vector.avx512:
+        for rest in {m % vector.lanes, n % vector.lanes} - {0}:
+            vector.frame.add_mask_vector(rest)
+    spare = list(range(vector.registers))
+    masks = (1, 2) if vector.avx512 else (spare.pop(), spare.pop())
+    constant = spare.pop() if op.register_constant is not None else None
+
+    def apply(registers, free):   # mask registers from k3 on are free
+        for x in registers:
+            op.emit(asm, vector, x, free[:op.temps], constant, (3, 4))
+
+    sweep = TransposedSweep(asm, vector, m, n, apply, spare, row_mask=masks[0],
+                            column_mask=masks[1], gprs=TRANSPOSE_REGISTERS,
+                            stream_stride_mask=_stream_stride_mask(m, n))
+
+    def emit() -> None:
+        _load_register_constant(asm, vector, op, constant)
+        sweep.emit()
+
+    return emit
+
+
+def generate_unary(op: str, m: int, n: int, trans_b: bool, *, variant: str) -> bytes:
+    """Code of unary(a, b, ld_a, ld_b): B := op(A), A column-major m x n; B column-major, or
+    row-major (B[j + r ld_b] = op(A[r + j ld_a])) if trans_b."""
+    kernel = UNARY_OPS[op]
+    transposed = trans_b and kernel.reads_input
+    if trans_b and not transposed:   # zero: B is simply an n x m column-major matrix
+        m, n = n, m
+    vector = make_vector(variant, None if transposed or kernel.compute_bound
+                         else MEMORY_BOUND_WIDTH)
+    for const in kernel.frame_constants:
+        vector.frame.add_constant(const)
+    asm = Assembler()
+    if transposed:
+        body = _transposed(asm, vector, kernel, m, n)
+        gprs = (RAX, RBX, RCX, RDX, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15)
+    else:
+        body = _plain(asm, vector, kernel, m, n)
+        gprs = (RAX, RBX, RCX, RDX, RSI, RDI, R8, R9, R10, R11)
+    asm.prologue(gprs + ((RBP,) if not vector.frame.empty else ()))
+    vector.frame.enter(asm)
+    asm(e.shl_ri(RDX, 2), e.shl_ri(RCX, 2))      # leading dimensions in bytes
+    body()
+    vector.frame.leave(asm)
+    asm.epilogue()
+    return asm.finish()
