@@ -5,14 +5,14 @@ one), picks the backend for the ISA, and returns a Kernel. Kernels are cached: a
 the same parameters returns the same Kernel, generated once.
 """
 
-import os
 import threading
 
 import numpy as np
 
+from .backends.x86_64 import cpu
 from .errors import KernelParameterError
 from .kernel import Kernel, Signature
-from .runtime.host import host_isa, resolve_isa
+from .runtime.host import resolve_isa
 
 UNARY_OPS = ("zero", "identity", "relu", "square", "reciprocal", "increment", "decrement",
              "sigmoid")
@@ -49,17 +49,9 @@ def _check_op(primitive, op, ops):
         raise KernelParameterError(f"{primitive}: op={op!r} is not supported; expected one of {ops}")
 
 
-def x86_variant():
-    """The x86-64 code variant to generate: the host's best, or EINJIT_X86_VARIANT elsewhere."""
-    from .backends.x86_64 import cpu
-    if host_isa() == "x86_64":
-        return cpu.variant()
-    return os.environ.get("EINJIT_X86_VARIANT", "avx512")
-
-
 def _kernel(isa, kind, params, signature):
     """The cached Kernel for `kind` with `params` on `isa`, generated on first request."""
-    variant = x86_variant() if isa == "x86_64" else None
+    variant = cpu.variant() if isa == "x86_64" else None
     key = (kind, params, isa, variant)
     with _cache_lock:
         kernel = _cache.get(key)

@@ -31,10 +31,12 @@ _PROTOTYPE = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 8)
 
 def _variants():
     have = cpu.features()
+    params = []
     for variant, needs in cpu.VARIANTS.items():
         missing = [name for name in needs if name not in have]
-        yield pytest.param(variant, marks=pytest.mark.skipif(
-            bool(missing), reason=f"host CPU lacks {', '.join(missing)}"))
+        params.append(pytest.param(variant, marks=pytest.mark.skipif(
+            bool(missing), reason=f"host CPU lacks {', '.join(missing)}")))
+    return params
 
 
 class Compiled:

@@ -23,8 +23,9 @@ flags\t\t: fpu sse
 
 @pytest.fixture
 def host(monkeypatch):
-    """Set the host's feature set; the environment starts without the override."""
+    """An x86-64 host with the given feature set; the environment starts without the override."""
     monkeypatch.delenv(cpu.VARIANT_ENV, raising=False)
+    monkeypatch.setattr(cpu, "host_isa", lambda: "x86_64")
 
     def set_features(names):
         monkeypatch.setattr(cpu, "features", lambda: frozenset(names))
@@ -86,4 +87,17 @@ def test_bad_environment_value(host, monkeypatch):
 def test_unsupported_host_names_what_is_missing(host, have, missing):
     host(have)
     with pytest.raises(UnsupportedCpuError, match=missing):
+        cpu.variant()
+
+
+def test_other_hosts_generate_avx512_unless_told(monkeypatch):
+    """On a non-x86 host code is generated only to inspect: any variant, no CPU check."""
+    monkeypatch.setattr(cpu, "host_isa", lambda: "aarch64")
+    monkeypatch.setattr(cpu, "features", lambda: frozenset())
+    monkeypatch.delenv(cpu.VARIANT_ENV, raising=False)
+    assert cpu.variant() == "avx512"
+    monkeypatch.setenv(cpu.VARIANT_ENV, "avx2")
+    assert cpu.variant() == "avx2"
+    monkeypatch.setenv(cpu.VARIANT_ENV, "sse2")
+    with pytest.raises(ValueError, match="sse2"):
         cpu.variant()

@@ -110,7 +110,8 @@ def _missing(path: tuple[str, ...], have: frozenset[str]) -> list[str]:
 def variant() -> str:
     """"avx512" if the host has AVX-512 F/VL/BW/DQ, else "avx2" if it has AVX2+FMA.
 
-    EINJIT_X86_VARIANT=avx2 (or avx512) forces a variant; it must still be supported.
+    EINJIT_X86_VARIANT=avx2 (or avx512) forces a variant; on x86-64 it must be supported.
+    On another host (code generated only to be inspected) the default is "avx512".
     """
     have = features()
     forced = os.environ.get(VARIANT_ENV, "")
@@ -118,10 +119,12 @@ def variant() -> str:
         if forced not in VARIANTS:
             raise KernelParameterError(f"{VARIANT_ENV}={forced!r}: expected one of {sorted(VARIANTS)}")
         missing = _missing(VARIANTS[forced], have)
-        if missing:
+        if missing and host_isa() == "x86_64":
             raise UnsupportedCpuError(f"{VARIANT_ENV}={forced} but the host CPU lacks "
                                       f"{', '.join(missing)}")
         return forced
+    if host_isa() != "x86_64":
+        return "avx512"   # code generated here only to inspect: the widest variant
     if not _missing(AVX512_PATH, have):
         return "avx512"
     if not _missing(AVX2_PATH, have):

@@ -1,0 +1,60 @@
+"""einjit's main job for now: generate and benchmark the primitives on this host.
+
+On x86-64: the FMA peak and numpy's bandwidth as references, GEMM/BRGEMM over the full size
+grid for each code variant the host runs, unary/binary bandwidth against numpy. On any host:
+the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generation times.
+Every table is written under benchmarks/results/; the summary is printed at the end.
+
+    python -m benchmarks [--quick]
+"""
+
+import argparse
+import sys
+import time
+
+from einjit.backends.x86_64 import cpu
+from einjit.runtime.host import host_isa
+
+from . import aarch64_mca, x86_eltwise, x86_gemm
+from .harness import write_result
+
+
+def _x86_variants():
+    best = cpu.variant()
+    return [best] + (["avx2"] if best != "avx2" else [])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a coarse GEMM grid (M, N in 16,32,48,64) instead of 1..64")
+    options = parser.parse_args(argv)
+    started = time.perf_counter()
+    summary = []
+
+    def section(title, lines):
+        print(f"\n== {title}", flush=True)
+        print("\n".join(lines), flush=True)
+        summary.extend([f"== {title}", *lines])
+
+    if host_isa() == "x86_64":
+        sizes = [16, 32, 48, 64] if options.quick else list(range(1, 65))
+        for variant in _x86_variants():
+            print(f"\n== x86-64 GEMM grid, {variant} ({len(sizes)}x{len(sizes)} sizes x "
+                  f"{len(x86_gemm.K_VALUES)} K values)", flush=True)
+            lines, table = x86_gemm.run(variant, sizes, x86_gemm.K_VALUES)
+            write_result(f"x86_gemm_{variant}.csv", table)
+            section(f"x86-64 GEMM/BRGEMM ({variant})", lines)
+        print("\n== x86-64 unary/binary bandwidth against numpy (about a minute)", flush=True)
+        lines, table = x86_eltwise.run(_x86_variants())
+        write_result("x86_eltwise.csv", table)
+        section("x86-64 unary/binary bandwidth, GiB/s (read + written)", lines)
+    section("AArch64 BRGEMM, static throughput (llvm-mca) and generation time",
+            aarch64_mca.report().splitlines())
+    summary.append(f"total time {time.perf_counter() - started:.0f} s")
+    path = write_result("summary.txt", "\n".join(summary) + "\n")
+    print(f"\nwritten: {path} and the tables beside it")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Measuring tools shared by the benchmarks: timing, JIT'd drivers, the machine's references.
+
+A Python call costs about a microsecond, as long as a small kernel runs, so kernels are timed
+through a JIT'd driver that calls them `count` times from machine code. The references each
+benchmark divides by are measured in the same run: the FP32 FMA peak by a JIT'd loop of
+independent FMAs, and numpy's copy bandwidth. The machine is shared, so every figure is the
+best of several repetitions.
+"""
+
+import ctypes
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from einjit.backends.x86_64 import encode as e
+from einjit.backends.x86_64.asm import Assembler
+from einjit.runtime.memory import ExecutableMemory
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GIB = 2.0 ** 30
+WIDTH = {"avx512": 512, "avx2": 256}
+FLOPS_PER_FMA = {"avx512": 32, "avx2": 16}   # 16 or 8 lanes, 2 flops each
+
+
+def best_seconds(function, repetitions=7):
+    """The shortest of `repetitions` timed calls of function()."""
+    best = float("inf")
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def seconds_per_call(functions, round_seconds=0.03, rounds=7):
+    """Seconds per call of each function in the dict `functions`: the best of `rounds` rounds
+    of about round_seconds each. Every round times every function once, so a busy spell on
+    the shared machine hits all of them alike."""
+    calls = {}
+    for name, function in functions.items():
+        function()
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < round_seconds / 4:
+            function()
+            count += 1
+        calls[name] = max(1, 4 * count)
+    best = dict.fromkeys(functions, float("inf"))
+    for _ in range(rounds):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                function()
+            best[name] = min(best[name], (time.perf_counter() - start) / calls[name])
+    return best
+
+
+class JitFunction:
+    """Machine code callable with `argument_count` 64-bit integer arguments."""
+
+    def __init__(self, code, argument_count):
+        self.memory = ExecutableMemory(code)
+        prototype = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * argument_count)
+        self.call = prototype(self.memory.address)
+
+
+def _fma_loop(variant, fmas_per_iteration=48):
+    """peak(count): count iterations of independent FMAs on 24 (AVX2: 12) accumulators."""
+    asm, width = Assembler(), WIDTH[variant]
+    chains = 24 if variant == "avx512" else 12
+    asm.prologue([])
+    for r in range(chains + 2):
+        asm(e.vxorps(r, r, r, 256))   # a VEX xor zeroes the whole register
+    top = asm.label()
+    asm.align(32)
+    asm.bind(top)
+    for i in range(fmas_per_iteration):
+        asm(e.vfmadd231ps(i % chains, chains, chains + 1, width))
+    asm(e.dec(e.RDI))
+    asm.jcc("ne", top)
+    asm.epilogue()
+    return JitFunction(asm.finish(), 1), fmas_per_iteration
+
+
+def fma_peak_gflops(variant, seconds=0.05):
+    """FP32 GFLOPS of one core running nothing but independent FMAs."""
+    loop, fmas = _fma_loop(variant)
+    count = 1000
+    while best_seconds(lambda: loop.call(count), 1) < seconds:
+        count *= 2
+    elapsed = best_seconds(lambda: loop.call(count))
+    return count * fmas * FLOPS_PER_FMA[variant] / elapsed / 1e9
+
+
+class RepeatDriver:
+    """repeat(count, kernel_address, args): call an 8-argument kernel `count` times."""
+
+    def __init__(self):
+        asm = Assembler()
+        count, kernel, args = e.RBX, e.RBP, e.R12
+        asm.prologue([count, kernel, args, e.R13])   # 4 pushes + return address: rsp = 8 mod 16
+        asm(e.mov_rr(count, e.RDI), e.mov_rr(kernel, e.RSI), e.mov_rr(args, e.RDX),
+            e.sub_ri(e.RSP, 24))                       # room for 2 stack arguments, realigned
+        top = asm.label()
+        asm.bind(top)
+        for i, reg in enumerate((e.RDI, e.RSI, e.RDX, e.RCX, e.R8, e.R9)):
+            asm(e.mov_rm(reg, e.Mem(args, disp=8 * i)))
+        for i in (6, 7):
+            asm(e.mov_rm(e.RAX, e.Mem(args, disp=8 * i)), e.mov_mr(e.Mem(e.RSP, disp=8 * (i - 6)), e.RAX))
+        asm(e.call_r(kernel), e.dec(count))
+        asm.jcc("ne", top)
+        asm(e.add_ri(e.RSP, 24))
+        asm.epilogue()
+        self._function = JitFunction(asm.finish(), 3)
+
+    def seconds_per_call(self, kernel_address, args, seconds=0.005, repetitions=5):
+        """Seconds per kernel call, timing batches of about `seconds`."""
+        packed = (ctypes.c_int64 * 8)(*args, *[0] * (8 - len(args)))
+        count = 1
+        while best_seconds(lambda: self._function.call(count, kernel_address,
+                                                       ctypes.addressof(packed)), 1) < seconds:
+            count *= 4
+        elapsed = best_seconds(lambda: self._function.call(count, kernel_address,
+                                                           ctypes.addressof(packed)), repetitions)
+        return elapsed / count
+
+
+def cold_ms(setup, statement, processes=3):
+    """Milliseconds `statement` takes the first time in a fresh interpreter after `setup`
+    (imports done, no per-process caches warm): the best of `processes` runs."""
+    program = (f"{setup}\nimport time\nstart = time.perf_counter()\n{statement}\n"
+               f"print(time.perf_counter() - start)")
+    runs = [float(subprocess.run([sys.executable, "-c", program], capture_output=True,
+                                 text=True, check=True).stdout) for _ in range(processes)]
+    return 1e3 * min(runs)
+
+
+def write_result(name, text):
+    """Write a result file under benchmarks/results/ and return its path."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / name
+    path.write_text(text)
+    return path
