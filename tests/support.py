@@ -5,6 +5,7 @@ guard pages, and running kernels in a forked child so a fault fails one case, no
 import ctypes
 import mmap
 import os
+import re
 
 import numpy as np
 import pytest
@@ -84,3 +85,15 @@ def run_guarded(cases, problems, kernels, describe):
         pytest.fail(f"{describe(cases[progress[0]])} {what} (wait status {status:#x})")
     for problem in problems:
         problem.verify()
+
+
+def assert_well_formed(kernel):
+    """The kernel's code decodes to instructions throughout, returns at its end, and on
+    AArch64 never names x18 (the platform register)."""
+    lines = kernel.disassemble().splitlines()
+    undecoded = [line for line in lines if ".byte" in line or "invalid" in line]
+    assert not undecoded, f"{kernel.name}: bytes that decode to no instruction: {undecoded[:3]}"
+    assert lines[-1].split()[-1] == "ret", f"{kernel.name} does not end with ret: {lines[-1]}"
+    if kernel.isa == "aarch64":
+        assert not any(re.search(r"\b[xw]18\b", line) for line in lines), \
+            f"{kernel.name} uses x18, the platform register"

@@ -23,7 +23,8 @@ import pytest
 
 import einjit
 from support import SPECIALS as BASE_SPECIALS
-from support import CANARY, canary_buffer, column_major, guarded, mixed_data, run_guarded
+from support import (CANARY, assert_well_formed, canary_buffer, column_major, guarded,
+                     mixed_data, run_guarded)
 
 OPS = ("add", "sub", "mul", "div", "min", "max")
 NUMPY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
@@ -186,4 +187,4 @@ def test_invalid_parameters_raise_value_error_naming_them(kwargs, named):
 def test_code_for_every_op_is_generated_for_every_isa(isa):
     for op in OPS:
         for m, n in ((1, 1), (3, 7), (2048, 2048)):
-            assert einjit.binary(op, m, n, isa=isa).code
+            assert_well_formed(einjit.binary(op, m, n, isa=isa))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import einjit
-from support import CANARY, canary_buffer, guarded, run_guarded, strided
+from support import CANARY, assert_well_formed, canary_buffer, guarded, run_guarded, strided
 
 C_PADDING = 19                    # canary elements before and after C's extent
 U32 = 2.0 ** -24                  # unit roundoff of float32
@@ -201,14 +201,15 @@ def test_out_of_range_sizes_raise_value_error_naming_the_parameter(name, value):
         einjit.brgemm(**sizes)
 
 
-A64_SHAPES = [(1, 1, 1, 1), (16, 6, 4, 1), (15, 5, 17, 3), (31, 11, 15, 2), (64, 64, 64, 16),
-              (1024, 1024, 2048, 1024)]
+SHAPES_TO_INSPECT = [(1, 1, 1, 1), (16, 6, 4, 1), (15, 5, 17, 3), (31, 11, 15, 2),
+                     (64, 64, 64, 16), (1024, 1024, 2048, 1024)]
+FMA = {"aarch64": r"\bfmla\b", "x86_64": r"\bvfmadd231ps\b"}
 
 
-@pytest.mark.parametrize("shape", A64_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_aarch64_code_uses_fmla_and_never_x18(shape):
-    kernel = einjit.brgemm(*shape, isa="aarch64")
-    text = kernel.disassemble()
-    assert re.search(r"\bfmla\b", text)
-    assert not re.search(r"\b[xw]18\b", text), "x18 is the platform register"
+@pytest.mark.parametrize("isa", ("aarch64", "x86_64"))
+@pytest.mark.parametrize("shape", SHAPES_TO_INSPECT, ids=lambda s: "x".join(map(str, s)))
+def test_code_decodes_uses_fma_and_stays_small(isa, shape):
+    kernel = einjit.brgemm(*shape, isa=isa)
+    assert_well_formed(kernel)
+    assert re.search(FMA[isa], kernel.disassemble())
     assert len(kernel.code) < 16 * 1024, "loops, not unrolling, must keep the code small"

@@ -23,7 +23,8 @@ import pytest
 
 import einjit
 from support import SPECIALS as BASE_SPECIALS
-from support import CANARY, canary_buffer, column_major, guarded, mixed_data, run_guarded
+from support import (CANARY, assert_well_formed, canary_buffer, column_major, guarded,
+                     mixed_data, run_guarded)
 
 OPS = ("zero", "identity", "relu", "square", "reciprocal", "increment", "decrement",
        "sigmoid")
@@ -222,4 +223,4 @@ def test_invalid_parameters_raise_value_error_naming_them(kwargs, named):
 def test_code_for_every_op_is_generated_for_every_isa(isa, trans_b):
     for op in OPS:
         for m, n in ((1, 1), (3, 7), (2048, 2048)):
-            assert einjit.unary(op, m, n, trans_b=trans_b, isa=isa).code
+            assert_well_formed(einjit.unary(op, m, n, trans_b=trans_b, isa=isa))
