@@ -114,15 +114,19 @@ class RepeatDriver:
         self._function = JitFunction(asm.finish(), 3)
 
     def seconds_per_call(self, kernel_address, args, seconds=0.005, repetitions=5):
-        """Seconds per kernel call, timing batches of about `seconds`."""
+        """Seconds per kernel call: the best of `repetitions` batches of about `seconds`."""
         packed = (ctypes.c_int64 * 8)(*args, *[0] * (8 - len(args)))
-        count = 1
-        while best_seconds(lambda: self._function.call(count, kernel_address,
-                                                       ctypes.addressof(packed)), 1) < seconds:
-            count *= 4
-        elapsed = best_seconds(lambda: self._function.call(count, kernel_address,
-                                                           ctypes.addressof(packed)), repetitions)
-        return elapsed / count
+        address = ctypes.addressof(packed)
+
+        def batch(count):
+            return best_seconds(lambda: self._function.call(count, kernel_address, address), 1)
+        count, elapsed = 16, batch(16)
+        while elapsed < seconds / 20:        # too short to scale from reliably
+            count *= 16
+            elapsed = batch(count)
+        count = max(1, round(count * seconds / elapsed))
+        return best_seconds(lambda: self._function.call(count, kernel_address, address),
+                            repetitions) / count
 
 
 def cold_ms(setup, statement, processes=3):

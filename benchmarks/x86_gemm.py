@@ -36,7 +36,7 @@ class GemmTimer:
         self.driver = RepeatDriver()
         self.rng = np.random.default_rng(0)
 
-    def gflops(self, m, n, k, br=1, seconds=0.002, repetitions=3):
+    def gflops(self, m, n, k, br=1, seconds=0.001, repetitions=3):
         kernel = JitFunction(generate_brgemm(m, n, k, br, variant=self.variant), 8)
         a = self.rng.uniform(-1, 1, br * m * k).astype(np.float32)
         b = self.rng.uniform(-1, 1, br * k * n).astype(np.float32)
