@@ -1,4 +1,5 @@
-"""x86-64 BRGEMM extras: both code variants explicitly, concurrent calls, register usage.
+"""x86-64 BRGEMM extras: both code variants explicitly, packed tail rows, concurrent calls,
+register usage.
 
 tests/test_brgemm.py checks the host's variant through einjit.brgemm; here every case runs the
 AVX-512 and the AVX2 code (where the CPU has them), straight from the generator, so both are
@@ -22,6 +23,7 @@ from einjit.disasm import disassemble
 from einjit.errors import EinjitError
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
+from support import guarded, run_guarded, strided
 
 pytestmark = pytest.mark.skipif(host_isa() != "x86_64", reason="runs x86-64 code")
 
@@ -117,7 +119,7 @@ def _widest_block_shapes(variant):
     for vectors in range(1, 5):
         for tail in (0, 3):
             m = vectors * isa.lanes - (isa.lanes - tail if tail else 0)
-            cols = max_cols(isa, vectors, bool(tail))
+            cols = max_cols(isa, vectors, tail)
             shapes.append((m, cols, 5, 3))
     return shapes
 
@@ -129,6 +131,73 @@ def test_widest_blocks_with_a_batch(variant):
         case = Case(m, n, k, br, seed=m + n)
         case.call(Compiled(m, n, k, br, variant))
         case.verify()
+
+
+def _packed_shapes():
+    """AVX-512 blocks whose t <= 8 tail rows share vectors (`group` columns each): every t,
+    2 to 4 vectors tall, N a partial group past whole ones or whole groups, with a batch."""
+    shapes = []
+    for t in range(1, 9):
+        group = min(16 // t, 7)
+        for vectors in (2, 3, 4):
+            m = 16 * (vectors - 1) + t
+            for n, k, br in ((2 * group + 1, 33, 1), (5 * group - 1, 4, 4), (6 * group, 9, 2)):
+                shapes.append((m, n, k, br))
+    return shapes
+
+
+def _packed_groups(shape):
+    return [p.group for p in plan(*shape, VARIANTS["avx512"]) if p.tail_rows]
+
+
+@pytest.mark.parametrize("variant", [p for p in _variants() if p.values == ("avx512",)])
+@pytest.mark.parametrize("shape", _packed_shapes(), ids=lambda s: "x".join(map(str, s)))
+def test_packed_tail_rows_match_numpy(variant, shape):
+    case = Case(*shape, seed=sum(shape))
+    case.call(Compiled(*shape, variant))
+    case.verify()
+
+
+def test_the_packed_shapes_pack():
+    """The cases above exercise the packed path (the cost model chooses it for them)."""
+    unpacked = [shape for shape in _packed_shapes()
+                if _packed_groups(shape) != [min(16 // (shape[0] % 16), 7)]]
+    assert not unpacked, f"plans that no longer pack the tail: {unpacked}"
+
+
+class GuardedCase:
+    """Tight operands (ld = rows), each ending right before a no-access page, so the masked
+    accesses of the last column's tail rows reach into the guard page."""
+
+    def __init__(self, m, n, k, br, seed):
+        rng = np.random.default_rng(seed)
+        self.shape = (m, n, k, br)
+        self.a, self.b, self.c = guarded(br * m * k), guarded(br * k * n), guarded(m * n)
+        self.a[...] = rng.integers(-4, 5, self.a.size)
+        self.b[...] = rng.integers(-4, 5, self.b.size)
+        self.c[...] = rng.integers(-4, 5, self.c.size)
+        a = strided(self.a, (br, m, k), (m * k, 1, m)).astype(np.float64)
+        b = strided(self.b, (br, k, n), (k * n, 1, k)).astype(np.float64)
+        c = strided(self.c, (m, n), (1, m)).astype(np.float64)
+        self.expected = c + np.einsum("imk,ikn->mn", a, b)
+
+    def call(self, compiled):
+        m, n, k, br = self.shape
+        compiled.function(self.a.ctypes.data, self.b.ctypes.data, self.c.ctypes.data,
+                          m, k, m, m * k, k * n)
+
+    def verify(self):
+        m, n, _, _ = self.shape
+        np.testing.assert_array_equal(strided(self.c, (m, n), (1, m)), self.expected)
+
+
+@pytest.mark.parametrize("variant", _variants())
+def test_no_access_past_the_operands(variant):
+    """Masked tails (packed ones too) at the very end of A, B and C: a fault fails the case."""
+    shapes = _packed_shapes() + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)]
+    cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
+    kernels = [Compiled(*shape, variant) for shape in shapes]
+    run_guarded(shapes, cases, kernels, lambda shape: f"{variant} kernel {shape}")
 
 
 @pytest.mark.parametrize("variant", _variants())

@@ -9,11 +9,23 @@ k-step loads `vectors` vectors of A's column k and, for every column j of the bl
 B[k, j] to all lanes (AVX-512 with one vector: an embedded {1to16} broadcast inside the FMA;
 otherwise one vbroadcastss shared by the column's FMAs). The accumulators start at zero and
 are added to C at the end of the block. Rows past M in the last vector are masked (AVX-512:
-k1; AVX2: vmaskmovps with a mask vector), so no access leaves the operands.
+k1; AVX2: vmaskmovps with a mask vector), so no access leaves the operands; in blocks of two
+or more vectors that tail vector ends at the last row instead of starting after the full
+vectors (see _VectorRegisters).
 
-The blocking is chosen per (M, N, K, batch) by a small cost model of this loop (FMA and load
-throughput, FMA latency, per-block overhead), see `plan`. Blocks of one shape are repeated
-by runtime loops over M and N, so code size does not grow with the matrix.
+A masked last vector of t <= 8 rows wastes most of its FMA lanes. In AVX-512 blocks of two or
+more vectors the tail rows of up to `group` = min(16 // t, 7) columns therefore share one
+vector, each column owning t lanes (selected by one of k1..k7). A's tail rows are repeated
+across the lanes by one vpermps per k-step, B's elements are blended into their lanes out of
+the broadcasts the full vectors use anyway, and one FMA serves the whole group. The C update
+reads and writes each column's share with its lane mask, at an address moved so that those
+lanes meet the column's tail rows; masked lanes are never accessed, and the moved span
+starts inside the column (its full vectors lie before the tail).
+
+The blocking is chosen per (M, N, K, batch) by a small cost model of this loop (FMA,
+shuffle and L1 throughput, FMA latency, the update of C, per-block overhead), see `plan`;
+packing is one of its choices. Blocks of one shape are repeated by runtime loops over M and
+N, so code size does not grow with the matrix.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
 base+3L (through a register holding 3L) and base+4L, where L is ld_b in bytes.
@@ -50,6 +62,7 @@ VARIANTS = {
 COLUMNS_PER_BASE = 5          # B columns reachable from one base pointer (see module doc)
 MAX_COLS = 25                 # general registers left for B base pointers: 5 bases
 MAX_VECTORS = 6               # taller blocks leave too few columns to amortize A's loads
+MAX_GROUP = 7                 # packed tail columns: mask registers k1..k7, one per column
 
 
 # ---------------------------------------------------------------- blocking plan
@@ -57,49 +70,100 @@ MAX_VECTORS = 6               # taller blocks leave too few columns to amortize 
 @dataclass(frozen=True)
 class Panel:
     """`blocks` register blocks stacked along M, each `vectors` vectors tall (the last one of
-    each block holding only `tail_rows` rows if tail_rows > 0), swept along N in `n_blocks`
-    blocks of `cols` columns plus one block of `n_tail` columns."""
+    each block holding only `tail_rows` rows if tail_rows > 0, packed `group` columns to a
+    vector if group > 1), swept along N in `n_blocks` blocks of `cols` columns plus one block
+    of `n_tail` columns."""
     blocks: int
     vectors: int
     tail_rows: int
     cols: int
     n_blocks: int
     n_tail: int
+    group: int = 1
 
 
-def max_cols(isa: VectorIsa, vectors: int, masked: bool) -> int:
-    """Most columns a block of `vectors` vectors can have with the registers left over."""
+def pack_group(isa: VectorIsa, vectors: int, tail_rows: int) -> int:
+    """Most columns whose tail rows can share one vector (1: no packing). Packing needs mask
+    registers and pays where full vectors broadcast B anyway (alone, a tail vector is bound by
+    its loads, not by FMAs)."""
+    if isa.name != "avx512" or vectors < 2 or not tail_rows:
+        return 1
+    return min(isa.lanes // tail_rows, MAX_GROUP)
+
+
+def _accumulators(vectors: int, cols: int, group: int) -> int:
+    if group == 1:
+        return vectors * cols
+    return (vectors - 1) * cols + -(-cols // group)
+
+
+def _max_cols(isa: VectorIsa, vectors: int, tail_rows: int, group: int) -> int:
     spare = isa.registers - vectors                     # A's vectors
-    if not (isa.name == "avx512" and vectors == 1):     # embedded broadcast needs no register
+    if group > 1:                                       # broadcast, packed B, lane indices
+        spare -= 3
+    elif not (isa.name == "avx512" and vectors == 1):   # embedded broadcast needs no register
         spare -= 1
-    if masked and isa.name == "avx2":                   # vmaskmovps mask vector
+    if tail_rows and isa.name == "avx2":                # vmaskmovps mask vector
         spare -= 1
-    return min(spare // vectors, MAX_COLS)
+    cols = 0
+    while cols < MAX_COLS and _accumulators(vectors, cols + 1, group) <= spare:
+        cols += 1
+    return cols
 
 
-def _step_cycles(vectors: int, cols: int) -> float:
-    """Cycles of one k-step: 2 FMAs and 2 loads per cycle, 4 cycles of FMA latency."""
-    loads = vectors + cols
-    return max(vectors * cols / 2, loads / 2, 4.0)
+def max_cols(isa: VectorIsa, vectors: int, tail_rows: int) -> int:
+    """Most columns a block of `vectors` vectors can have with the registers left over."""
+    return max(_max_cols(isa, vectors, tail_rows, group)
+               for group in {1, pack_group(isa, vectors, tail_rows)})
 
 
-def _block_cycles(vectors: int, cols: int, k: int, br: int) -> float:
-    """One register block: its k-steps plus updating C and per-batch pointer updates."""
-    return br * (k * _step_cycles(vectors, cols) + 4) + vectors * cols + 12
+# L1 accesses of a full vector of A or C at an address of unknown alignment: it mostly
+# straddles two cache lines (64 bytes: 15 times in 16, 32 bytes: 7 in 16), and the L1 serves
+# two lines a cycle (measured: a 16-row block of 13 columns runs 7% faster on an aligned A;
+# loading, adding to and storing misaligned C vectors takes 2 cycles each, aligned ones 1)
+SPLIT_ACCESSES = {"avx512": 2.0, "avx2": 1.5}
 
 
-def _sweep_n(isa, vectors, masked, n, k, br):
-    """Best (cycles, cols, n_blocks, n_tail) for one block row of `vectors` vectors."""
-    widest = max_cols(isa, vectors, masked)
-    fewest = -(-n // widest)
+def _step_counts(isa, vectors, cols, tail_rows, group):
+    """(FMAs, all vector instructions, L1 accesses) of one k-step."""
+    full = vectors - (1 if tail_rows else 0)
+    fmas = _accumulators(vectors, cols, group)
+    shuffles = 0 if group == 1 else 1 + cols - -(-cols // group)   # vpermps and blends
+    loads = full * SPLIT_ACCESSES[isa.name] + (1 if tail_rows else 0) + cols
+    return fmas, fmas + shuffles, loads
+
+
+def _block_cycles(isa, vectors, cols, tail_rows, group, k, br) -> float:
+    """One register block: k-steps of 2 FMAs a cycle, 4 vector instructions a cycle (FMAs on
+    two of the four pipes), 4 cycles of FMA latency per accumulator chain, 2 L1 accesses a
+    cycle shared with the update of C (a load and a store per vector of C), which the next
+    block's FMAs overlap; plus the batch loop and the block's set-up, and for a packed tail
+    the latency only a long K hides: vpermps (5 cycles) before the first FMA, and the shares
+    of a group's columns added to their vector one after another (2 cycles each)."""
+    fmas, vector_ops, loads = _step_counts(isa, vectors, cols, tail_rows, group)
+    full = vectors - (1 if tail_rows else 0)
+    update = cols * (2 * full * SPLIT_ACCESSES[isa.name] + (2 if tail_rows else 0))
+    steps = k * br
+    compute = steps * max(fmas / 2, vector_ops / 4, 4.0)
+    memory = (steps * loads + update) / 2
+    latency = 5 + 2 * min(group, cols) if group > 1 else 0
+    return max(compute, memory) + 4 * br + 12 + latency
+
+
+def _sweep_n(isa, vectors, tail_rows, n, k, br):
+    """Best (cycles, cols, n_blocks, n_tail, group) for one block row of `vectors` vectors;
+    on a tie the tail is not packed (no lane shuffles for nothing)."""
     best = None
-    for cols in range(-(-n // fewest), min(widest, n) + 1):
-        n_blocks, n_tail = divmod(n, cols)
-        cycles = n_blocks * _block_cycles(vectors, cols, k, br)
-        if n_tail:
-            cycles += _block_cycles(vectors, n_tail, k, br)
-        if best is None or cycles < best[0]:
-            best = (cycles, cols, n_blocks, n_tail)
+    for group in sorted({1, pack_group(isa, vectors, tail_rows)}):
+        widest = _max_cols(isa, vectors, tail_rows, group)
+        fewest = -(-n // widest)
+        for cols in range(-(-n // fewest), min(widest, n) + 1):
+            n_blocks, n_tail = divmod(n, cols)
+            cycles = n_blocks * _block_cycles(isa, vectors, cols, tail_rows, group, k, br)
+            if n_tail:
+                cycles += _block_cycles(isa, vectors, n_tail, tail_rows, group, k, br)
+            if best is None or cycles < best[0]:
+                best = (cycles, cols, n_blocks, n_tail, group)
     return best
 
 
@@ -136,12 +200,13 @@ def plan(m: int, n: int, k: int, br: int, isa: VectorIsa) -> tuple[Panel, ...]:
             groups[-1:] = ([[height, count - 1, False]] if count > 1 else []) + [[height, 1, True]]
         cycles, panels = 0.0, []
         for height, count, masked in groups:
-            key = (height, masked)
+            rows = tail_rows if masked else 0
+            key = (height, rows)
             if key not in sweeps:
-                sweeps[key] = _sweep_n(isa, height, masked, n, k, br)
-            sweep_cycles, cols, n_blocks, n_tail = sweeps[key]
+                sweeps[key] = _sweep_n(isa, height, rows, n, k, br)
+            sweep_cycles, cols, n_blocks, n_tail, group = sweeps[key]
             cycles += count * sweep_cycles
-            panels.append(Panel(count, height, tail_rows if masked else 0, cols, n_blocks, n_tail))
+            panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group))
         if best is None or cycles < best[0]:
             best = (cycles, tuple(panels))
     return best[1]
@@ -155,7 +220,8 @@ POOL = (RAX, R10, R11, RBX, RBP, R12, R13, R14, R15)
 
 # red-zone slots below rsp (a leaf function may use 128 bytes there without moving rsp)
 A_ROW, C_ROW, B_ORIGIN, B_COL, N_COUNT, M_COUNT = (Mem(RSP, disp=-8 * i) for i in range(1, 7))
-MASK_SLOT = Mem(RSP, disp=-96)   # AVX2 mask vector, 32 bytes
+MASK_SLOT = Mem(RSP, disp=-96)      # AVX2 mask vector, 32 bytes
+INDEX_SLOT = Mem(RSP, disp=-128)    # AVX-512 packed tail: vpermps lane indices, 64 bytes
 
 
 class _Generator:
@@ -191,24 +257,54 @@ class _Generator:
                 e.imul_rri(self.counter, LDA, self.k), e.sub_rr(a_step, self.counter),
                 e.sub_ri(b_step, 4 * self.k))
         asm(e.mov_mr(A_ROW, A_PTR), e.mov_mr(C_ROW, C_PTR), e.mov_mr(B_ORIGIN, B_BASE))
-        self._set_tail_mask()
+        self._set_tail_masks()
         for panel in self.panels:
             self._panel(panel)
         asm.epilogue()
         return asm.finish()
 
-    def _set_tail_mask(self):
-        tail = next((p.tail_rows for p in self.panels if p.tail_rows), 0)
-        if not tail:
+    def _set_tail_masks(self):
+        """The masks of the tail rows (see _VectorRegisters for where they sit). AVX-512: k1,
+        and for a packed tail k1+s for the lanes of the column s places from a group's end,
+        plus the lane indices that repeat A's tail rows in INDEX_SLOT. AVX2: the mask vector
+        in MASK_SLOT. Each slot is written by one vector store: a vector load from one equal
+        store is forwarded, one from several narrower stores waits for them to reach the
+        cache (measured: 36x3x16 ran 25% slower)."""
+        tail_panel = next((p for p in self.panels if p.tail_rows), None)
+        if tail_panel is None:
             return
+        asm, scratch, lanes = self.asm, self.counter, self.isa.lanes
+        tail, group = tail_panel.tail_rows, tail_panel.group
+        first = lanes - tail if tail_panel.vectors > 1 else 0     # lane of the first tail row
         if self.isa.name == "avx512":
-            self.asm(e.mov_ri(self.counter, (1 << tail) - 1), e.kmovw_kr(1, self.counter))
+            if group > 1:
+                self._store_lane_indices([first + (lane - lanes) % tail for lane in range(lanes)])
+            for s in range(group):
+                lanes_of_s = ((1 << tail) - 1) << (first - tail * s)
+                asm(e.mov_ri(scratch, lanes_of_s), e.kmovw_kr(1 + s, scratch))
             return
-        lanes = [0xFFFFFFFF if i < tail else 0 for i in range(self.isa.lanes)]
-        for pair in range(self.isa.lanes // 2):
-            qword = lanes[2 * pair] | lanes[2 * pair + 1] << 32
-            self.asm(e.mov_ri(self.counter, qword),
-                     e.mov_mr(MASK_SLOT.offset(8 * pair), self.counter))
+        # AVX2: sign bits from one set dword: lanes 0..count-1 in register (count - 1) % 4
+        count = first or tail
+        asm(e.mov_ri(scratch, -1), e.vmovd_xr(0, scratch),   # 0: lane 0
+            e.vunpcklps(1, 0, 0, 128),                        # 1: lanes 0-1
+            e.vunpcklpd(2, 1, 0, 128),                        # 2: lanes 0-2
+            e.vunpcklpd(3, 1, 1, 128))                        # 3: lanes 0-3
+        if count > 4:
+            asm(e.vinsertf128(count - 5, 3, count - 5, 1))    # lanes 0-3 and 4..count-1
+        mask = (count - 1) % 4
+        if first:                                             # the lanes from `first` on
+            asm(e.vpcmpeqd(4, 4, 4, 256), e.vxorps(mask, mask, 4, 256))
+        asm(e.vmovups_store(MASK_SLOT, mask, self.isa.width))
+
+    def _store_lane_indices(self, indices):
+        """INDEX_SLOT := indices (one per lane), built in zmm0 by masked broadcasts."""
+        asm, scratch, width = self.asm, self.counter, self.isa.width
+        asm(e.mov_ri(scratch, indices[0]), e.vpbroadcastd_gpr(0, scratch, width))
+        for value in sorted(set(indices) - {indices[0]}):
+            lanes = sum(1 << lane for lane, index in enumerate(indices) if index == value)
+            asm(e.mov_ri(scratch, lanes), e.kmovw_kr(1, scratch), e.mov_ri(scratch, value),
+                e.vpbroadcastd_gpr(0, scratch, width, mask=1))
+        asm(e.vmovups_store(INDEX_SLOT, 0, width))
 
     # -- loops over blocks
 
@@ -234,14 +330,14 @@ class _Generator:
             has_next = panel.n_blocks > 1 or panel.n_tail
 
             def full_block():
-                self._block(panel.vectors, panel.cols, panel.tail_rows)
+                self._block(panel, panel.cols)
                 if has_next:
                     self._next_columns(panel.cols)
 
             if panel.n_blocks:
                 self._counted_loop(N_COUNT, panel.n_blocks, full_block)
             if panel.n_tail:
-                self._block(panel.vectors, panel.n_tail, panel.tail_rows)
+                self._block(panel, panel.n_tail)
             for slot in (A_ROW, C_ROW):
                 asm(e.mov_rm(scratch, slot), e.add_ri(scratch, row_bytes), e.mov_mr(slot, scratch))
 
@@ -255,16 +351,18 @@ class _Generator:
 
     # -- one register block
 
-    def _block(self, vectors: int, cols: int, tail_rows: int):
+    def _block(self, panel: Panel, cols: int):
         asm, isa = self.asm, self.isa
-        regs = _VectorRegisters(isa, vectors, cols, tail_rows)
+        regs = _VectorRegisters(isa, panel.vectors, cols, panel.tail_rows, panel.group)
         asm(e.mov_rm(A_PTR, A_ROW), e.mov_rm(B_BASE, B_COL))
         bases = self.bases[:-(-cols // COLUMNS_PER_BASE)]
         for previous, base in zip(bases, bases[1:]):
             asm(e.lea(base, Mem(previous, LDB, 4)), e.add_rr(base, LDB))
         if regs.mask_vector is not None:
             asm(e.vmovups_load(regs.mask_vector, MASK_SLOT, isa.width))
-        asm(_zero(acc) for accs in regs.acc for acc in accs)
+        if regs.indices is not None:
+            asm(e.vmovups_load(regs.indices, INDEX_SLOT, isa.width))
+        asm(_zero(acc) for acc in regs.accumulators())
         if self.batch is None:
             self._k_loop(regs, bases)
         else:
@@ -283,17 +381,22 @@ class _Generator:
         """C += the accumulators. They start at zero rather than at C so that no FMA chain
         waits for C: the next block's FMAs overlap this block's update (32x32x32: +8% of
         peak). Every load of C comes before the first store: a load overlapping the span of
-        an earlier masked store (the next column, when ld_c < 16) would wait for it."""
-        walker, step = self.counter, self.isa.vector_bytes
+        an earlier masked store (a packed column's reaches into the next column) would wait
+        for it."""
+        walker = self.counter
         next_column = e.add_rr(walker, LDC)
-        rows = [Mem(walker, disp=i * step) for i in range(regs.vectors)]
         code = []
-        for move in (regs.add, regs.store):
+        for move, move_packed in ((regs.add, regs.add_packed), (regs.store, regs.store_packed)):
             code.append(e.mov_rr(walker, C_PTR))
             for j, accs in enumerate(regs.acc):
                 if j:
                     code.append(next_column)
-                code.extend(move(acc, mem, i) for i, (acc, mem) in enumerate(zip(accs, rows)))
+                code.extend(move(acc, Mem(walker, disp=regs.offset(i)), i)
+                            for i, acc in enumerate(accs))
+                if regs.group > 1:
+                    q, s = regs.packed_position(j)
+                    mem = Mem(walker, disp=regs.packed_offset(s))
+                    code.append(move_packed(regs.packed_acc[q], mem, s))
         self.asm(code)
 
     def _k_loop(self, regs, bases):
@@ -312,16 +415,31 @@ class _Generator:
 
     def _k_step(self, regs, bases) -> bytes:
         """One k: load A's column and move A on, then every column's FMAs."""
-        width, step = self.isa.width, self.isa.vector_bytes
-        code = [regs.load(a_reg, Mem(A_PTR, disp=i * step), i) for i, a_reg in enumerate(regs.a)]
+        width = self.isa.width
+        code = [regs.load(a_reg, Mem(A_PTR, disp=regs.offset(i)), i)
+                for i, a_reg in enumerate(regs.a)]
         code.append(e.add_rr(A_PTR, LDA))
+        if regs.group > 1:
+            code.append(_permute(regs.a[-1], regs.indices, width))
         for j in range(regs.cols):
             b_mem = self._b_address(bases, j)
             accs = regs.acc[j]
-            if regs.broadcast is None:
+            if regs.group > 1:
+                q, s = regs.packed_position(j)
+                first, last = j % regs.group == 0, s == 0
+                # a group's first element goes straight into the packed B vector
+                b_reg = regs.packed_b if first else regs.broadcast
+                code.append(_broadcast(b_reg, b_mem, width))
+                code.extend(_fma(acc, a_reg, b_reg, width, False)
+                            for acc, a_reg in zip(accs, regs.a))
+                if not first:
+                    code.append(_blend(regs.packed_b, regs.broadcast, width, 1 + s))
+                if last:
+                    code.append(_fma(regs.packed_acc[q], regs.a[-1], regs.packed_b, width, False))
+            elif regs.broadcast is None:
                 code.append(_fma(accs[0], regs.a[0], b_mem, width, True))
             else:
-                code.append(e.vbroadcastss(regs.broadcast, b_mem, width))
+                code.append(_broadcast(regs.broadcast, b_mem, width))
                 code.extend(_fma(acc, a_reg, regs.broadcast, width, False)
                             for acc, a_reg in zip(accs, regs.a))
         return b"".join(code)
@@ -336,26 +454,58 @@ class _Generator:
 
 
 class _VectorRegisters:
-    """Vector register roles of one block: accumulators from register 0 up, A's vectors, the
-    broadcast B element and the AVX2 mask vector from the top down."""
+    """Vector register roles of one block: accumulators from register 0 up (per column, then
+    the packed tail vectors), A's vectors, the broadcast B element, the packed B vector, the
+    lane indices and the AVX2 mask vector from the top down; and where the vectors sit.
 
-    def __init__(self, isa: VectorIsa, vectors: int, cols: int, tail_rows: int):
-        self.width = isa.width
-        self.vectors, self.cols, self.tail_rows = vectors, cols, tail_rows
-        self.acc = [list(range(j * vectors, (j + 1) * vectors)) for j in range(cols)]
+    In blocks of two or more vectors the tail vector ends at the last tail row (the t rows
+    are its top t lanes), so its span never reaches into the next column: a load that
+    overlaps the span of a pending masked store waits until the store reaches the cache
+    (measured: 14 cycles), and the next block's first load of C would do so. In a packed
+    vector the column s places before the end of its group has the t lanes that end t*s
+    lanes below the top, so a group's last column ends its span at its last row too; the
+    others reach into the following column of the same block, whose loads come first."""
+
+    def __init__(self, isa: VectorIsa, vectors: int, cols: int, tail_rows: int, group: int):
+        self.width, self.vector_bytes = isa.width, isa.vector_bytes
+        self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
+        own = vectors - 1 if group > 1 else vectors     # vectors with accumulators per column
+        self.acc = [list(range(j * own, (j + 1) * own)) for j in range(cols)]
+        packed = -(-cols // group) if group > 1 else 0
+        self.packed_acc = list(range(cols * own, cols * own + packed))
         top = isa.registers - 1
         self.a = list(range(top, top - vectors, -1))
         top -= vectors
-        self.broadcast = None
-        if not (isa.name == "avx512" and vectors == 1):
+        self.broadcast = self.packed_b = self.indices = self.mask_vector = None
+        if group > 1 or not (isa.name == "avx512" and vectors == 1):
             self.broadcast, top = top, top - 1
-        self.mask_vector = None
+        if group > 1:
+            self.packed_b, self.indices, top = top, top - 1, top - 2
         if tail_rows and isa.name == "avx2":
             self.mask_vector, top = top, top - 1
-        assert top >= vectors * cols - 1, "block does not fit the register file"
+        assert top >= cols * own + packed - 1, "block does not fit the register file"
+        # bytes the tail vector starts before the end of the full vectors
+        self.tail_back = 4 * (isa.lanes - tail_rows) if tail_rows and vectors > 1 else 0
+
+    def accumulators(self):
+        return [acc for accs in self.acc for acc in accs] + self.packed_acc
 
     def _masked(self, i: int) -> bool:
         return self.tail_rows and i == self.vectors - 1
+
+    def offset(self, i: int) -> int:
+        """Byte offset of vector i within a column of the block."""
+        return i * self.vector_bytes - (self.tail_back if self._masked(i) else 0)
+
+    def packed_position(self, j: int) -> tuple[int, int]:
+        """(packed vector, places before its group's end) of column j."""
+        q, jj = divmod(j, self.group)
+        size = min(self.group, self.cols - q * self.group)
+        return q, size - 1 - jj
+
+    def packed_offset(self, s: int) -> int:
+        """Byte offset within its column of the span whose lanes of mask k1+s are the tail."""
+        return self.offset(self.vectors - 1) + 4 * self.tail_rows * s
 
     def load(self, dst: int, mem: Mem, i: int) -> bytes:
         """Vector i of a block column: rows past M read as 0 without touching memory."""
@@ -369,12 +519,35 @@ class _VectorRegisters:
         """Vector i of a block column: rows past M are not written."""
         return _store(src, mem, self.width, self._masked(i), self.mask_vector)
 
+    def add_packed(self, acc: int, mem: Mem, s: int) -> bytes:
+        """The lanes of mask k1+s of a packed vector += C's tail rows of their column."""
+        return _add_lanes(acc, mem, self.width, 1 + s)
+
+    def store_packed(self, src: int, mem: Mem, s: int) -> bytes:
+        return _store_lanes(src, mem, self.width, 1 + s)
+
 
 # the same few hundred instructions recur in every kernel: encode each once per process
 
 @lru_cache(maxsize=8192)
 def _fma(acc: int, a: int, b, width: int, bcst: bool) -> bytes:
     return e.vfmadd231ps(acc, a, b, width, bcst=bcst)
+
+
+@lru_cache(maxsize=8192)
+def _broadcast(dst: int, mem: Mem, width: int) -> bytes:
+    return e.vbroadcastss(dst, mem, width)
+
+
+@lru_cache(maxsize=1024)
+def _blend(packed: int, broadcast: int, width: int, mask: int) -> bytes:
+    """The lanes of mask register `mask` of `packed` := the broadcast element."""
+    return e.vblendmps(packed, packed, broadcast, width, mask=mask)
+
+
+@lru_cache(maxsize=1024)
+def _permute(reg: int, indices: int, width: int) -> bytes:
+    return e.vpermps(reg, indices, reg, width)
 
 
 @lru_cache(maxsize=8192)
@@ -393,6 +566,16 @@ def _add(acc: int, mem: Mem, width: int, masked: bool, mask_vector, spare: int) 
     if mask_vector is not None:
         return e.vmaskmovps_load(spare, mask_vector, mem, width) + e.vaddps(acc, acc, spare, width)
     return e.vaddps(acc, acc, mem, width, mask=1)     # masked lanes are not read
+
+
+@lru_cache(maxsize=8192)
+def _add_lanes(acc: int, mem: Mem, width: int, mask: int) -> bytes:
+    return e.vaddps(acc, acc, mem, width, mask=mask)
+
+
+@lru_cache(maxsize=8192)
+def _store_lanes(src: int, mem: Mem, width: int, mask: int) -> bytes:
+    return e.vmovups_store(mem, src, width, mask=mask)
 
 
 @lru_cache(maxsize=8192)
