@@ -130,8 +130,7 @@ def main(argv=None):
     variant = options.variant or cpu.variant()
     lines, table = run(variant, _values(options.sizes), _values(options.k))
     print("\n".join(lines))
-    print(f"  written: {write_result(f'x86_gemm_{variant}.csv', table)}, "
-          f"{write_result(f'x86_gemm_{variant}.txt', chr(10).join(lines) + chr(10))}")
+    print(f"  written: {write_result(f'x86_gemm_{variant}.csv', table)}")
 
 
 if __name__ == "__main__":
