@@ -7,6 +7,7 @@ The mapping is released when the ExecutableMemory object is garbage collected.
 """
 
 import ctypes
+import functools
 import mmap
 import sys
 import weakref
@@ -27,8 +28,10 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 _MAP_JIT = 0x800  # macOS: required for JIT pages under the hardened runtime
 
 
+@functools.cache
 def _icache_flusher():
-    """A function(start, end) that makes freshly written code visible to instruction fetch."""
+    """A function(start, end) that makes freshly written code visible to instruction fetch,
+    or None where the hardware keeps them coherent."""
     if host_isa() != "aarch64":
         return None  # x86 keeps instruction fetch coherent with stores
     if sys.platform == "darwin":
@@ -37,13 +40,14 @@ def _icache_flusher():
         sys_icache_invalidate.restype = None
         return lambda start, end: sys_icache_invalidate(start, end - start)
     # libgcc exports __clear_cache (dc cvau / ic ivau over the range, then barriers)
-    clear_cache = ctypes.CDLL("libgcc_s.so.1").__clear_cache
+    try:
+        clear_cache = ctypes.CDLL("libgcc_s.so.1").__clear_cache
+    except (OSError, AttributeError) as exc:
+        raise EinjitError("running JIT code on AArch64 Linux needs libgcc_s.so.1 (its "
+                          f"__clear_cache flushes the instruction cache): {exc}") from exc
     clear_cache.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     clear_cache.restype = None
     return clear_cache
-
-
-_flush_icache = _icache_flusher()
 
 
 def _check(result, what):
@@ -68,8 +72,9 @@ class ExecutableMemory:
         self._finalizer = weakref.finalize(self, _libc.munmap, address, self.size)
         ctypes.memmove(address, code, len(code))
         _check(_libc.mprotect(address, self.size, mmap.PROT_READ | mmap.PROT_EXEC), "mprotect RX")
-        if _flush_icache is not None:
-            _flush_icache(address, address + len(code))
+        flush = _icache_flusher()
+        if flush is not None:
+            flush(address, address + len(code))
         self.address = address
 
     def release(self):

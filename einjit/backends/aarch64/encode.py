@@ -154,29 +154,30 @@ def mov_sp(rd, rn):
     return add_imm(rd, rn, 0)
 
 
-def _addsub_shifted(base, rd, rn, rm, lsl):
+def _shifted_register(base, rd, rn, rm, lsl):
+    """Add/sub and logical (shifted register) share this field layout; only lsl is used."""
     return (base | _gpr("rm", rm) << 16 | _unsigned("lsl", lsl, 6) << 10
             | _gpr("rn", rn) << 5 | _gpr("rd", rd))
 
 
 def add_reg(rd, rn, rm, lsl=0):
     """add xd, xn, xm{, lsl #lsl} (31 = xzr)"""
-    return _addsub_shifted(0x8B000000, rd, rn, rm, lsl)
+    return _shifted_register(0x8B000000, rd, rn, rm, lsl)
 
 
 def adds_reg(rd, rn, rm, lsl=0):
     """adds xd, xn, xm{, lsl #lsl} (31 = xzr)"""
-    return _addsub_shifted(0xAB000000, rd, rn, rm, lsl)
+    return _shifted_register(0xAB000000, rd, rn, rm, lsl)
 
 
 def sub_reg(rd, rn, rm, lsl=0):
     """sub xd, xn, xm{, lsl #lsl} (31 = xzr)"""
-    return _addsub_shifted(0xCB000000, rd, rn, rm, lsl)
+    return _shifted_register(0xCB000000, rd, rn, rm, lsl)
 
 
 def subs_reg(rd, rn, rm, lsl=0):
     """subs xd, xn, xm{, lsl #lsl} (31 = xzr)"""
-    return _addsub_shifted(0xEB000000, rd, rn, rm, lsl)
+    return _shifted_register(0xEB000000, rd, rn, rm, lsl)
 
 
 def cmp_reg(rn, rm, lsl=0):
@@ -203,29 +204,24 @@ def sub_ext(rd, rn, rm, lsl=0):
     return _addsub_ext(0xCB200000, rd, rn, rm, lsl)
 
 
-def _logical_shifted(base, rd, rn, rm, lsl):
-    return (base | _gpr("rm", rm) << 16 | _unsigned("lsl", lsl, 6) << 10
-            | _gpr("rn", rn) << 5 | _gpr("rd", rd))
-
-
 def and_reg(rd, rn, rm, lsl=0):
     """and xd, xn, xm{, lsl #lsl}"""
-    return _logical_shifted(0x8A000000, rd, rn, rm, lsl)
+    return _shifted_register(0x8A000000, rd, rn, rm, lsl)
 
 
 def orr_reg(rd, rn, rm, lsl=0):
     """orr xd, xn, xm{, lsl #lsl}"""
-    return _logical_shifted(0xAA000000, rd, rn, rm, lsl)
+    return _shifted_register(0xAA000000, rd, rn, rm, lsl)
 
 
 def eor_reg(rd, rn, rm, lsl=0):
     """eor xd, xn, xm{, lsl #lsl}"""
-    return _logical_shifted(0xCA000000, rd, rn, rm, lsl)
+    return _shifted_register(0xCA000000, rd, rn, rm, lsl)
 
 
 def ands_reg(rd, rn, rm, lsl=0):
     """ands xd, xn, xm{, lsl #lsl}"""
-    return _logical_shifted(0xEA000000, rd, rn, rm, lsl)
+    return _shifted_register(0xEA000000, rd, rn, rm, lsl)
 
 
 def tst_reg(rn, rm, lsl=0):
