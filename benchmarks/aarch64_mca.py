@@ -28,6 +28,12 @@ SHAPES = [(64, 64, 64, 1), (64, 60, 256, 16), (12, 6, 64, 1), (8, 6, 64, 1), (4,
           (16, 3, 64, 1), (16, 2, 64, 1), (16, 1, 64, 1), (31, 11, 64, 1), (1, 1, 64, 1)]
 
 
+ELTWISE = [("unary", ("identity", 2048, 2048, False)), ("unary", ("relu", 2048, 2048, False)),
+           ("unary", ("sigmoid", 2048, 2048, False)), ("unary", ("identity", 2048, 2048, True)),
+           ("unary", ("relu", 2048, 2048, True)), ("unary", ("sigmoid", 2048, 2048, True)),
+           ("binary", ("add", 2048, 2048)), ("binary", ("max", 2048, 2048))]
+
+
 def mca(asm_text):
     """(instructions, total cycles) predicted by llvm-mca for the given loop body."""
     out = subprocess.run(MCA, input=asm_text, capture_output=True, text=True, check=True).stdout
@@ -36,11 +42,27 @@ def mca(asm_text):
     return instructions, cycles
 
 
-def fmla_per_cycle(body):
-    """Predicted FMLA per cycle for a loop body (one instruction per line)."""
+def cycles_per_iteration(body):
+    """Predicted cycles of one pass through a loop body (one instruction per line)."""
     iterations = int(MCA[-1].split("=")[1])
     _, cycles = mca("\n".join(body) + "\n")
-    return sum(line.startswith("fmla") for line in body) * iterations / cycles
+    return cycles / iterations
+
+
+def fmla_per_cycle(body):
+    return sum(line.startswith("fmla") for line in body) / cycles_per_iteration(body)
+
+
+def stored_bytes(body):
+    """Bytes written by the stores of a loop body (q/d/s registers, st1 register lists)."""
+    sizes = {"q": 16, "d": 8, "s": 4, "4s": 16, "2s": 8}
+    total = 0
+    for line in body:
+        if re.match(r"(str|stp|stur|st1)\b", line):
+            operands = line.split("[")[0]
+            total += sum(sizes[r] for r in re.findall(r"\b([qds])\d+\b", operands))
+            total += sum(sizes[r] for r in re.findall(r"\bv\d+\.(4s|2s)\b", operands))
+    return total
 
 
 def model_peak():
@@ -49,8 +71,9 @@ def model_peak():
     return fmla_per_cycle(body)
 
 
-def innermost_loops(code):
-    """The bodies (lists of instruction texts) of the innermost loops containing FMLA.
+def innermost_loops(code, containing="fmla"):
+    """The bodies (lists of instruction texts) of the innermost loops containing an
+    instruction starting with `containing`.
 
     A loop is a backward branch to an earlier offset; it is innermost when no other backward
     branch lies inside it. Branch targets are replaced by a local label for llvm-mca.
@@ -68,7 +91,7 @@ def innermost_loops(code):
         start = int(target.group(1), 16)
         body = [t for o, t in lines if start <= o < offset]
         inner = any(re.match(r"(b\.|cbn?z|tbn?z)", t) for t in body)
-        if not inner and any(t.startswith("fmla") for t in body):
+        if not inner and any(t.startswith(containing) for t in body):
             loops.append(body + [re.sub(r"#-?0x[0-9a-f]+$", "1b", text)])
     return [["1:"] + body for body in loops]
 
@@ -108,6 +131,15 @@ def report():
              f"{'kernel':<22}{'FMLA/iter':>10}{'insns/iter':>11}{'FMLA/cycle':>11}{'of peak':>9}"]
     lines += [f"{name:<22}{fmlas:>10}{insns:>11}{rate:>11.2f}{ratio:>9.1%}"
               for name, fmlas, insns, rate, ratio in rows]
+    lines += ["", "element-wise kernels, 2048x2048: their main (most storing) inner loop",
+              f"{'kernel':<26}{'insns/iter':>11}{'cycles/iter':>12}{'stored B/cycle':>15}"]
+    for kind, params in ELTWISE:
+        body = max(innermost_loops(getattr(aarch64, f"generate_{kind}")(*params), "st"),
+                   key=stored_bytes)
+        cycles = cycles_per_iteration(body)
+        name = f"{kind} {params[0]}" + (" trans" if params[-1] is True else "")
+        lines.append(f"{name:<26}{len(body) - 1:>11}{cycles:>12.1f}"
+                     f"{stored_bytes(body) / cycles:>15.1f}")
     lines += ["", f"{'generation, CPython on this host (ms)':<38}{'fresh process':>14}{'after':>8}"]
     lines += [f"{name:<38}{cold:>14.2f}{warm:>8.2f}" for name, (cold, warm) in gen]
     lines.append("target: brgemm 64x64x64 under 5 ms")
