@@ -360,6 +360,18 @@ def every_instruction_cases() -> None:
             three_operand("vshufps", 0, 1, 2, width, extra=(imm,))
         three_operand("vshufps", 8, 16, M(5, disp=32), width, extra=(0x1B,))
         three_operand("vshufps", 8, 16, M(5, disp=32), width, extra=(0x1B,), bcst=True, mask=4)
+    for width in (128, 256):
+        for dst, a, b, imm in ((0, 1, 2, 0x0F), (8, 9, 10, 0xF0), (15, 3, M(12, disp=32), 0x3C)):
+            three_operand("vblendps", dst, a, b, width, extra=(imm % (1 << width // 32),))
+    for dst, mem in ((0, M(0)), (9, M(13, 12, 4, 24)), (15, M(4, disp=-8)), (3, M(5, disp=1024))):
+        case(call("vbroadcastf128", dst, mem), f"vbroadcastf128 ymm{dst}, {mem.asm(128)}")
+        for width in (256, 512):
+            case(call("vbroadcastsd", dst, mem, width), f"vbroadcastsd {v(dst, width)}, {mem.asm(64)}")
+    for width in (256, 512):
+        for dst, src in ((0, 1), (9, 8), (16, 2), (3, 31)):
+            case(call("vbroadcastsd", dst, src, width), f"vbroadcastsd {v(dst, width)}, {v(src, 128)}")
+        case(call("vbroadcastsd", 2, M(0, disp=1016), width, mask=1, zeroing=True),
+             f"vbroadcastsd {decorated(v(2, width), 1, True)}, QWORD PTR [rax+1016]")
     for a, b, dst, imm in ((1, 2, 0, 0x20), (9, 10, 8, 0x31), (3, 15, 14, 0x13)):
         case(call("vperm2f128", dst, a, b, imm), f"vperm2f128 ymm{dst}, ymm{a}, ymm{b}, {imm}")
     case(call("vperm2f128", 0, 1, M(12, disp=32), 0x20), "vperm2f128 ymm0, ymm1, YMMWORD PTR [r12+32], 32")

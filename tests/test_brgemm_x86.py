@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 from einjit.backends.x86_64 import cpu
+from einjit.backends.x86_64 import encode as e
 from einjit.backends.x86_64.brgemm import VARIANTS, generate_brgemm, max_cols, plan
+from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.disasm import disassemble
 from einjit.errors import EinjitError
 from einjit.runtime.host import host_isa
@@ -78,10 +80,12 @@ class Case:
     def _c_matrix(self):
         return self._matrix(self.c_buffer, self.PAD, self.m, self.n, self.ld_c)
 
+    def arguments(self):
+        return (self.a.ctypes.data, self.b.ctypes.data, self.c_buffer.ctypes.data + 4 * self.PAD,
+                self.ld_a, self.ld_b, self.ld_c, self.stride_a, self.stride_b)
+
     def call(self, compiled):
-        compiled.function(self.a.ctypes.data, self.b.ctypes.data,
-                          self.c_buffer.ctypes.data + 4 * self.PAD,
-                          self.ld_a, self.ld_b, self.ld_c, self.stride_a, self.stride_b)
+        compiled.function(*self.arguments())
 
     def verify(self, calls=1):
         """C must be its initial value plus `calls` times the batch's product, canaries intact."""
@@ -133,36 +137,95 @@ def test_widest_blocks_with_a_batch(variant):
         case.verify()
 
 
-def _packed_shapes():
-    """AVX-512 blocks whose t <= 8 tail rows share vectors (`group` columns each): every t,
-    2 to 4 vectors tall, N a partial group past whole ones or whole groups, with a batch."""
+# tail rows that share vectors: AVX-512 up to 8 of 16 lanes, AVX2 up to 4 of 8
+PACKED_TAIL_ROWS = {"avx512": range(1, 9), "avx2": range(1, 5)}
+
+
+def _group(variant, t):
+    """Columns one packed vector serves: AVX-512 t lanes each, one mask register k1..k7 per
+    column; AVX2 1, 2 or 4 lanes each (the broadcast load of A that holds t rows)."""
+    if variant == "avx512":
+        return min(16 // t, 7)
+    return 8 // next(share for share in (1, 2, 4) if share >= t)
+
+
+def _packed_shapes(variant):
+    """Blocks whose t tail rows share vectors (`group` columns each): every t, 2 to 4 vectors
+    tall, N a partial group past whole ones or whole groups, with a batch."""
+    lanes = VARIANTS[variant].lanes
     shapes = []
-    for t in range(1, 9):
-        group = min(16 // t, 7)
+    for t in PACKED_TAIL_ROWS[variant]:
+        group = _group(variant, t)
         for vectors in (2, 3, 4):
-            m = 16 * (vectors - 1) + t
-            for n, k, br in ((2 * group + 1, 33, 1), (5 * group - 1, 4, 4), (6 * group, 9, 2)):
+            m = lanes * (vectors - 1) + t
+            for n, k, br in ((2 * group + 1, 33, 1), (7 * group - 1, 4, 4), (6 * group, 9, 2)):
                 shapes.append((m, n, k, br))
     return shapes
 
 
-def _packed_groups(shape):
-    return [p.group for p in plan(*shape, VARIANTS["avx512"]) if p.tail_rows]
+def _packed_groups(variant, shape):
+    return [p.group for p in plan(*shape, VARIANTS[variant]) if p.tail_rows]
 
 
-@pytest.mark.parametrize("variant", [p for p in _variants() if p.values == ("avx512",)])
-@pytest.mark.parametrize("shape", _packed_shapes(), ids=lambda s: "x".join(map(str, s)))
+def _packed_params():
+    return [pytest.param(variant.values[0], shape, marks=variant.marks,
+                         id=f"{variant.values[0]}-{'x'.join(map(str, shape))}")
+            for variant in _variants() for shape in _packed_shapes(variant.values[0])]
+
+
+@pytest.mark.parametrize("variant, shape", _packed_params())
 def test_packed_tail_rows_match_numpy(variant, shape):
     case = Case(*shape, seed=sum(shape))
     case.call(Compiled(*shape, variant))
     case.verify()
 
 
-def test_the_packed_shapes_pack():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_packed_shapes_pack(variant):
     """The cases above exercise the packed path (the cost model chooses it for them)."""
-    unpacked = [shape for shape in _packed_shapes()
-                if _packed_groups(shape) != [min(16 // (shape[0] % 16), 7)]]
+    lanes = VARIANTS[variant].lanes
+    unpacked = [shape for shape in _packed_shapes(variant)
+                if _packed_groups(variant, shape) != [_group(variant, shape[0] % lanes)]]
     assert not unpacked, f"plans that no longer pack the tail: {unpacked}"
+
+
+@pytest.mark.parametrize("variant", _variants())
+def test_packed_tails_keep_specials_apart(variant):
+    """inf and NaN in the rows right above the tail (AVX2 broadcasts some of them into lanes
+    of a packed tail that are never stored) reach only their own rows of C."""
+    for t in PACKED_TAIL_ROWS[variant]:
+        m, n, k = VARIANTS[variant].lanes + t, 2 * _group(variant, t) + 1, 33
+        assert _packed_groups(variant, (m, n, k, 1)) == [_group(variant, t)]
+        case = Case(m, n, k, 1, seed=t)
+        a = Case._matrix(case.a, 0, m, k, case.ld_a)
+        a[m - t - 1, 0], a[m - t - 2, 1] = np.inf, np.nan
+        case.product = a.astype(np.float64) @ Case._matrix(case.b, 0, k, n, case.ld_b)
+        case.call(Compiled(m, n, k, 1, variant))
+        case.verify()
+
+
+def _stack_scribbler():
+    """Code with the kernels' prototype that sets the 256 bytes below its stack pointer to
+    all ones: called with a kernel's arguments right before it (same caller, same stack
+    pointer at entry, nothing run in between), it leaves that kernel a red zone full of set
+    sign bits instead of an earlier call's data."""
+    ones = e.vpcmpeqd(0, 0, 0, 256)
+    stores = b"".join(e.vmovups_store(Mem(RSP, disp=-32 * i), 0, 256) for i in range(1, 9))
+    memory = ExecutableMemory(ones + stores + e.vzeroupper() + e.ret())
+    return memory, _PROTOTYPE(memory.address)
+
+
+@pytest.mark.parametrize("variant", _variants())
+def test_kernels_set_their_red_zone_themselves(variant):
+    """The tail masks (and their AVX2 packed windows) are stored by the kernel, not found in
+    the red zone: a scribbled one changes nothing."""
+    _memory, scribble = _stack_scribbler()
+    for shape in _packed_shapes(variant)[::3] + [(5, 7, 3, 1), (31, 6, 2, 1)]:
+        case, kernel = Case(*shape, seed=sum(shape)), Compiled(*shape, variant)
+        arguments, function = case.arguments(), kernel.function
+        scribble(*arguments)
+        function(*arguments)
+        case.verify()
 
 
 class GuardedCase:
@@ -194,7 +257,8 @@ class GuardedCase:
 @pytest.mark.parametrize("variant", _variants())
 def test_no_access_past_the_operands(variant):
     """Masked tails (packed ones too) at the very end of A, B and C: a fault fails the case."""
-    shapes = _packed_shapes() + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)]
+    shapes = (_packed_shapes("avx512") + _packed_shapes("avx2")
+              + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant) for shape in shapes]
     run_guarded(shapes, cases, kernels, lambda shape: f"{variant} kernel {shape}")

@@ -13,14 +13,19 @@ k1; AVX2: vmaskmovps with a mask vector), so no access leaves the operands; in b
 or more vectors that tail vector ends at the last row instead of starting after the full
 vectors (see _VectorRegisters).
 
-A masked last vector of t <= 8 rows wastes most of its FMA lanes. In AVX-512 blocks of two or
-more vectors the tail rows of up to `group` = min(16 // t, 7) columns therefore share one
-vector, each column owning t lanes (selected by one of k1..k7). A's tail rows are repeated
-across the lanes by one vpermps per k-step, B's elements are blended into their lanes out of
-the broadcasts the full vectors use anyway, and one FMA serves the whole group. The C update
-reads and writes each column's share with its lane mask, at an address moved so that those
-lanes meet the column's tail rows; masked lanes are never accessed, and the moved span
-starts inside the column (its full vectors lie before the tail).
+A masked last vector of few rows wastes most of its FMA lanes. In blocks of two or more
+vectors the tail rows of up to `group` columns therefore share one vector, each column owning
+a share of `share` lanes whose top t lanes are its tail rows, and one FMA serves the whole
+group. B's elements are blended into their lanes out of the broadcasts the full vectors use
+anyway. A's tail rows are repeated across the shares: AVX-512 (t <= 8 rows, share t, group
+min(16 // t, 7), one mask register k1..k7 a column) by one vpermps per k-step; AVX2 (t <= 4,
+share 1, 2 or 4 lanes, the narrowest broadcast load that holds t rows, group 8 // share) by
+broadcasting the column's last `share` rows straight from memory (rows a full vector holds too
+when share > t: in bounds, their lanes are never stored). The C update reads and writes each
+column's tail rows with their lane mask (AVX2: a mask vector loaded from a window slid over
+the stored tail mask and zeros), at an address moved so that those lanes meet the column's
+tail rows; masked lanes are never accessed, and the moved span starts inside the column (its
+full vectors lie before the tail).
 
 The blocking is chosen per (M, N, K, batch) by a small cost model of this loop (FMA,
 shuffle and L1 throughput, FMA latency, the update of C, per-block overhead), see `plan`;
@@ -63,6 +68,7 @@ COLUMNS_PER_BASE = 5          # B columns reachable from one base pointer (see m
 MAX_COLS = 25                 # general registers left for B base pointers: 5 bases
 MAX_VECTORS = 6               # taller blocks leave too few columns to amortize A's loads
 MAX_GROUP = 7                 # packed tail columns: mask registers k1..k7, one per column
+AVX2_SHARES = (1, 2, 4)       # rows one broadcast load repeats: vbroadcastss, sd, f128
 
 
 # ---------------------------------------------------------------- blocking plan
@@ -82,13 +88,22 @@ class Panel:
     group: int = 1
 
 
+def share_lanes(isa: VectorIsa, tail_rows: int) -> int:
+    """Lanes a column owns in a packed tail vector (see the module doc)."""
+    if isa.name == "avx512":
+        return tail_rows
+    return next((share for share in AVX2_SHARES if share >= tail_rows), isa.lanes)
+
+
 def pack_group(isa: VectorIsa, vectors: int, tail_rows: int) -> int:
-    """Most columns whose tail rows can share one vector (1: no packing). Packing needs mask
-    registers and pays where full vectors broadcast B anyway (alone, a tail vector is bound by
-    its loads, not by FMAs)."""
-    if isa.name != "avx512" or vectors < 2 or not tail_rows:
+    """Most columns whose tail rows can share one vector (1: no packing). Packing pays where
+    full vectors broadcast B anyway (alone, a tail vector is bound by its loads, not by FMAs);
+    it needs those full rows (the AVX2 tail broadcast may read some of them) and, on AVX-512,
+    a mask register per column."""
+    if vectors < 2 or not tail_rows:
         return 1
-    return min(isa.lanes // tail_rows, MAX_GROUP)
+    most = MAX_GROUP if isa.name == "avx512" else isa.lanes
+    return min(isa.lanes // share_lanes(isa, tail_rows), most)
 
 
 def _accumulators(vectors: int, cols: int, group: int) -> int:
@@ -99,11 +114,11 @@ def _accumulators(vectors: int, cols: int, group: int) -> int:
 
 def _max_cols(isa: VectorIsa, vectors: int, tail_rows: int, group: int) -> int:
     spare = isa.registers - vectors                     # A's vectors
-    if group > 1:                                       # broadcast, packed B, lane indices
-        spare -= 3
+    if group > 1:                                       # broadcast, packed B, AVX-512: indices
+        spare -= 3 if isa.name == "avx512" else 2
     elif not (isa.name == "avx512" and vectors == 1):   # embedded broadcast needs no register
         spare -= 1
-    if tail_rows and isa.name == "avx2":                # vmaskmovps mask vector
+    if tail_rows and isa.name == "avx2" and group == 1:  # vmaskmovps mask vector
         spare -= 1
     cols = 0
     while cols < MAX_COLS and _accumulators(vectors, cols + 1, group) <= spare:
@@ -128,7 +143,9 @@ def _step_counts(isa, vectors, cols, tail_rows, group):
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
     full = vectors - (1 if tail_rows else 0)
     fmas = _accumulators(vectors, cols, group)
-    shuffles = 0 if group == 1 else 1 + cols - -(-cols // group)   # vpermps and blends
+    shuffles = 0 if group == 1 else cols - -(-cols // group)       # blends of B
+    if group > 1 and isa.name == "avx512":                         # vpermps of A
+        shuffles += 1
     loads = full * SPLIT_ACCESSES[isa.name] + (1 if tail_rows else 0) + cols
     return fmas, fmas + shuffles, loads
 
@@ -138,15 +155,23 @@ def _block_cycles(isa, vectors, cols, tail_rows, group, k, br) -> float:
     two of the four pipes), 4 cycles of FMA latency per accumulator chain, 2 L1 accesses a
     cycle shared with the update of C (a load and a store per vector of C), which the next
     block's FMAs overlap; plus the batch loop and the block's set-up, and for a packed tail
-    the latency only a long K hides: vpermps (5 cycles) before the first FMA, and the shares
-    of a group's columns added to their vector one after another (2 cycles each)."""
+    the latency only a long K hides: AVX-512's vpermps (5 cycles) before the first FMA, and
+    the shares of a group's columns added to their vector one after another (AVX-512: masked
+    adds, 2 cycles each; AVX2: adds of masked loads, 3 cycles each, with each column's mask
+    loaded for its load and for its store)."""
     fmas, vector_ops, loads = _step_counts(isa, vectors, cols, tail_rows, group)
     full = vectors - (1 if tail_rows else 0)
-    update = cols * (2 * full * SPLIT_ACCESSES[isa.name] + (2 if tail_rows else 0))
+    tail_update = (4 if group > 1 and isa.name == "avx2" else 2) if tail_rows else 0
+    update = cols * (2 * full * SPLIT_ACCESSES[isa.name] + tail_update)
     steps = k * br
     compute = steps * max(fmas / 2, vector_ops / 4, 4.0)
     memory = (steps * loads + update) / 2
-    latency = 5 + 2 * min(group, cols) if group > 1 else 0
+    if group == 1:
+        latency = 0
+    elif isa.name == "avx512":
+        latency = 5 + 2 * min(group, cols)
+    else:
+        latency = 3 * min(group, cols)
     return max(compute, memory) + 4 * br + 12 + latency
 
 
@@ -220,7 +245,9 @@ POOL = (RAX, R10, R11, RBX, RBP, R12, R13, R14, R15)
 
 # red-zone slots below rsp (a leaf function may use 128 bytes there without moving rsp)
 A_ROW, C_ROW, B_ORIGIN, B_COL, N_COUNT, M_COUNT = (Mem(RSP, disp=-8 * i) for i in range(1, 7))
-MASK_SLOT = Mem(RSP, disp=-96)      # AVX2 mask vector, 32 bytes
+# AVX2: the tail mask vector, 32 bytes, then (packed tails) 32 zero bytes: the 32-byte window
+# 4*share*s bytes on holds the lanes of the column s places before its group's end
+MASK_SLOT = Mem(RSP, disp=-128)
 INDEX_SLOT = Mem(RSP, disp=-128)    # AVX-512 packed tail: vpermps lane indices, 64 bytes
 
 
@@ -267,9 +294,11 @@ class _Generator:
         """The masks of the tail rows (see _VectorRegisters for where they sit). AVX-512: k1,
         and for a packed tail k1+s for the lanes of the column s places from a group's end,
         plus the lane indices that repeat A's tail rows in INDEX_SLOT. AVX2: the mask vector
-        in MASK_SLOT. Each slot is written by one vector store: a vector load from one equal
-        store is forwarded, one from several narrower stores waits for them to reach the
-        cache (measured: 36x3x16 ran 25% slower)."""
+        in MASK_SLOT, followed by zeros for a packed tail. Each slot is written by one vector
+        store: a vector load from one equal store is forwarded, one from several narrower
+        stores waits for them to reach the cache (measured: 36x3x16 ran 25% slower; a packed
+        tail's mask windows straddle two stores, but the first is loaded after a whole block's
+        K loop)."""
         tail_panel = next((p for p in self.panels if p.tail_rows), None)
         if tail_panel is None:
             return
@@ -295,6 +324,8 @@ class _Generator:
         if first:                                             # the lanes from `first` on
             asm(e.vpcmpeqd(4, 4, 4, 256), e.vxorps(mask, mask, 4, 256))
         asm(e.vmovups_store(MASK_SLOT, mask, self.isa.width))
+        if group > 1:
+            asm(_zero(5), e.vmovups_store(MASK_SLOT.offset(32), 5, self.isa.width))
 
     def _store_lane_indices(self, indices):
         """INDEX_SLOT := indices (one per lane), built in zmm0 by masked broadcasts."""
@@ -419,7 +450,7 @@ class _Generator:
         code = [regs.load(a_reg, Mem(A_PTR, disp=regs.offset(i)), i)
                 for i, a_reg in enumerate(regs.a)]
         code.append(e.add_rr(A_PTR, LDA))
-        if regs.group > 1:
+        if regs.indices is not None:
             code.append(_permute(regs.a[-1], regs.indices, width))
         for j in range(regs.cols):
             b_mem = self._b_address(bases, j)
@@ -433,7 +464,7 @@ class _Generator:
                 code.extend(_fma(acc, a_reg, b_reg, width, False)
                             for acc, a_reg in zip(accs, regs.a))
                 if not first:
-                    code.append(_blend(regs.packed_b, regs.broadcast, width, 1 + s))
+                    code.append(regs.blend(s))
                 if last:
                     code.append(_fma(regs.packed_acc[q], regs.a[-1], regs.packed_b, width, False))
             elif regs.broadcast is None:
@@ -456,19 +487,20 @@ class _Generator:
 class _VectorRegisters:
     """Vector register roles of one block: accumulators from register 0 up (per column, then
     the packed tail vectors), A's vectors, the broadcast B element, the packed B vector, the
-    lane indices and the AVX2 mask vector from the top down; and where the vectors sit.
+    AVX-512 lane indices or the AVX2 mask vector from the top down; and where the vectors sit.
 
     In blocks of two or more vectors the tail vector ends at the last tail row (the t rows
     are its top t lanes), so its span never reaches into the next column: a load that
     overlaps the span of a pending masked store waits until the store reaches the cache
     (measured: 14 cycles), and the next block's first load of C would do so. In a packed
-    vector the column s places before the end of its group has the t lanes that end t*s
+    vector the column s places before the end of its group has the t lanes that end share*s
     lanes below the top, so a group's last column ends its span at its last row too; the
     others reach into the following column of the same block, whose loads come first."""
 
     def __init__(self, isa: VectorIsa, vectors: int, cols: int, tail_rows: int, group: int):
-        self.width, self.vector_bytes = isa.width, isa.vector_bytes
+        self.width, self.vector_bytes, self.lanes = isa.width, isa.vector_bytes, isa.lanes
         self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
+        self.share = share_lanes(isa, tail_rows) if group > 1 else 0
         own = vectors - 1 if group > 1 else vectors     # vectors with accumulators per column
         self.acc = [list(range(j * own, (j + 1) * own)) for j in range(cols)]
         packed = -(-cols // group) if group > 1 else 0
@@ -480,8 +512,10 @@ class _VectorRegisters:
         if group > 1 or not (isa.name == "avx512" and vectors == 1):
             self.broadcast, top = top, top - 1
         if group > 1:
-            self.packed_b, self.indices, top = top, top - 1, top - 2
-        if tail_rows and isa.name == "avx2":
+            self.packed_b, top = top, top - 1
+            if isa.name == "avx512":
+                self.indices, top = top, top - 1
+        elif tail_rows and isa.name == "avx2":
             self.mask_vector, top = top, top - 1
         assert top >= cols * own + packed - 1, "block does not fit the register file"
         # bytes the tail vector starts before the end of the full vectors
@@ -504,12 +538,26 @@ class _VectorRegisters:
         return q, size - 1 - jj
 
     def packed_offset(self, s: int) -> int:
-        """Byte offset within its column of the span whose lanes of mask k1+s are the tail."""
-        return self.offset(self.vectors - 1) + 4 * self.tail_rows * s
+        """Byte offset within its column of the span whose lanes of column s are the tail."""
+        return self.offset(self.vectors - 1) + 4 * self.share * s
+
+    def _lanes_of(self, s: int) -> int:
+        """Lane bits of the tail rows of the column s places before its group's end."""
+        return ((1 << self.tail_rows) - 1) << (self.lanes - self.tail_rows - self.share * s)
 
     def load(self, dst: int, mem: Mem, i: int) -> bytes:
-        """Vector i of a block column: rows past M read as 0 without touching memory."""
+        """Vector i of a block column: rows past M read as 0 without touching memory; a packed
+        AVX2 tail: the column's last `share` rows in every share."""
+        if self._masked(i) and self.share and self.indices is None:
+            return _broadcast_rows(dst, mem.offset(4 * (self.lanes - self.share)), self.share)
         return _load(dst, mem, self.width, self._masked(i), self.mask_vector)
+
+    def blend(self, s: int) -> bytes:
+        """The lanes of the column s places before its group's end of the packed B := the
+        broadcast element."""
+        if self.indices is not None:
+            return _blend(self.packed_b, self.broadcast, self.width, 1 + s)
+        return _blend_lanes(self.packed_b, self.broadcast, self.width, self._lanes_of(s))
 
     def add(self, acc: int, mem: Mem, i: int) -> bytes:
         """acc += vector i of a block column (A's registers are free to help once K is done)."""
@@ -519,12 +567,22 @@ class _VectorRegisters:
         """Vector i of a block column: rows past M are not written."""
         return _store(src, mem, self.width, self._masked(i), self.mask_vector)
 
+    def _packed_mask(self, s: int) -> bytes:
+        """AVX2: the broadcast register := the mask vector of the column s places before its
+        group's end (the broadcast and A's registers are free once K is done)."""
+        return _mask_window(self.broadcast, MASK_SLOT.offset(4 * self.share * s), self.width)
+
     def add_packed(self, acc: int, mem: Mem, s: int) -> bytes:
-        """The lanes of mask k1+s of a packed vector += C's tail rows of their column."""
-        return _add_lanes(acc, mem, self.width, 1 + s)
+        """The lanes of the column s places before its group's end += C's tail rows of that
+        column (AVX2: the other lanes += 0)."""
+        if self.indices is not None:
+            return _add_lanes(acc, mem, self.width, 1 + s)
+        return self._packed_mask(s) + _add(acc, mem, self.width, True, self.broadcast, self.a[0])
 
     def store_packed(self, src: int, mem: Mem, s: int) -> bytes:
-        return _store_lanes(src, mem, self.width, 1 + s)
+        if self.indices is not None:
+            return _store_lanes(src, mem, self.width, 1 + s)
+        return self._packed_mask(s) + _store(src, mem, self.width, True, self.broadcast)
 
 
 # the same few hundred instructions recur in every kernel: encode each once per process
@@ -543,6 +601,27 @@ def _broadcast(dst: int, mem: Mem, width: int) -> bytes:
 def _blend(packed: int, broadcast: int, width: int, mask: int) -> bytes:
     """The lanes of mask register `mask` of `packed` := the broadcast element."""
     return e.vblendmps(packed, packed, broadcast, width, mask=mask)
+
+
+@lru_cache(maxsize=1024)
+def _blend_lanes(packed: int, broadcast: int, width: int, lanes: int) -> bytes:
+    """The lanes (bits) of `packed` := the broadcast element (AVX2)."""
+    return e.vblendps(packed, packed, broadcast, lanes, width)
+
+
+@lru_cache(maxsize=1024)
+def _broadcast_rows(dst: int, mem: Mem, rows: int) -> bytes:
+    """ymm dst := the `rows` (1, 2 or 4) floats at mem, repeated."""
+    if rows == 1:
+        return e.vbroadcastss(dst, mem, 256)
+    if rows == 2:
+        return e.vbroadcastsd(dst, mem, 256)
+    return e.vbroadcastf128(dst, mem)
+
+
+@lru_cache(maxsize=1024)
+def _mask_window(dst: int, mem: Mem, width: int) -> bytes:
+    return e.vmovups_load(dst, mem, width)
 
 
 @lru_cache(maxsize=1024)

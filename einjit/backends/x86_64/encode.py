@@ -629,6 +629,24 @@ def vbroadcastss(dst: int, src, width: int, *, mask: int = 0, zeroing: bool = Fa
                    mask=mask, zeroing=zeroing, evex=evex)
 
 
+_VBROADCASTSD = _op("vbroadcastsd", 0x19, 2, 1, evex_w=1, widths=(256, 512), tuple_bytes=8)
+_VBROADCASTF128 = _op("vbroadcastf128", 0x1A, 2, 1, evex_w=None, widths=(256,))
+
+
+def vbroadcastsd(dst: int, src, width: int, *, mask: int = 0, zeroing: bool = False,
+                 evex: bool = False) -> bytes:
+    """Broadcast the 64 bits at src (Mem, or element 0 of an xmm register) to every 64-bit
+    lane of dst (256/512 bits)."""
+    return _vector(_VBROADCASTSD, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
+                   mask=mask, zeroing=zeroing, evex=evex)
+
+
+def vbroadcastf128(dst: int, mem: Mem) -> bytes:
+    """ymm dst := the 128 bits at mem in both halves (AVX, VEX only: registers 0..15)."""
+    _check_mem("vbroadcastf128 mem", mem)
+    return _vector(_VBROADCASTF128, 256, reg=dst, vvvv=0, rm=mem, names={"dst": dst})
+
+
 def vpbroadcastd(dst: int, src, width: int, *, mask: int = 0, zeroing: bool = False,
                  evex: bool = False) -> bytes:
     """Broadcast the dword at src (Mem, or element 0 of an xmm register) to every lane of dst."""
@@ -810,6 +828,10 @@ vshuff32x4 = _three_operand_imm(_op("vshuff32x4", 0x23, 3, 1, vex_w=None, broadc
                                     widths=(256, 512)))
 vshuff64x2 = _three_operand_imm(_op("vshuff64x2", 0x23, 3, 1, vex_w=None, evex_w=1,
                                     broadcast=True, widths=(256, 512)))
+
+vblendps = _three_operand_imm(_op("vblendps", 0x0C, 3, 1, evex_w=None, widths=(128, 256)))
+vblendps.__doc__ = ("vblendps dst, a, b, imm, width: dst[i] := b[i] where bit i of imm is set, "
+                    "else a[i] (AVX, VEX only: registers 0..15, width <= 256).")
 
 _VPERM2F128 = _op("vperm2f128", 0x06, 3, 1, evex_w=None, widths=(256,))
 
