@@ -258,6 +258,20 @@ class ColumnRegisters:
     scratch: int
 
 
+
+def emit_streaming_or_static(asm, streaming: bool, emit_streaming, emit_static) -> None:
+    """The static sweep, preceded (when the output is large) by the streaming sweep, which
+    branches to the static one when the run-time operands cannot be streamed."""
+    done = asm.label("done")
+    if streaming:
+        static = asm.label("static")
+        emit_streaming(static)
+        asm.jmp(done)
+        asm.bind(static)
+    emit_static()
+    asm.bind(done)
+
+
 class ColumnSweep:
     """For each of n columns, call process(slots) on groups of at most `unroll` vectors.
 
@@ -306,15 +320,7 @@ class ColumnSweep:
         self.asm(*(e.add_rr(pointer, ld) for pointer, ld in self.streams))
 
     def emit(self) -> None:
-        asm = self.asm
-        done = asm.label("done")
-        if self.streaming:
-            static = asm.label("static")
-            self._streaming(static)
-            asm.jmp(done)
-            asm.bind(static)
-        self._static()
-        asm.bind(done)
+        emit_streaming_or_static(self.asm, self.streaming, self._streaming, self._static)
 
     def _static(self) -> None:
         asm, vector, unroll, g = self.asm, self.vector, self.unroll, self.g
@@ -545,14 +551,8 @@ class TransposedSweep:
             e.lea(g.ld_b3, Mem(g.ld_b, index=g.ld_b, scale=2)))
         self.row_tail = (self.vector.set_tail(asm, self.m % lanes, self.row_mask)
                          if self.m % lanes else None)
-        done = asm.label("done")
-        if self.stream_stride_mask is not None:
-            static = asm.label("static")
-            self._streaming(static)
-            asm.jmp(done)
-            asm.bind(static)
-        self._static()
-        asm.bind(done)
+        emit_streaming_or_static(asm, self.stream_stride_mask is not None, self._streaming,
+                                 self._static)
 
     # ---- building blocks
 
