@@ -20,9 +20,11 @@ from einjit.backends.x86_64.eltwise import COLUMN_STREAM_MIN_BYTES
 from einjit.backends.x86_64.unary import TRANSPOSED_STREAM_ALWAYS_BYTES
 from einjit.runtime.host import host_isa
 
+import support
+from support import CANARY
+
 pytestmark = pytest.mark.skipif(host_isa() != "x86_64", reason="runs x86-64 code natively")
 
-CANARY = np.uint32(0x7FC0_BEEF)
 PADDING = 16                       # canary elements before and after each output
 STREAMED_COLUMNS = [(2048, 1536), (1801, 1800)]   # outputs past COLUMN_STREAM_MIN_BYTES
 NAN_PATTERNS = np.array([np.nan, 1.0, np.nan, -np.inf, np.inf, -0.0, 0.0, -np.nan, 2.5],
@@ -57,15 +59,14 @@ class Output:
         """The sub-matrix, after checking that nothing outside it was written."""
         outside = np.flatnonzero(~self.inside & (self.buffer != CANARY))
         assert outside.size == 0, f"wrote outside the output at buffer offsets {outside[:8]}"
-        return np.lib.stride_tricks.as_strided(self.array, (self.rows, self.cols),
-                                               (4, 4 * self.ld))
+        return support.column_major(self.array, self.rows, self.cols, self.ld)
 
 
 def column_major(rng, rows, cols, ld=None):
     """A random rows x cols column-major operand with leading dimension ld (data, view)."""
     ld = ld or rows
     data = rng.standard_normal((cols - 1) * ld + rows).astype(np.float32)
-    return data, np.lib.stride_tricks.as_strided(data, (rows, cols), (4, 4 * ld))
+    return data, support.column_major(data, rows, cols, ld)
 
 
 def sigmoid_reference(a):
