@@ -3,14 +3,17 @@
 Public API so far: the JIT primitives and the objects they return.
 """
 
+from .backends import Target, resolve_target
 from .errors import (EinjitError, EncodingError, IsaMismatchError, KernelParameterError,
-                     OperandError, UnsupportedCpuError)
+                     OperandError, OperandValueError, UnsupportedCpuError)
 from .kernel import Kernel
-from .primitives import BINARY_OPS, UNARY_OPS, binary, brgemm, unary
+from .ops import BINARY_OPS, UNARY_OPS
+from .primitives import binary, brgemm, unary
 from .runtime.host import host_isa
 
 __all__ = [
-    "brgemm", "unary", "binary", "Kernel", "host_isa", "UNARY_OPS", "BINARY_OPS",
-    "EinjitError", "EncodingError", "KernelParameterError", "OperandError",
+    "brgemm", "unary", "binary", "Kernel", "Target", "resolve_target", "host_isa",
+    "UNARY_OPS", "BINARY_OPS",
+    "EinjitError", "EncodingError", "KernelParameterError", "OperandError", "OperandValueError",
     "IsaMismatchError", "UnsupportedCpuError",
 ]

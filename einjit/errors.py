@@ -1,8 +1,9 @@
 """einjit's exceptions.
 
 Every error einjit raises derives from EinjitError, and also from the builtin exception a
-caller would naturally catch (ValueError, TypeError, RuntimeError), so both styles work.
-Messages name the offending value and what was expected.
+caller would naturally catch, so both styles work. The rule: a bad value (a size or range, a
+layout, an address) is a ValueError, a bad type a TypeError, a host that cannot run the code
+a RuntimeError. Messages name the offending value and what was expected.
 """
 
 
@@ -19,7 +20,12 @@ class KernelParameterError(EinjitError, ValueError):
 
 
 class OperandError(EinjitError, TypeError):
-    """A kernel argument has the wrong type, dtype, or is too small for the access it gets."""
+    """A kernel argument has the wrong type or dtype."""
+
+
+class OperandValueError(EinjitError, ValueError):
+    """A kernel argument has the right type but a value the kernel cannot take: an address out
+    of range, an array too small, in the wrong layout, read-only, or overlapping an output."""
 
 
 class IsaMismatchError(EinjitError, RuntimeError):

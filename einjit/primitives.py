@@ -1,22 +1,21 @@
 """Public constructors of the JIT primitives: brgemm, unary, binary.
 
 Each validates its parameters (raising KernelParameterError, a ValueError, that names the bad
-one), picks the backend for the ISA, and returns a Kernel. Kernels are cached: asking twice for
-the same parameters returns the same Kernel, generated once.
+one), resolves the target (`isa=None` is the host; "x86_64:avx2" names a variant), asks that
+target's backend for the code and returns a Kernel. Kernels are cached: asking twice for the
+same parameters returns the same Kernel, generated once.
 """
+
+from __future__ import annotations
 
 import threading
 
 import numpy as np
 
-from .backends.x86_64 import cpu
+from .backends import Target, backend, resolve_target
 from .errors import KernelParameterError
-from .kernel import Kernel, Signature
-from .runtime.host import resolve_isa
-
-UNARY_OPS = ("zero", "identity", "relu", "square", "reciprocal", "increment", "decrement",
-             "sigmoid")
-BINARY_OPS = ("add", "sub", "mul", "div", "min", "max")
+from .kernel import Kernel, Layout, Signature
+from .ops import BINARY_OPS, UNARY_OPS
 
 BRGEMM_LIMITS = {"m": 1024, "n": 1024, "k": 2048, "br_size": 1024}
 ELTWISE_LIMITS = {"m": 2048, "n": 2048}
@@ -49,22 +48,18 @@ def _check_op(primitive, op, ops):
         raise KernelParameterError(f"{primitive}: op={op!r} is not supported; expected one of {ops}")
 
 
-def _kernel(isa, kind, params, signature):
-    """The cached Kernel for `kind` with `params` on `isa`, generated on first request."""
-    variant = cpu.variant() if isa == "x86_64" else None
-    key = (kind, params, isa, variant)
+def _kernel(target: Target, kind: str, params: tuple, signature: Signature, doc: str) -> Kernel:
+    """The cached Kernel for `kind` with `params` on `target`, generated on first request."""
+    key = (kind, params, target)
     with _cache_lock:
         kernel = _cache.get(key)
         if kernel is None:
-            if isa == "aarch64":
-                from .backends import aarch64 as backend
-                code = getattr(backend, f"generate_{kind}")(*params)
-            else:
-                from .backends import x86_64 as backend
-                code = getattr(backend, f"generate_{kind}")(*params, variant=variant)
-            label = "_".join(str(p) for p in params)
-            name = f"{kind}_{label}" + (f"_{variant}" if variant else "")
-            kernel = _cache[key] = Kernel(code, isa, name, signature)
+            generate = {"brgemm": backend(target.isa).generate_brgemm,
+                        "unary": backend(target.isa).generate_unary,
+                        "binary": backend(target.isa).generate_binary}[kind]
+            code = generate(target, *params)
+            name = "_".join([kind, *(str(p) for p in params), target.variant])
+            kernel = _cache[key] = Kernel(code, target, name, signature, doc)
     return kernel
 
 
@@ -77,7 +72,7 @@ def brgemm(m, n, k, br_size=1, *, dtype="float32", isa=None) -> Kernel:
     m, n, k, br_size = (_check_size("brgemm", name, value, BRGEMM_LIMITS[name])
                         for name, value in (("m", m), ("n", n), ("k", k), ("br_size", br_size)))
     _check_dtype("brgemm", dtype)
-    isa = resolve_isa(isa)
+    target = resolve_target(isa)
     signature = Signature(
         pointers=("a", "b", "c"),
         integers=("ld_a", "ld_b", "ld_c", "br_stride_a", "br_stride_b"),
@@ -87,8 +82,14 @@ def brgemm(m, n, k, br_size=1, *, dtype="float32", isa=None) -> Kernel:
             "a": (br_size - 1) * v["br_stride_a"] + (k - 1) * v["ld_a"] + m,
             "b": (br_size - 1) * v["br_stride_b"] + (n - 1) * v["ld_b"] + k,
             "c": (n - 1) * v["ld_c"] + m,
-        })
-    return _kernel(isa, "brgemm", (m, n, k, br_size), signature)
+        },
+        layouts={"a": Layout("ld_a", m), "b": Layout("ld_b", k), "c": Layout("ld_c", m)})
+    doc = (f"C += sum over {br_size} batch entries of A_i B_i, column-major float32 "
+           f"(A_i {m}x{k}, B_i {k}x{n}, C {m}x{n}).\n\n"
+           f"kern(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b): a, b, c are float32 "
+           f"arrays (Fortran order, or 1-D) or addresses; leading dimensions and batch strides "
+           f"in elements.")
+    return _kernel(target, "brgemm", (m, n, k, br_size), signature, doc)
 
 
 def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
@@ -102,15 +103,22 @@ def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
     _check_dtype("unary", dtype)
     if not isinstance(trans_b, bool):
         raise KernelParameterError(f"unary: trans_b must be a bool; got {trans_b!r}")
-    isa = resolve_isa(isa)
+    target = resolve_target(isa)
     b_rows, b_cols = (n, m) if trans_b else (m, n)
     signature = Signature(
         pointers=("a", "b"),
         integers=("ld_a", "ld_b"),
         outputs=frozenset("b"),
         lower_bounds={"ld_a": m, "ld_b": b_rows},
-        extents=lambda v: {"a": (n - 1) * v["ld_a"] + m, "b": (b_cols - 1) * v["ld_b"] + b_rows})
-    return _kernel(isa, "unary", (op, m, n, trans_b), signature)
+        extents=lambda v: {"a": (n - 1) * v["ld_a"] + m, "b": (b_cols - 1) * v["ld_b"] + b_rows},
+        layouts={"a": Layout("ld_a", m), "b": Layout("ld_b", b_rows, "C" if trans_b else "F")},
+        in_place=frozenset() if trans_b else frozenset({("b", "a")}))
+    layout = "row-major (B transposed)" if trans_b else "column-major"
+    doc = (f"B := {op}(A) element-wise, A column-major {m}x{n}, B {layout}.\n\n"
+           f"kern(a, b, ld_a, ld_b): float32 arrays (a in Fortran order, b in "
+           f"{'C' if trans_b else 'Fortran'} order, or 1-D) or addresses; leading dimensions "
+           f"in elements.")
+    return _kernel(target, "unary", (op, m, n, trans_b), signature, doc)
 
 
 def binary(op, m, n, *, dtype="float32", isa=None) -> Kernel:
@@ -122,11 +130,16 @@ def binary(op, m, n, *, dtype="float32", isa=None) -> Kernel:
     m, n = (_check_size("binary", name, value, ELTWISE_LIMITS[name])
             for name, value in (("m", m), ("n", n)))
     _check_dtype("binary", dtype)
-    isa = resolve_isa(isa)
+    target = resolve_target(isa)
     signature = Signature(
         pointers=("a", "b", "c"),
         integers=("ld_a", "ld_b", "ld_c"),
         outputs=frozenset("c"),
         lower_bounds={"ld_a": m, "ld_b": m, "ld_c": m},
-        extents=lambda v: {name: (n - 1) * v[f"ld_{name}"] + m for name in "abc"})
-    return _kernel(isa, "binary", (op, m, n), signature)
+        extents=lambda v: {name: (n - 1) * v[f"ld_{name}"] + m for name in "abc"},
+        layouts={name: Layout(f"ld_{name}", m) for name in "abc"},
+        in_place=frozenset({("c", "a"), ("c", "b")}))
+    doc = (f"C := A {op} B element-wise for column-major {m}x{n} float32 matrices.\n\n"
+           f"kern(a, b, c, ld_a, ld_b, ld_c): float32 arrays (Fortran order, or 1-D) or "
+           f"addresses; leading dimensions in elements.")
+    return _kernel(target, "binary", (op, m, n), signature, doc)

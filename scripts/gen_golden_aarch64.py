@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate tests/golden/aarch64.txt: A64 encoder calls and the words GNU as gives them.
+"""Regenerate tests/backends/aarch64/golden.txt: A64 encoder calls and the words GNU as gives them.
 
 Each case is an encoder call (evaluated against einjit.backends.aarch64.encode) and the
 assembly text that GNU as accepts for the same instruction(s). This script assembles all the
@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-GOLDEN = ROOT / "tests" / "golden" / "aarch64.txt"
+GOLDEN = ROOT / "tests" / "backends" / "aarch64" / "golden.txt"
 
 ALL_ARRS = ("8b", "16b", "4h", "8h", "2s", "4s", "1d", "2d")
 INT_ARRS = ("8b", "16b", "4h", "8h", "2s", "4s", "2d")

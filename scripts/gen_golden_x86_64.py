@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate tests/golden/x86_64.txt with GNU as (host binutils) as the reference.
+"""Regenerate tests/backends/x86_64/golden.txt with GNU as (host binutils) as the reference.
 
 Each case is an encoder call (a Python expression over einjit.backends.x86_64.encode) and the
 same instruction in GNU as Intel syntax. All cases are assembled in one file, each after its
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from einjit.backends.x86_64 import encode  # noqa: E402
 
-GOLDEN = ROOT / "tests" / "golden" / "x86_64.txt"
+GOLDEN = ROOT / "tests" / "backends" / "x86_64" / "golden.txt"
 
 GPR_CONSTANTS = ("RAX", "RCX", "RDX", "RBX", "RSP", "RBP", "RSI", "RDI",
                  "R8", "R9", "R10", "R11", "R12", "R13", "R14", "R15")

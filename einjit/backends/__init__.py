@@ -1,0 +1,94 @@
+"""The backend registry: an ISA name maps to the module that generates its code.
+
+Every backend module offers the same functions with the same signatures:
+
+    generate_brgemm(target, m, n, k, br_size) -> bytes
+    generate_unary(target, op, m, n, trans_b) -> bytes
+    generate_binary(target, op, m, n) -> bytes
+    generate_loop_nest(target, plan) -> bytes        (einjit.codegen's loop nests)
+    default_variant() -> str                         (the host's best variant, or the widest)
+    missing_features(variant) -> tuple[str, ...]     (what this host lacks to run it)
+    VARIANTS: dict[str, Target]
+
+Nothing above this package imports a specific backend: it asks `backend(target.isa)` or
+`resolve_target(isa)`. A target is written "isa" or "isa:variant" ("x86_64:avx2").
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from types import ModuleType
+
+from ..errors import KernelParameterError
+from ..runtime.host import host_isa
+
+ISAS = ("aarch64", "x86_64")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What generated code may use: instruction set, its variant and the register file."""
+    isa: str            # "aarch64" or "x86_64"
+    variant: str        # "neon", "avx2" or "avx512"
+    vector_bits: int    # width of one vector register
+    registers: int      # vector registers
+    masks: int = 0      # opmask registers usable as write masks (AVX-512: k1..k7)
+
+    def lanes(self, dtype_bytes: int = 4) -> int:
+        """Elements of `dtype_bytes` bytes in one vector register."""
+        return self.vector_bits // 8 // dtype_bytes
+
+    @property
+    def name(self) -> str:
+        return f"{self.isa}:{self.variant}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def backend(isa: str) -> ModuleType:
+    """The backend module of `isa` (imported on first use)."""
+    if isa not in ISAS:
+        raise KernelParameterError(f"isa={isa!r} is not supported; expected one of {ISAS}")
+    return importlib.import_module(f"{__name__}.{isa}")
+
+
+def resolve_target(isa: str | Target | None = None) -> Target:
+    """The Target for the user's `isa` argument: None means the host's ISA; "x86_64:avx2"
+    names a variant; without one, the x86-64 variant comes from EINJIT_X86_VARIANT or the
+    host's best. Raises KernelParameterError naming the value it cannot use."""
+    if isinstance(isa, Target):
+        return isa
+    if isa is None:
+        name = host_isa()
+        if name is None:
+            import platform
+            raise KernelParameterError(
+                f"isa=None but the host machine {platform.machine()!r} is not one einjit "
+                f"generates code for; pass isa= one of {ISAS} to generate code only")
+        variant = None
+    elif isinstance(isa, str):
+        name, _, variant = isa.partition(":")
+        variant = variant or None
+    else:
+        raise KernelParameterError(f"isa={isa!r} is not supported; expected None, a Target "
+                                   f"or one of {ISAS} (optionally 'isa:variant')")
+    module = backend(name)
+    if variant is None:
+        variant = module.default_variant()
+    if variant not in module.VARIANTS:
+        raise KernelParameterError(f"isa={isa!r}: variant {variant!r} is not one of "
+                                   f"{sorted(module.VARIANTS)}")
+    return module.VARIANTS[variant]
+
+
+def why_not_runnable(target: Target) -> str | None:
+    """None if code for `target` can run on this host, else the reason it cannot."""
+    if target.isa != host_isa():
+        return f"it was generated for {target.isa} but this host runs {host_isa()}"
+    missing = backend(target.isa).missing_features(target.variant)
+    if missing:
+        return f"it uses {target.variant} but the host CPU lacks {', '.join(missing)}"
+    return None

@@ -9,7 +9,7 @@ There is one field packer per encoding class: `_modrm` (ModRM + SIB + displaceme
 broadcast, compressed disp8*N and registers 16..31). Vector instructions pick VEX when
 that is possible (width <= 256, registers 0..15, no mask/broadcast, evex=False) and EVEX
 otherwise; instructions with a single encoding use it. Where two encodings exist GNU as is
-the reference (tests/golden/x86_64.txt), e.g. register-to-register moves use the store form
+the reference (tests/backends/x86_64/golden.txt), e.g. register-to-register moves use the store form
 when that allows the 2-byte VEX prefix.
 """
 

@@ -9,7 +9,7 @@ from einjit.backends.x86_64 import encode
 from einjit.backends.x86_64.encode import R12, R13, RAX, RBP, RCX, RSP, Mem
 from einjit.errors import EncodingError
 
-GOLDEN = pathlib.Path(__file__).parent / "golden" / "x86_64.txt"
+GOLDEN = pathlib.Path(__file__).parent / "golden.txt"
 
 
 def golden_cases():

@@ -62,19 +62,24 @@ def test_kernel_runs_from_many_threads():
     assert all(out[0] == 1.0 for out in outs)
 
 
-@pytest.mark.parametrize("args, message", [
-    ((np.zeros(3, np.float64), 3), "dtype float64"),
-    ((np.zeros(2, np.float32), 3), "has 2 elements"),
-    ((np.zeros((4, 4), np.float32)[:, ::2], 2), "contiguous"),
-    ((np.zeros(3, np.float32),), "takes 2 arguments"),
-    ((np.zeros(3, np.float32), 0), "n=0 is too small"),
-    ((np.zeros(3, np.float32), 1.5), "must be an integer"),
-    (([1.0, 2.0], 2), "float32 numpy array or a positive integer address"),
-    ((0, 1), "positive integer address"),
+@pytest.mark.parametrize("args, error, message", [
+    ((np.zeros(3, np.float64), 3), einjit.OperandError, "dtype float64"),
+    ((np.zeros(2, np.float32), 3), einjit.OperandValueError, "has 2 elements"),
+    ((np.zeros((4, 4), np.float32)[:, ::2], 2), einjit.OperandValueError, "contiguous"),
+    ((np.zeros(3, np.float32),), einjit.OperandError, "missing a required argument: 'n'"),
+    ((np.zeros(3, np.float32), 0), einjit.OperandValueError, "n=0 is out of range"),
+    ((np.zeros(3, np.float32), 2**31), einjit.OperandValueError, "n=2147483648 is out of range"),
+    ((np.zeros(3, np.float32), 1.5), einjit.OperandError, "must be an integer"),
+    ((np.zeros(3, np.float32), True), einjit.OperandError, "must be an integer"),
+    (([1.0, 2.0], 2), einjit.OperandError, "float32 numpy array or an integer address"),
+    ((0, 1), einjit.OperandValueError, "address 0x0"),
+    ((-1, 1), einjit.OperandValueError, "address -0x1"),
+    ((2**64, 1), einjit.OperandValueError, "address 0x10000000000000000"),
+    ((2**63, 1), einjit.OperandValueError, "address 0x8000000000000000"),
 ])
-def test_bad_arguments_raise_before_running(args, message):
+def test_bad_arguments_raise_before_running(args, error, message):
     kern = Kernel(STORE_ONE[HOST], HOST, "store_one", SIGNATURE)
-    with pytest.raises(einjit.OperandError, match=message):
+    with pytest.raises(error, match=message):
         kern(*args)
     for arg in args:
         if isinstance(arg, np.ndarray):
@@ -85,7 +90,7 @@ def test_read_only_output_is_refused():
     kern = Kernel(STORE_ONE[HOST], HOST, "store_one", SIGNATURE)
     out = np.zeros(3, np.float32)
     out.flags.writeable = False
-    with pytest.raises(einjit.OperandError, match="read-only"):
+    with pytest.raises(einjit.OperandValueError, match="read-only"):
         kern(out, 3)
 
 

@@ -1,6 +1,6 @@
 """A64 encoders against the GNU binutils golden table, and operand checks.
 
-tests/golden/aarch64.txt is produced by scripts/gen_golden_aarch64.py from aarch64-linux-gnu-as;
+tests/backends/aarch64/golden.txt is produced by scripts/gen_golden_aarch64.py from aarch64-linux-gnu-as;
 this test only reads it, so binutils is not needed at run time.
 """
 
@@ -14,7 +14,7 @@ from einjit.backends.aarch64 import encode
 from einjit.backends.aarch64.encode import Reg
 from einjit.errors import EncodingError
 
-GOLDEN = pathlib.Path(__file__).parent / "golden" / "aarch64.txt"
+GOLDEN = pathlib.Path(__file__).parent / "golden.txt"
 
 
 def golden_cases():

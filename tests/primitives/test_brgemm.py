@@ -167,9 +167,10 @@ def test_batch_strides_may_overlap_and_repeat():
     """Stride 0 reuses one A and one B for every batch element."""
     m, n, k, br = 9, 7, 5, 4
     rng = np.random.default_rng(3)
-    a, b = _random(rng, (k, m), True), _random(rng, (n, k), True)
-    c = _random(rng, (n, m), True)
-    expected = c.astype(np.float64) + br * (b.astype(np.float64) @ a.astype(np.float64))
+    a = np.asfortranarray(_random(rng, (m, k), True))
+    b = np.asfortranarray(_random(rng, (k, n), True))
+    c = np.asfortranarray(_random(rng, (m, n), True))
+    expected = c.astype(np.float64) + br * (a.astype(np.float64) @ b.astype(np.float64))
     einjit.brgemm(m, n, k, br)(a, b, c, m, k, m, 0, 0)
     np.testing.assert_array_equal(c, expected)
 

@@ -1,0 +1,93 @@
+"""The one table of operations: every layer (public API, backends, IR, tests) derives from it.
+
+An operation is a primitive's element-wise function (unary, binary) or a contraction (gemm,
+brgemm). `reference` computes it with numpy on arrays of the operation's dtype; it is the
+oracle of the tests and of the IR's reference executor. `exact` says whether einjit's kernels
+match the reference bit for bit (NaN payloads aside); the others state their accuracy in
+`tolerance` (absolute, float32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    kind: str                       # "unary", "binary" or "contraction"
+    reference: Callable | None      # numpy function of 1 or 2 arrays (None for contractions)
+    exact: bool = True
+    tolerance: float = 0.0          # absolute, where not exact
+
+
+def _relu(a):
+    # numpy gives +0.0 for relu(-0.0); the kernels keep -0.0 (it compares equal: the one
+    # documented sign difference, see README)
+    return np.maximum(a, np.zeros_like(a))
+
+
+def _sigmoid(a):
+    with np.errstate(over="ignore"):
+        return (1.0 / (1.0 + np.exp(-a.astype(np.float64)))).astype(a.dtype)
+
+
+def _recip(a):
+    with np.errstate(divide="ignore"):
+        return np.reciprocal(a)
+
+
+def _div(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(a, b)
+
+
+def _quiet(function):
+    def call(*arrays):
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            return function(*arrays)
+    return call
+
+
+UNARY = {op.name: op for op in (
+    Op("zero", "unary", np.zeros_like),
+    Op("identity", "unary", np.copy),
+    Op("relu", "unary", _relu),
+    Op("square", "unary", _quiet(np.square)),
+    Op("reciprocal", "unary", _recip, exact=False, tolerance=0.0),  # within 1 ulp (relative)
+    Op("increment", "unary", _quiet(lambda a: a + a.dtype.type(1))),
+    Op("decrement", "unary", _quiet(lambda a: a - a.dtype.type(1))),
+    Op("sigmoid", "unary", _sigmoid, exact=False, tolerance=1e-6),
+)}
+
+BINARY = {op.name: op for op in (
+    Op("add", "binary", _quiet(np.add)),
+    Op("sub", "binary", _quiet(np.subtract)),
+    Op("mul", "binary", _quiet(np.multiply)),
+    Op("div", "binary", _div),
+    Op("min", "binary", _quiet(np.minimum)),
+    Op("max", "binary", _quiet(np.maximum)),
+)}
+
+CONTRACTION = {op.name: op for op in (
+    Op("gemm", "contraction", None),
+    Op("brgemm", "contraction", None),
+)}
+
+UNARY_OPS = tuple(UNARY)
+BINARY_OPS = tuple(BINARY)
+CONTRACTION_OPS = tuple(CONTRACTION)
+
+# what the kernels and the IR compute on; float64 follows (see the float64 issue)
+DTYPES = ("float32",)
+
+
+def lookup(name: str) -> Op:
+    """The operation called `name`, or KeyError."""
+    for table in (UNARY, BINARY, CONTRACTION):
+        if name in table:
+            return table[name]
+    raise KeyError(name)
