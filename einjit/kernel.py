@@ -27,7 +27,7 @@ import numpy as np
 from .backends import Target, resolve_target, why_not_runnable
 from .disasm import disassemble
 from .errors import IsaMismatchError, OperandError, OperandValueError
-from .runtime.memory import ExecutableMemory
+from .runtime.memory import arena
 
 MIN_ADDRESS = 4096          # the zero page is never mapped
 ADDRESS_LIMIT = 1 << 48     # user-space addresses on x86-64 (47 bits) and AArch64 (48 bits)
@@ -124,13 +124,11 @@ class Kernel:
             [inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD)
              for arg in signature.names])
         self._dtype = np.dtype(signature.dtype)
-        self._memory = None
-        self.function = None
+        self._memory = None     # a CodeBlock in the shared arena, sealed on first use
+        self._function = None
         self._not_runnable = why_not_runnable(self.target)
         if self._not_runnable is None:
-            self._memory = ExecutableMemory(self.code)
-            prototype = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * len(signature.names))
-            self.function = prototype(self._memory.address)
+            self._memory = arena.place(self.code)
 
     @property
     def isa(self) -> str:
@@ -143,6 +141,18 @@ class Kernel:
     def address(self) -> int | None:
         """Entry address of the executable code (None if this host cannot run it)."""
         return None if self._memory is None else self._memory.address
+
+    @property
+    def function(self) -> Callable | None:
+        """The unchecked ctypes entry (None if this host cannot run the code). The first access
+        seals the code: kernels placed before it share its executable pages."""
+        function = self._function
+        if function is None and self._memory is not None:
+            prototype = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * len(self.signature.names))
+            function = prototype(self._memory.address)
+            function.code_block = self._memory  # the code lives as long as this entry
+            self._function = function
+        return function
 
     def disassemble(self) -> str:
         return disassemble(self.code, self.isa)

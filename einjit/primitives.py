@@ -8,20 +8,20 @@ same parameters returns the same Kernel, generated once.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from .backends import Target, backend, resolve_target
 from .errors import KernelParameterError
 from .kernel import Kernel, Layout, Signature
 from .ops import BINARY_OPS, UNARY_OPS
+from .runtime.cache import BoundedCache, kernel_cache_size
 
 BRGEMM_LIMITS = {"m": 1024, "n": 1024, "k": 2048, "br_size": 1024}
 ELTWISE_LIMITS = {"m": 2048, "n": 2048}
 
-_cache = {}
-_cache_lock = threading.Lock()
+# bounded LRU (1024 kernels unless EINJIT_KERNEL_CACHE_SIZE says otherwise); generation
+# runs outside its lock, so a generator may ask for other primitives
+_cache = BoundedCache(kernel_cache_size())
 
 
 def _check_size(primitive, name, value, limit):
@@ -50,17 +50,15 @@ def _check_op(primitive, op, ops):
 
 def _kernel(target: Target, kind: str, params: tuple, signature: Signature, doc: str) -> Kernel:
     """The cached Kernel for `kind` with `params` on `target`, generated on first request."""
-    key = (kind, params, target)
-    with _cache_lock:
-        kernel = _cache.get(key)
-        if kernel is None:
-            generate = {"brgemm": backend(target.isa).generate_brgemm,
-                        "unary": backend(target.isa).generate_unary,
-                        "binary": backend(target.isa).generate_binary}[kind]
-            code = generate(target, *params)
-            name = "_".join([kind, *(str(p) for p in params), target.variant])
-            kernel = _cache[key] = Kernel(code, target, name, signature, doc)
-    return kernel
+    def create() -> Kernel:
+        generate = {"brgemm": backend(target.isa).generate_brgemm,
+                    "unary": backend(target.isa).generate_unary,
+                    "binary": backend(target.isa).generate_binary}[kind]
+        code = generate(target, *params)
+        name = "_".join([kind, *(str(p) for p in params), target.variant])
+        return Kernel(code, target, name, signature, doc)
+
+    return _cache.get((kind, params, target), create)
 
 
 def brgemm(m, n, k, br_size=1, *, dtype="float32", isa=None) -> Kernel:
