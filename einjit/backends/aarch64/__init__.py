@@ -34,5 +34,7 @@ def generate_binary(target: Target, op: str, m: int, n: int) -> bytes:
     return _binary(op, m, n)
 
 
-__all__ = ["VARIANTS", "default_variant", "missing_features", "generate_brgemm",
+from einjit.backends.aarch64.loops import generate_loop_nest  # noqa: E402  (imports the generators above)
+
+__all__ = ["generate_loop_nest", "VARIANTS", "default_variant", "missing_features", "generate_brgemm",
            "generate_unary", "generate_binary"]

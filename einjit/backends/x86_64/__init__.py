@@ -38,5 +38,7 @@ def generate_binary(target: Target, op: str, m: int, n: int) -> bytes:
     return _binary(op, m, n, variant=target.variant)
 
 
-__all__ = ["VARIANTS", "default_variant", "missing_features", "generate_brgemm",
+from einjit.backends.x86_64.loops import generate_loop_nest  # noqa: E402  (imports the generators above)
+
+__all__ = ["generate_loop_nest", "VARIANTS", "default_variant", "missing_features", "generate_brgemm",
            "generate_unary", "generate_binary"]

@@ -1,0 +1,164 @@
+"""AArch64 loop nests: a TensorOperation's loops around calls of its primitive kernels.
+
+    nest(in0=x0, in1=x1, out=x2, begin=x3, end=x4)
+
+walks the NestPlan's odometer (see einjit/codegen/loop_nest.py) over shared iterations
+[begin, end) and calls the kernels, which follow in the same buffer as leaf functions (AAPCS64
+calls, bl). Registers that live across calls are callee-saved: the three operand pointers
+(x19..x21) and the iteration count (x22); the odometer's indices sit in the frame; x9..x13 are
+scratch between calls. x18, the platform register, is never touched.
+"""
+
+from __future__ import annotations
+
+from einjit.backends import Target
+from einjit.backends.aarch64 import encode as enc
+from einjit.backends.aarch64.asm import Assembler
+from einjit.backends.aarch64.encode import SP, XZR
+from einjit.codegen.loop_nest import KernelCall, NestPlan
+
+POINTERS = (19, 20, 21)               # in0, in1, out: live across calls
+COUNT = 22                            # iterations left
+FP, LR = 29, 30
+INDEX, WEIGHT, VALUE, BEGIN = 9, 10, 11, 3
+KERNEL_ALIGN = 64
+MAX_IMM12 = 4095
+
+
+def _add_imm(asm: Assembler, reg: int, value: int) -> None:
+    """reg += value (any 64-bit value; nothing for 0)."""
+    if value == 0:
+        return
+    if 0 < value <= MAX_IMM12:
+        asm(enc.add_imm(reg, reg, value))
+    elif 0 < -value <= MAX_IMM12:
+        asm(enc.sub_imm(reg, reg, -value))
+    else:
+        asm(enc.mov_imm(VALUE, value), enc.add_reg(reg, reg, VALUE))
+
+
+def _advance(asm: Assembler, strides: tuple[int, int, int], times: int = 1) -> None:
+    for reg, stride in zip(POINTERS, strides):
+        _add_imm(asm, reg, stride * times)
+
+
+def _compare(asm: Assembler, reg: int, value: int) -> None:
+    if 0 <= value <= MAX_IMM12:
+        asm(enc.cmp_imm(reg, value))
+    else:
+        asm(enc.mov_imm(VALUE, value), enc.cmp_reg(reg, VALUE))
+
+
+def _index_offset(d: int) -> int:
+    return 8 * d
+
+
+def _call(asm: Assembler, call: KernelCall, entry) -> None:
+    for register, operand in enumerate(call.pointers):
+        asm(enc.mov_reg(register, POINTERS[operand]))
+    for register, value in enumerate(call.integers, start=len(call.pointers)):
+        asm(enc.mov_imm(register, value))
+    asm.bl(entry)
+
+
+def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool, entries) -> None:
+    """Call `call` unless some reduction index is not 0 (at_end: not at its last value)."""
+    if call is None:
+        return
+    skip = asm.label("touch_done")
+    for d, dim in enumerate(plan.loops):
+        if dim.reduction:
+            asm(enc.ldr_x(INDEX, SP, _index_offset(d)))
+            if at_end:
+                _compare(asm, INDEX, dim.size - 1)
+                asm.b_cond("ne", skip)
+            else:
+                asm.cbnz(INDEX, skip)
+    _call(asm, call, entries[call.kernel])
+    asm.bind(skip)
+
+
+def _step_odometer(asm: Assembler, plan: NestPlan) -> None:
+    """Advance the index tuple by one: innermost dim first, carrying outward."""
+    done = asm.label("stepped")
+    loops = plan.loops
+    for d in reversed(range(len(loops))):
+        dim = loops[d]
+        _advance(asm, dim.strides)
+        asm(enc.ldr_x(INDEX, SP, _index_offset(d)), enc.add_imm(INDEX, INDEX, 1))
+        if d == 0:      # past the last index: the count ends the walk before it is used
+            asm(enc.str_x(INDEX, SP, _index_offset(d)))
+            break
+        carry = asm.label("carry")
+        _compare(asm, INDEX, dim.size)
+        asm.b_cond("eq", carry)
+        asm(enc.str_x(INDEX, SP, _index_offset(d)))
+        asm.b(done)
+        asm.bind(carry)
+        asm(enc.str_x(XZR, SP, _index_offset(d)))
+        _advance(asm, dim.strides, -dim.size)
+    asm.bind(done)
+
+
+def _start(asm: Assembler, plan: NestPlan) -> None:
+    """Zero the indices, then move the index tuple (and the pointers) to shared iteration
+    `begin` (x3): each shared dim's index is found by subtracting its weight, at most its
+    size times, so no division is needed."""
+    for d in range(len(plan.loops)):
+        asm(enc.str_x(XZR, SP, _index_offset(d)))
+    weight = plan.shared_iterations
+    for d, dim in enumerate(plan.shared):
+        weight //= dim.size
+        top, found = asm.label("find_index"), asm.label("index_found")
+        asm(enc.mov_imm(WEIGHT, weight))
+        asm.bind(top)
+        asm(enc.cmp_reg(BEGIN, WEIGHT))
+        asm.b_cond("lo", found)
+        asm(enc.sub_reg(BEGIN, BEGIN, WEIGHT), enc.ldr_x(INDEX, SP, _index_offset(d)),
+            enc.add_imm(INDEX, INDEX, 1), enc.str_x(INDEX, SP, _index_offset(d)))
+        _advance(asm, dim.strides)
+        asm.b(top)
+        asm.bind(found)
+
+
+def _words(code: bytes) -> list[int]:
+    return [int.from_bytes(code[i:i + 4], "little") for i in range(0, len(code), 4)]
+
+
+def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
+    """Emit the nest function at the current position, its kernels after it."""
+    from einjit.backends.aarch64 import generate_binary, generate_brgemm, generate_unary
+
+    frame = -(-8 * len(plan.loops) // 16) * 16
+    entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
+    asm.prologue(POINTERS + (COUNT, FP, LR), ())
+    if frame:
+        asm(enc.sub_imm(SP, SP, frame))
+    for reg, arg in zip(POINTERS, (0, 1, 2)):
+        asm(enc.mov_reg(reg, arg))
+    # iterations = (end - begin) * seq_iterations, or 0 if end <= begin
+    asm(enc.subs_reg(COUNT, 4, BEGIN), enc.csel(COUNT, COUNT, XZR, "hi"))
+    if plan.seq_iterations > 1:
+        asm(enc.mov_imm(VALUE, plan.seq_iterations), enc.mul(COUNT, COUNT, VALUE))
+    _start(asm, plan)
+    with asm.counted_loop(COUNT, COUNT):
+        _touch(asm, plan, plan.first_touch, False, entries)
+        if plan.main is not None:
+            _call(asm, plan.main, entries[plan.main.kernel])
+        _touch(asm, plan, plan.last_touch, True, entries)
+        if plan.loops:
+            _step_odometer(asm, plan)
+    if frame:
+        asm(enc.add_imm(SP, SP, frame))
+    asm.epilogue()
+    generators = {"brgemm": generate_brgemm, "unary": generate_unary, "binary": generate_binary}
+    for kernel, entry in entries.items():
+        asm.align(KERNEL_ALIGN)
+        asm.bind(entry)
+        asm(_words(generators[kernel[0]](target, *kernel[1])))
+
+
+def generate_loop_nest(target: Target, plan: NestPlan) -> bytes:
+    asm = Assembler()
+    emit_loop_nest(asm, target, plan)
+    return asm.finish()

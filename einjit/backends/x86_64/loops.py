@@ -1,0 +1,179 @@
+"""x86-64 loop nests: a TensorOperation's loops around calls of its primitive kernels.
+
+    nest(in0=rdi, in1=rsi, out=rdx, begin=rcx, end=r8)
+
+walks the NestPlan's odometer (see einjit/codegen/loop_nest.py) over shared iterations
+[begin, end) and calls the kernels, which follow in the same buffer as leaf functions
+(System V calls, rel32). Registers that live across calls are callee-saved: the three
+operand pointers (rbx, rbp, r12) and the iteration count (r13); the odometer's indices sit in
+the frame. Strides are added as immediates where they fit in 32 bits.
+"""
+
+from __future__ import annotations
+
+from einjit.backends import Target
+from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64.asm import Assembler
+from einjit.backends.x86_64.encode import (R8, R9, R10, R11, R12, R13, RAX, RBP, RBX, RCX, RDI,
+                                           RDX, RSI, RSP, Mem)
+from einjit.codegen.loop_nest import KernelCall, NestPlan
+
+POINTERS = (RBX, RBP, R12)            # in0, in1, out: live across calls
+COUNT = R13                           # iterations left
+ARGUMENTS = (RDI, RSI, RDX, RCX, R8, R9)
+STACK_ARGUMENTS = 2                   # brgemm's batch strides are arguments 7 and 8
+KERNEL_ALIGN = 64
+
+
+def _add_imm(asm: Assembler, reg: int, value: int, scratch: int = R11) -> None:
+    """reg += value (any 64-bit value; nothing for 0)."""
+    if value == 0:
+        return
+    if -(1 << 31) <= value < (1 << 31):
+        asm(enc.add_ri(reg, value))
+    else:
+        asm(enc.mov_ri(scratch, value), enc.add_rr(reg, scratch))
+
+
+def _advance(asm: Assembler, strides: tuple[int, int, int], times: int = 1) -> None:
+    for reg, stride in zip(POINTERS, strides):
+        _add_imm(asm, reg, stride * times)
+
+
+class _Frame:
+    """rsp-relative slots: outgoing stack arguments, then one index per loop dim."""
+
+    def __init__(self, loops: int):
+        self.size = 8 * (STACK_ARGUMENTS + loops)
+        pushed = 8 * (1 + len(POINTERS) + 1)       # return address, pointers and COUNT
+        self.size += -(self.size + pushed) % 16    # rsp 16-byte aligned at every call
+
+    @staticmethod
+    def stack_argument(i: int) -> Mem:
+        return Mem(RSP, disp=8 * i)
+
+    @staticmethod
+    def index(d: int) -> Mem:
+        return Mem(RSP, disp=8 * (STACK_ARGUMENTS + d))
+
+
+def _call(asm: Assembler, call: KernelCall, entry) -> None:
+    registers = iter(ARGUMENTS)
+    for operand in call.pointers:
+        asm(enc.mov_rr(next(registers), POINTERS[operand]))
+    stack = 0
+    for value in call.integers:
+        register = next(registers, None)
+        if register is not None:
+            asm(enc.mov_ri(register, value))
+        else:
+            asm(enc.mov_ri(RAX, value), enc.mov_mr(_Frame.stack_argument(stack), RAX))
+            stack += 1
+    asm.call(entry)
+
+
+def _skip_unless_indices(asm: Assembler, plan: NestPlan, at_end: bool, skip) -> None:
+    """Jump to `skip` unless every reduction loop's index is 0 (or its last value)."""
+    for d, dim in enumerate(plan.loops):
+        if dim.reduction:
+            asm(enc.mov_rm(RAX, _Frame.index(d)))
+            if at_end:
+                asm(enc.cmp_ri(RAX, dim.size - 1))
+            else:
+                asm(enc.test_rr(RAX, RAX))
+            asm.jcc("ne", skip)
+
+
+def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool, entries) -> None:
+    if call is None:
+        return
+    skip = asm.label("touch_done")
+    _skip_unless_indices(asm, plan, at_end, skip)
+    _call(asm, call, entries[call.kernel])
+    asm.bind(skip)
+
+
+def _step_odometer(asm: Assembler, plan: NestPlan) -> None:
+    """Advance the index tuple by one: innermost dim first, carrying outward."""
+    done = asm.label("stepped")
+    loops = plan.loops
+    for d in reversed(range(len(loops))):
+        dim = loops[d]
+        _advance(asm, dim.strides)
+        asm(enc.mov_rm(RAX, _Frame.index(d)), enc.inc(RAX), enc.cmp_ri(RAX, dim.size))
+        if d == 0:      # past the last index: the count ends the walk before it is used
+            asm(enc.mov_mr(_Frame.index(d), RAX))
+            break
+        carry = asm.label("carry")
+        asm.jcc("e", carry)
+        asm(enc.mov_mr(_Frame.index(d), RAX))
+        asm.jmp(done)
+        asm.bind(carry)
+        asm(enc.xor_rr(RAX, RAX), enc.mov_mr(_Frame.index(d), RAX))
+        _advance(asm, dim.strides, -dim.size)
+    asm.bind(done)
+
+
+def _start(asm: Assembler, plan: NestPlan) -> None:
+    """Zero the indices, then move the index tuple (and the pointers) to shared iteration
+    `begin` (rcx): each shared dim's index is found by subtracting its weight, at most its
+    size times, so no division is needed."""
+    asm(enc.xor_rr(RAX, RAX))
+    for d in range(len(plan.loops)):
+        asm(enc.mov_mr(_Frame.index(d), RAX))
+    weight = plan.shared_iterations
+    for d, dim in enumerate(plan.shared):
+        weight //= dim.size
+        top, found = asm.label("find_index"), asm.label("index_found")
+        asm(enc.mov_ri(R10, weight))
+        asm.bind(top)
+        asm(enc.cmp_rr(RCX, R10))
+        asm.jcc("b", found)
+        asm(enc.sub_rr(RCX, R10), enc.mov_rm(RAX, _Frame.index(d)), enc.inc(RAX),
+            enc.mov_mr(_Frame.index(d), RAX))
+        _advance(asm, dim.strides)
+        asm.jmp(top)
+        asm.bind(found)
+
+
+def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
+    """Emit the nest function at the current position, its kernels after it."""
+    from einjit.backends.x86_64 import generate_binary, generate_brgemm, generate_unary
+
+    frame = _Frame(len(plan.loops))
+    entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
+    asm.prologue(POINTERS + (COUNT,))
+    asm(enc.sub_ri(RSP, frame.size))
+    for reg, arg in zip(POINTERS, (RDI, RSI, RDX)):
+        asm(enc.mov_rr(reg, arg))
+    # iterations = (end - begin) * seq_iterations, or 0 if end <= begin
+    empty, counted = asm.label("empty"), asm.label("counted")
+    asm(enc.mov_rr(COUNT, R8), enc.sub_rr(COUNT, RCX))
+    asm.jcc("be", empty)
+    if plan.seq_iterations > 1:
+        asm(enc.mov_ri(RAX, plan.seq_iterations), enc.imul_rr(COUNT, RAX))
+    asm.jmp(counted)
+    asm.bind(empty)
+    asm(enc.xor_rr(COUNT, COUNT))
+    asm.bind(counted)
+    _start(asm, plan)
+    with asm.counted_loop(COUNT, COUNT):
+        _touch(asm, plan, plan.first_touch, False, entries)
+        if plan.main is not None:
+            _call(asm, plan.main, entries[plan.main.kernel])
+        _touch(asm, plan, plan.last_touch, True, entries)
+        if plan.loops:
+            _step_odometer(asm, plan)
+    asm(enc.add_ri(RSP, frame.size))
+    asm.epilogue()
+    generators = {"brgemm": generate_brgemm, "unary": generate_unary, "binary": generate_binary}
+    for kernel, entry in entries.items():
+        asm.align(KERNEL_ALIGN)
+        asm.bind(entry)
+        asm(generators[kernel[0]](target, *kernel[1]))
+
+
+def generate_loop_nest(target: Target, plan: NestPlan) -> bytes:
+    asm = Assembler()
+    emit_loop_nest(asm, target, plan)
+    return asm.finish()

@@ -1,0 +1,80 @@
+"""TensorOperation -> CompiledOperation: the JIT'd loop nest, mapped and ready to run.
+
+compile_operation plans the nest (loop_nest.plan_nest), asks the op's backend for its code
+(generate_loop_nest: the nest and its kernels in one buffer), maps it executable and wraps
+the entry nest(in0, in1, out, begin, end) in a ctypes function. run() splits the flattened
+shared iterations into one contiguous share per thread (runtime.threads): one ctypes call per
+thread per operation. Operations too small to gain from threads run on the calling thread.
+Compiled operations are cached per op (ops are immutable and hashable).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+
+from ..backends import backend, why_not_runnable
+from ..disasm import disassemble
+from ..errors import IsaMismatchError
+from ..runtime.memory import ExecutableMemory
+from ..runtime.threads import check_threads, pool, split_range
+from .loop_nest import NestPlan, plan_nest
+
+CACHE_SIZE = 256                 # compiled operations kept (LRU)
+MIN_WORK_PER_THREAD = 1 << 16    # flops (or elements) below which a thread costs more than it gains
+
+_ENTRY = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)
+
+
+def _work_per_iteration(plan: NestPlan) -> int:
+    if plan.main is None:
+        return plan.first_touch.params[1] * plan.first_touch.params[2] if plan.first_touch else 1
+    params = plan.main.params
+    if plan.main.kind == "brgemm":
+        m, n, k, batch = params
+        return 2 * m * n * k * batch
+    return params[1] * params[2]
+
+
+class CompiledOperation:
+    """A TensorOperation's machine code and how to run it on the operands' addresses."""
+
+    def __init__(self, op):
+        self.target = op.target
+        self.plan = plan_nest(op)
+        self.code = backend(self.target.isa).generate_loop_nest(self.target, self.plan)
+        self.threads = check_threads(op.num_threads)
+        work = _work_per_iteration(self.plan) * self.plan.seq_iterations
+        total = self.plan.shared_iterations
+        self._shares = split_range(total, min(self.threads,
+                                              max(1, work * total // MIN_WORK_PER_THREAD)))
+        self._not_runnable = why_not_runnable(self.target)
+        self._memory = None
+        self.function = None
+        if self._not_runnable is None:
+            self._memory = ExecutableMemory(self.code)
+            self.function = _ENTRY(self._memory.address)
+
+    @property
+    def address(self) -> int | None:
+        return None if self._memory is None else self._memory.address
+
+    def run(self, in0: int, in1: int, out: int) -> None:
+        """Execute on validated operand addresses (no checks here: TensorOperation.execute
+        validates)."""
+        if self.function is None:
+            raise IsaMismatchError(f"this operation was compiled for {self.target} and cannot "
+                                   f"run here: {self._not_runnable}")
+        if len(self._shares) == 1:
+            self.function(in0, in1, out, *self._shares[0])
+        else:
+            pool.run(self.function, [(in0, in1, out, begin, end) for begin, end in self._shares])
+
+    def disassemble(self) -> str:
+        return disassemble(self.code, self.target.isa)
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def compile_operation(op) -> CompiledOperation:
+    """The CompiledOperation of a validated TensorOperation (cached)."""
+    return CompiledOperation(op)
