@@ -16,7 +16,7 @@ from functools import lru_cache
 from ..backends import backend, why_not_runnable
 from ..disasm import disassemble
 from ..errors import IsaMismatchError
-from ..runtime.memory import ExecutableMemory
+from ..runtime.memory import arena
 from ..runtime.threads import check_threads, pool, split_range
 from .loop_nest import NestPlan, plan_nest
 
@@ -49,15 +49,15 @@ class CompiledOperation:
         self._shares = split_range(total, min(self.threads,
                                               max(1, work * total // MIN_WORK_PER_THREAD)))
         self._not_runnable = why_not_runnable(self.target)
-        self._memory = None
+        self._block = None
         self.function = None
         if self._not_runnable is None:
-            self._memory = ExecutableMemory(self.code)
-            self.function = _ENTRY(self._memory.address)
+            self._block = arena.place(self.code)     # shares pages with other placed code
+            self.function = _ENTRY(self._block.address)
 
     @property
     def address(self) -> int | None:
-        return None if self._memory is None else self._memory.address
+        return None if self._block is None else self._block.address
 
     def run(self, in0: int, in1: int, out: int) -> None:
         """Execute on validated operand addresses (no checks here: TensorOperation.execute

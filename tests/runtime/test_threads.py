@@ -1,0 +1,81 @@
+"""The worker pool and the split of shared iterations across threads."""
+
+import threading
+
+import pytest
+
+from einjit.errors import KernelParameterError
+from einjit.runtime import threads
+from einjit.runtime.threads import WorkerPool, check_threads, default_threads, split_range
+
+
+@pytest.mark.parametrize("total, parts", [(1, 1), (1, 4), (7, 2), (8, 2), (100, 3), (5, 5),
+                                          (3, 8), (1000, 7)])
+def test_split_range_covers_everything_once_in_balanced_shares(total, parts):
+    shares = split_range(total, parts)
+    assert len(shares) == min(total, parts)
+    assert shares[0][0] == 0 and shares[-1][1] == total
+    assert all(end == begin for (_, end), (begin, _) in zip(shares, shares[1:]))
+    sizes = [end - begin for begin, end in shares]
+    assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+
+
+def test_pool_runs_every_share_once_on_distinct_threads():
+    pool = WorkerPool()
+    seen, lock = [], threading.Lock()
+    barrier = threading.Barrier(3, timeout=10)   # all three shares must run at once
+
+    def work(begin, end):
+        barrier.wait()
+        with lock:
+            seen.append((begin, end, threading.get_ident()))
+
+    pool.run(work, [(0, 1), (1, 2), (2, 3)])
+    assert sorted(s[:2] for s in seen) == [(0, 1), (1, 2), (2, 3)]
+    assert len({s[2] for s in seen}) == 3
+    assert seen and any(s[2] == threading.get_ident() for s in seen)  # the caller took a share
+
+
+def test_pool_reraises_a_worker_error_after_all_shares_finished():
+    pool = WorkerPool()
+    finished = []
+
+    def work(i):
+        if i == 1:
+            raise RuntimeError("share 1 failed")
+        finished.append(i)
+
+    with pytest.raises(RuntimeError, match="share 1 failed"):
+        pool.run(work, [(0,), (1,), (2,)])
+    assert sorted(finished) == [0, 2]
+
+
+def test_pool_serves_concurrent_callers():
+    pool = WorkerPool()
+    results = []
+
+    def caller(k):
+        out = [0] * 4
+        pool.run(lambda i: out.__setitem__(i, i * k), [(i,) for i in range(4)])
+        results.append(out == [i * k for i in range(4)])
+
+    callers = [threading.Thread(target=caller, args=(k,)) for k in range(1, 9)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert results == [True] * 8
+
+
+def test_thread_count_defaults_and_checks(monkeypatch):
+    monkeypatch.delenv(threads.THREADS_ENV, raising=False)
+    assert default_threads() >= 1
+    monkeypatch.setenv(threads.THREADS_ENV, "3")
+    assert check_threads(None) == 3
+    assert check_threads(2) == 2
+    monkeypatch.setenv(threads.THREADS_ENV, "zero")
+    with pytest.raises(KernelParameterError, match="EINJIT_NUM_THREADS='zero'"):
+        default_threads()
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(KernelParameterError, match="num_threads="):
+            check_threads(bad)
