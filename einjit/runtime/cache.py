@@ -48,8 +48,11 @@ def kernel_cache_size(environ: dict | None = None) -> int:
     try:
         size = int(value)
     except ValueError:
-        size = value
-    return _check_capacity(size, "EINJIT_KERNEL_CACHE_SIZE")
+        size = -1
+    if size < 0:
+        raise CacheSizeError(f"EINJIT_KERNEL_CACHE_SIZE={value!r} is not a valid cache size; "
+                             f"expected an integer >= 0")
+    return size
 
 
 class _Pending:
