@@ -6,6 +6,7 @@ Public API so far: the JIT primitives and the objects they return.
 from .backends import Target, resolve_target
 from .errors import (EinjitError, EncodingError, IsaMismatchError, KernelParameterError,
                      OperandError, OperandValueError, UnsupportedCpuError)
+from .ir import Dim, TensorOperation
 from .kernel import Kernel
 from .ops import BINARY_OPS, UNARY_OPS
 from .primitives import binary, brgemm, unary
@@ -16,4 +17,5 @@ __all__ = [
     "UNARY_OPS", "BINARY_OPS",
     "EinjitError", "EncodingError", "KernelParameterError", "OperandError", "OperandValueError",
     "IsaMismatchError", "UnsupportedCpuError",
+    "TensorOperation", "Dim",
 ]

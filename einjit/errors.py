@@ -34,3 +34,13 @@ class IsaMismatchError(EinjitError, RuntimeError):
 
 class UnsupportedCpuError(EinjitError, RuntimeError):
     """The host CPU lacks a feature einjit needs (e.g. AVX2/FMA on x86-64)."""
+
+
+class OperationError(EinjitError, ValueError):
+    """A TensorOperation's parameters are inconsistent or out of range: lengths that disagree,
+    unknown names, sizes or strides out of range, prim dims that do not fit the primitive, an
+    out that two iterations would write, an op not yet optimized where execution needs it."""
+
+
+class OperationTypeError(EinjitError, TypeError):
+    """A TensorOperation parameter has the wrong type (e.g. a size that is not an integer)."""

@@ -1,0 +1,120 @@
+"""Helpers of the IR and pass tests: an oracle independent of einjit.ir.reference (offsets
+gathered with np.indices, the contraction by np.einsum over the whole index space), operand
+buffers, and random operations in the contract's space."""
+
+import string
+
+import numpy as np
+
+from einjit.ir import Dim, TensorOperation
+from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
+
+FIELDS = ("stride_in0", "stride_in1", "stride_out")
+
+
+def offsets(op, field, dims=None):
+    """The element offset of every index of the index space (or of `dims` only)."""
+    dims = op.dims if dims is None else dims
+    if not dims:
+        return np.zeros((), np.int64)
+    grids = np.indices([d.size for d in dims], dtype=np.int64)
+    return sum(grid * getattr(d, field) for grid, d in zip(grids, dims))
+
+
+def _apply(name, values):
+    return values if name == "none" else lookup(name).reference(values)
+
+
+def oracle(op, in0, in1, out):
+    """The expected out buffer (a new array), computed from the strides with np.einsum."""
+    expected = out.copy()
+    written = [d for d in op.dims if d.type != "k"]
+    out_at = offsets(op, "stride_out", written)
+    current = out[out_at]
+    if op.kind == "contraction":
+        a = in0[offsets(op, "stride_in0")].astype(np.float64)
+        b = in1[offsets(op, "stride_in1")].astype(np.float64)
+        letters = string.ascii_letters[:len(op.dims)]
+        kept = "".join(l for l, d in zip(letters, op.dims) if d.type != "k")
+        total = np.einsum(f"{letters},{letters}->{kept}", a, b)
+        start = _apply(op.prim_first_touch, current).astype(np.float64)
+        result = _apply(op.prim_last_touch, (start + total).astype(np.float32))
+    elif op.kind == "none":
+        result = _apply(op.prim_last_touch, _apply(op.prim_first_touch, current))
+    else:
+        args = [in0[offsets(op, "stride_in0")]]
+        if op.kind == "binary":
+            args.append(in1[offsets(op, "stride_in1")])
+        result = _apply(op.prim_last_touch, lookup(op.prim_main).reference(*args))
+    expected[out_at] = result
+    return expected
+
+
+def buffers(op, rng, pad=5):
+    """Random in0, in1 and out buffers reaching the op's extents plus `pad` elements."""
+    def make(name):
+        values = rng.uniform(-2.0, 2.0, op.extent(name) + pad).astype(np.float32)
+        return values
+    return make("in0"), make("in1"), make("out")
+
+
+def assert_same(op, got, expected):
+    """Bit-exact for element-wise ops and exact ops, a tolerance for contractions."""
+    if op.kind == "contraction":
+        np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
+    else:
+        np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+# -- random operations -------------------------------------------------------------------
+
+def _layout(rng, dims_of_tensor, sizes, gaps):
+    """Strides of a tensor holding `dims_of_tensor` (indices) in a random order, packed with
+    random gaps; 0 for the dims it lacks."""
+    strides = {}
+    order = list(dims_of_tensor)
+    rng.shuffle(order)
+    stride = 1
+    for index in order:
+        strides[index] = stride
+        stride *= sizes[index]
+        if gaps and rng.random() < 0.3:
+            stride += int(rng.integers(1, 4))
+    return strides
+
+
+def random_operation(rng, main, first="none", last="none", ndims=None, max_elements=6000,
+                     gaps=True, broadcast=True):
+    """A random valid operation (all exec types "undefined") with prim_main `main`."""
+    kind = ("contraction" if main in ("gemm", "brgemm") else
+            "unary" if main in UNARY_OPS else "binary" if main in BINARY_OPS else "none")
+    ndims = int(rng.integers(2, 8)) if ndims is None else ndims
+    if kind == "contraction":
+        types = list(rng.choice(list("cmnk"), ndims))
+        for needed, slot in (("m", 0), ("n", 1), ("k", 2)):
+            if needed not in types and ndims > slot:
+                types[slot] = needed
+        rng.shuffle(types)
+    else:
+        types = list(rng.choice(list("cmn"), ndims))
+    sizes = [int(s) for s in rng.integers(1, 41, ndims)]
+    while np.prod(sizes, dtype=np.int64) > max_elements:
+        big = int(np.argmax(sizes))
+        sizes[big] = max(1, sizes[big] // 2)
+    dims = range(ndims)
+    if kind == "contraction":
+        has = {"stride_in0": [i for i in dims if types[i] in "cmk"],
+               "stride_in1": [i for i in dims if types[i] in "cnk"],
+               "stride_out": [i for i in dims if types[i] in "cmn"]}
+    else:
+        in1 = [i for i in dims if not (broadcast and kind == "binary" and rng.random() < 0.2)]
+        has = {"stride_in0": list(dims), "stride_in1": in1 if kind == "binary" else [],
+               "stride_out": list(dims)}
+    strides = {field: _layout(rng, has[field], sizes, gaps) for field in FIELDS}
+    columns = [tuple(strides[field].get(i, 0) for i in dims) for field in FIELDS]
+    return TensorOperation("float32", first, main, last, tuple(types), None, tuple(sizes),
+                           *columns)
+
+
+def dims_of(op):
+    return [Dim(d.type, d.exec_type, d.size, *d.strides) for d in op.dims]
