@@ -1,17 +1,18 @@
-"""AArch64 NEON backend: generators returning the machine code of each primitive.
+"""AArch64 NEON backend: the primitives' machine code, alone or emitted into a caller's code.
 
 The registry (einjit.backends) calls the generate_* functions with a Target of variant
-"neon"; the caller has validated the parameters and maps the bytes executable.
+"neon"; the caller has validated the parameters and maps the bytes executable. The emit_*
+functions put the same function at the current position of a caller's Assembler (e.g. after
+a loop nest that calls it with bl) and return the Label of its entry; generate_* is emit_*
+into a new Assembler.
 """
 
 from __future__ import annotations
 
-from einjit.backends import Target
-from einjit.backends.aarch64.binary import generate_binary as _binary
-from einjit.backends.aarch64.brgemm import generate_brgemm as _brgemm
-from einjit.backends.aarch64.unary import generate_unary as _unary
-
-VARIANTS = {"neon": Target("aarch64", "neon", vector_bits=128, registers=32)}
+from einjit.backends.aarch64.binary import emit_binary, generate_binary
+from einjit.backends.aarch64.brgemm import emit_brgemm, generate_brgemm
+from einjit.backends.aarch64.target import VARIANTS
+from einjit.backends.aarch64.unary import emit_unary, generate_unary
 
 
 def default_variant() -> str:
@@ -22,19 +23,7 @@ def missing_features(variant: str) -> tuple[str, ...]:
     return ()   # Advanced SIMD is part of every AArch64 application processor
 
 
-def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int) -> bytes:
-    return _brgemm(m, n, k, br_size)
-
-
-def generate_unary(target: Target, op: str, m: int, n: int, trans_b: bool) -> bytes:
-    return _unary(op, m, n, trans_b)
-
-
-def generate_binary(target: Target, op: str, m: int, n: int) -> bytes:
-    return _binary(op, m, n)
-
-
 from einjit.backends.aarch64.loops import generate_loop_nest  # noqa: E402  (imports the generators above)
 
 __all__ = ["generate_loop_nest", "VARIANTS", "default_variant", "missing_features", "generate_brgemm",
-           "generate_unary", "generate_binary"]
+           "generate_unary", "generate_binary", "emit_brgemm", "emit_unary", "emit_binary"]

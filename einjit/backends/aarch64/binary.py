@@ -3,12 +3,18 @@
 Kernel ABI: binary(a, b, c, ld_a, ld_b, ld_c) in x0..x5, leading dimensions in elements.
 Each op is one vector instruction, bit-exact with numpy: fadd, fsub, fmul, fdiv, and
 fmin/fmax, which propagate NaN like np.minimum/np.maximum (fminnm/fmaxnm would not).
-The matrices are streamed column by column by eltwise.ColumnKernel.
+The matrices are streamed column by column by eltwise.ColumnSweep.
 """
 
-from . import encode as enc
-from .asm import Assembler
-from .eltwise import ARR, ColumnKernel, Stream, VectorOp
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from einjit.backends import Target
+from einjit.backends.aarch64 import encode as enc
+from einjit.backends.aarch64.asm import Assembler, Label
+from einjit.backends.aarch64.eltwise import ARR, ColumnSweep, Stream, VectorOp
+from einjit.backends.aarch64.target import check_target
 
 A, B, C, LD_A, LD_B, LD_C = 0, 1, 2, 3, 4, 5
 
@@ -16,10 +22,11 @@ _INSTRUCTIONS = {"add": enc.fadd, "sub": enc.fsub, "mul": enc.fmul, "div": enc.f
                  "min": enc.fmin, "max": enc.fmax}
 
 
-def _vector_op(name):
+def _vector_op(name: str) -> VectorOp:
     instruction = _INSTRUCTIONS[name]
 
-    def compute(inputs, temps, consts):
+    def compute(inputs: Sequence[int], temps: Sequence[int],
+                consts: Sequence[int]) -> tuple[list[int], int]:
         a, b = inputs
         return [instruction(a, a, b, ARR)], a
 
@@ -29,12 +36,22 @@ def _vector_op(name):
 OPS = {name: _vector_op(name) for name in _INSTRUCTIONS}
 
 
-def generate_binary(op, m, n):
-    """Machine code of C := A op B for M x N column-major operands (see the module docstring)."""
-    kernel = ColumnKernel(OPS[op], m, n, [Stream(A, LD_A), Stream(B, LD_B)], Stream(C, LD_C),
-                          counters=(6, 7), scratch_gpr=8)
-    asm = Assembler()
-    asm.prologue(kernel.general_registers, kernel.vector_registers)
-    kernel.emit(asm)
+def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int) -> Label:
+    """Emit the function C := A op B for M x N column-major operands (see the module
+    docstring) at the current position of `asm`; returns the Label of its entry."""
+    check_target(target)
+    sweep = ColumnSweep(OPS[op], m, n, [Stream(A, LD_A), Stream(B, LD_B)], Stream(C, LD_C),
+                        counters=(6, 7), scratch_gpr=8)
+    entry = asm.label(f"binary_{op}_{m}x{n}")
+    asm.bind(entry)
+    asm.prologue(sweep.general_registers, sweep.vector_registers)
+    sweep.emit(asm)
     asm.epilogue()
+    return entry
+
+
+def generate_binary(target: Target, op: str, m: int, n: int) -> bytes:
+    """Machine code of the binary kernel alone (emit_binary into a new Assembler)."""
+    asm = Assembler()
+    emit_binary(asm, target, op, m, n)
     return asm.finish()

@@ -17,12 +17,20 @@ with their own accumulators alternate between several zeroed copies over k and s
 end.
 """
 
-from . import encode as enc
-from .asm import Assembler
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from einjit.backends import Target
+from einjit.backends.aarch64 import encode as enc
+from einjit.backends.aarch64.asm import Assembler, Label
+from einjit.backends.aarch64.target import check_target
 
 BLOCK_ROWS = 16
 BLOCK_COLS = 6
 K_UNROLL = 4
+# Loop heads are not padded (align=4 is a no-op): the kernels' code stays as measured.
+LOOP_ALIGN = 4
 
 # General registers. x0..x7 hold the arguments; x1 and x2 advance to the current column block.
 A_MATRIX, B_COLUMN_BLOCK, C_COLUMN_BLOCK = 0, 1, 2
@@ -46,12 +54,12 @@ MAX_PIECES = len(A_REGS)
 FMA_CHAINS = 16   # independent accumulators that hide FMLA latency (4 cycles x up to 4 pipes)
 
 
-def _row_pieces(rows):
+def _row_pieces(rows: int) -> tuple[int, ...]:
     """The register pieces covering `rows` (< 16) rows: 4s first, then a 2, then a 1."""
     return (4,) * (rows // 4) + (2,) * (rows % 4 // 2) + (1,) * (rows % 2)
 
 
-def _row_groups(m):
+def _row_groups(m: int) -> list[tuple[int, tuple[int, ...]]]:
     """[(repeat count, pieces)] covering the M rows: full blocks, then the remainder in at most
     two groups so that no group needs more than MAX_PIECES registers per column."""
     groups = []
@@ -66,7 +74,8 @@ def _row_groups(m):
     return groups
 
 
-def _transfer(single, pair, pieces, regs, base):
+def _transfer(single: Callable[..., int], pair: Callable[..., int], pieces: Sequence[int],
+              regs: Sequence[int], base: int) -> list[int]:
     """Words moving one column of pieces between `regs` and memory at [base]; adjacent
     q-pieces go as a pair."""
     words = []
@@ -82,7 +91,7 @@ def _transfer(single, pair, pieces, regs, base):
     return words
 
 
-def _accumulator_sets(per_set, k):
+def _accumulator_sets(per_set: int, k: int) -> int:
     """How many copies of the C block to accumulate into, alternating over k.
 
     One FMLA chain per accumulator is latency-bound when a block has few registers; extra sets
@@ -103,7 +112,7 @@ class _Microkernel:
     at B_COLUMN_BLOCK.
     """
 
-    def __init__(self, pieces, ncols, k, br_size):
+    def __init__(self, pieces: tuple[int, ...], ncols: int, k: int, br_size: int):
         self.pieces, self.ncols, self.k, self.br_size = pieces, ncols, k, br_size
         count = len(pieces)
         per_set = count * ncols
@@ -121,53 +130,46 @@ class _Microkernel:
                        for j, column in enumerate(accumulators)]
                       for accumulators in self.sets]
 
-    def emit(self, asm):
+    def emit(self, asm: Assembler) -> None:
         self._walk_c(asm, enc.ldr_v, enc.ldp_v)
         asm([enc.movi_zero(reg) for extra in self.sets[1:] for column in extra for reg in column])
-        a_source, b_source = A_BLOCK, B_COLUMN_BLOCK
-        if self.br_size > 1:
-            asm(enc.mov_reg(A_BATCH, A_BLOCK), enc.mov_reg(B_BATCH, B_COLUMN_BLOCK),
-                enc.mov_imm(BATCH_COUNT, self.br_size))
-            batch_loop = asm.label()
-            asm.bind(batch_loop)
-            a_source, b_source = A_BATCH, B_BATCH
-        asm(enc.mov_reg(WALK, a_source), enc.mov_reg(B_COLUMNS[0], b_source))
-        for j in range(1, self.ncols):
-            asm(enc.add_reg(B_COLUMNS[j], B_COLUMNS[j - 1], LD_B))
-        self._k_loop(asm)
-        if self.br_size > 1:
-            asm(enc.add_reg(A_BATCH, A_BATCH, BR_STRIDE_A),
-                enc.add_reg(B_BATCH, B_BATCH, BR_STRIDE_B),
-                enc.subs_imm(BATCH_COUNT, BATCH_COUNT, 1))
-            asm.b_cond("ne", batch_loop)
+        batched = self.br_size > 1
+        if batched:     # the batch walks copies of the block's A and B pointers
+            asm(enc.mov_reg(A_BATCH, A_BLOCK), enc.mov_reg(B_BATCH, B_COLUMN_BLOCK))
+        a_source, b_source = (A_BATCH, B_BATCH) if batched else (A_BLOCK, B_COLUMN_BLOCK)
+        with asm.counted_loop(BATCH_COUNT, self.br_size, align=LOOP_ALIGN):
+            asm(enc.mov_reg(WALK, a_source), enc.mov_reg(B_COLUMNS[0], b_source))
+            for j in range(1, self.ncols):
+                asm(enc.add_reg(B_COLUMNS[j], B_COLUMNS[j - 1], LD_B))
+            self._k_loop(asm)
+            if batched:
+                asm(enc.add_reg(A_BATCH, A_BATCH, BR_STRIDE_A),
+                    enc.add_reg(B_BATCH, B_BATCH, BR_STRIDE_B))
         for extra in self.sets[1:]:
             for total, column in zip(self.sets[0], extra):
                 asm([enc.fadd(t, t, e, PIECE_ARRANGEMENT[rows])
                      for t, e, rows in zip(total, column, self.pieces)])
         self._walk_c(asm, enc.str_v, enc.stp_v)
 
-    def _walk_c(self, asm, single, pair):
+    def _walk_c(self, asm: Assembler, single: Callable[..., int],
+                pair: Callable[..., int]) -> None:
         asm(enc.mov_reg(WALK, C_BLOCK))
         for j, regs in enumerate(self.sets[0]):
             if j:
                 asm(enc.add_reg(WALK, WALK, LD_C))
             asm(_transfer(single, pair, self.pieces, regs, WALK))
 
-    def _k_loop(self, asm):
+    def _k_loop(self, asm: Assembler) -> None:
         iterations, rest = divmod(self.k, K_UNROLL)
         if iterations < 2:  # short K: straight-line, B offsets just keep growing
             self._steps(asm, self.k)
             return
-        asm(enc.mov_imm(K_COUNT, iterations))
-        loop = asm.label()
-        asm.bind(loop)
-        self._steps(asm, K_UNROLL)
-        asm([enc.add_imm(reg, reg, 4 * K_UNROLL) for reg in B_COLUMNS[:self.ncols]],
-            enc.subs_imm(K_COUNT, K_COUNT, 1))
-        asm.b_cond("ne", loop)
+        with asm.counted_loop(K_COUNT, iterations, align=LOOP_ALIGN):
+            self._steps(asm, K_UNROLL)
+            asm([enc.add_imm(reg, reg, 4 * K_UNROLL) for reg in B_COLUMNS[:self.ncols]])
         self._steps(asm, rest)
 
-    def _steps(self, asm, count):
+    def _steps(self, asm: Assembler, count: int) -> None:
         for step in range(count):
             fmlas = self.fmlas[step % len(self.sets)]
             asm(self.load_a)
@@ -175,27 +177,24 @@ class _Microkernel:
                 asm(enc.ldr_v("s", B_REGS[j % len(B_REGS)], B_COLUMNS[j], 4 * step), fmlas[j])
 
 
-def _column_block(asm, groups, ncols, microkernels):
+def _column_block(asm: Assembler, groups: list[tuple[int, tuple[int, ...]]], ncols: int,
+                  microkernels: dict[tuple[tuple[int, ...], int], _Microkernel]) -> None:
     """All row blocks of one column block of `ncols` columns."""
     asm(enc.mov_reg(C_BLOCK, C_COLUMN_BLOCK), enc.mov_reg(A_BLOCK, A_MATRIX))
     for index, (count, pieces) in enumerate(groups):
         more_follow = index + 1 < len(groups)
-        if count > 1:
-            asm(enc.mov_imm(M_COUNT, count))
-            loop = asm.label()
-            asm.bind(loop)
-        microkernels[pieces, ncols].emit(asm)
-        if count > 1 or more_follow:
-            block_bytes = 4 * sum(pieces)
-            asm(enc.add_imm(C_BLOCK, C_BLOCK, block_bytes),
-                enc.add_imm(A_BLOCK, A_BLOCK, block_bytes))
-        if count > 1:
-            asm(enc.subs_imm(M_COUNT, M_COUNT, 1))
-            asm.b_cond("ne", loop)
+        with asm.counted_loop(M_COUNT, count, align=LOOP_ALIGN):
+            microkernels[pieces, ncols].emit(asm)
+            if count > 1 or more_follow:
+                block_bytes = 4 * sum(pieces)
+                asm(enc.add_imm(C_BLOCK, C_BLOCK, block_bytes),
+                    enc.add_imm(A_BLOCK, A_BLOCK, block_bytes))
 
 
-def generate_brgemm(m, n, k, br_size):
-    """Machine code for C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n (sizes assumed valid)."""
+def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int) -> Label:
+    """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n (see the module
+    docstring) at the current position of `asm`; returns the Label of its entry."""
+    check_target(target)
     groups = _row_groups(m)
     column_blocks, column_rest = divmod(n, BLOCK_COLS)
     column_shapes = ([BLOCK_COLS] if column_blocks else []) + ([column_rest] if column_rest else [])
@@ -207,7 +206,8 @@ def generate_brgemm(m, n, k, br_size):
         gprs |= {LD_B_BLOCK, LD_C_BLOCK}
     vregs = set().union(*(kernel.vregs for kernel in microkernels.values()))
 
-    asm = Assembler()
+    entry = asm.label(f"brgemm_{m}x{n}x{k}_br{br_size}")
+    asm.bind(entry)
     asm.prologue(gprs, vregs)
     # leading dimensions and strides arrive in elements
     asm([enc.lsl_imm(reg, reg, 2) for reg in (LD_A, LD_B, LD_C, BR_STRIDE_A, BR_STRIDE_B)])
@@ -215,18 +215,19 @@ def generate_brgemm(m, n, k, br_size):
         if advances_columns:
             for block, ld in ((LD_B_BLOCK, LD_B), (LD_C_BLOCK, LD_C)):
                 asm(enc.add_reg(block, ld, ld, lsl=1), enc.lsl_imm(block, block, 1))
-        if column_blocks > 1:
-            asm(enc.mov_imm(N_COUNT, column_blocks))
-            loop = asm.label()
-            asm.bind(loop)
-        _column_block(asm, groups, BLOCK_COLS, microkernels)
-        if advances_columns:
-            asm(enc.add_reg(B_COLUMN_BLOCK, B_COLUMN_BLOCK, LD_B_BLOCK),
-                enc.add_reg(C_COLUMN_BLOCK, C_COLUMN_BLOCK, LD_C_BLOCK))
-        if column_blocks > 1:
-            asm(enc.subs_imm(N_COUNT, N_COUNT, 1))
-            asm.b_cond("ne", loop)
+        with asm.counted_loop(N_COUNT, column_blocks, align=LOOP_ALIGN):
+            _column_block(asm, groups, BLOCK_COLS, microkernels)
+            if advances_columns:
+                asm(enc.add_reg(B_COLUMN_BLOCK, B_COLUMN_BLOCK, LD_B_BLOCK),
+                    enc.add_reg(C_COLUMN_BLOCK, C_COLUMN_BLOCK, LD_C_BLOCK))
     if column_rest:
         _column_block(asm, groups, column_rest, microkernels)
     asm.epilogue()
+    return entry
+
+
+def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int) -> bytes:
+    """Machine code of the BRGEMM kernel alone (emit_brgemm into a new Assembler)."""
+    asm = Assembler()
+    emit_brgemm(asm, target, m, n, k, br_size)
     return asm.finish()

@@ -13,14 +13,20 @@ column. (Immediate offsets rather than post-indexed accesses: the pointer update
 add per block instead of a chain through every load and store.)
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable
 
-from . import encode as enc
+from einjit.backends.aarch64 import encode as enc
+from einjit.backends.aarch64.asm import Assembler
 
 ARR = "4s"
 PIECE_SIZE = {4: "q", 2: "d", 1: "s"}
 MAX_STEP_VECTORS = 8
+# Loop heads are not padded (align=4 is a no-op): the kernels' code stays as measured.
+LOOP_ALIGN = 4
 
 # Caller-saved vector registers first; v8..v15 (callee-saved low halves) only when needed.
 VECTOR_REGISTERS = tuple(range(0, 8)) + tuple(range(16, 32)) + tuple(range(8, 16))
@@ -41,11 +47,11 @@ class VectorOp:
     arity: int
     temps: int
     constant_count: int
-    load_constants: Callable
-    compute: Callable
+    load_constants: Callable[[Sequence[int], int], list[int]]
+    compute: Callable[[Sequence[int], Sequence[int], Sequence[int]], tuple[list[int], int]]
 
 
-def interleave(sequences):
+def interleave(sequences: Sequence[Sequence[int]]) -> list[int]:
     """Round-robin merge of instruction lists, so independent chains overlap in the pipeline."""
     merged = []
     longest = max((len(seq) for seq in sequences), default=0)
@@ -54,7 +60,8 @@ def interleave(sequences):
     return merged
 
 
-def apply(op, vectors, temp_pool, consts):
+def apply(op: VectorOp, vectors: Sequence[Sequence[int]], temp_pool: Sequence[int],
+          consts: Sequence[int]) -> tuple[list[int], list[int]]:
     """Words computing op on each entry of `vectors` (a list of input-register lists), in
     batches as large as the scratch registers in `temp_pool` allow; returns (words, results)."""
     batch = len(vectors) if op.temps == 0 else max(1, len(temp_pool) // op.temps)
@@ -70,12 +77,12 @@ def apply(op, vectors, temp_pool, consts):
     return words, results
 
 
-def scale_to_bytes(ld):
+def scale_to_bytes(ld: int) -> int:
     """lsl ld, ld, #2: a leading dimension in elements becomes a column stride in bytes."""
     return enc.lsl_imm(ld, ld, 2)
 
 
-def subtract_constant(reg, value):
+def subtract_constant(reg: int, value: int) -> list[int]:
     """Words doing reg -= value for 0 <= value < 2**24 (add/sub immediates are 12 bits)."""
     words = []
     if value >> 12:
@@ -85,25 +92,13 @@ def subtract_constant(reg, value):
     return words
 
 
-def counted_loop(asm, count, counter, emit_body):
-    """Emit emit_body() `count` times: inline once, or as a loop counting down `counter`."""
-    if count == 1:
-        emit_body()
-        return
-    asm(enc.mov_imm(counter, count))
-    top = asm.label("loop")
-    asm.bind(top)
-    emit_body()
-    asm(enc.subs_imm(counter, counter, 1))
-    asm.b_cond("ne", top)
-
-
-def _pieces(rows):
+def _pieces(rows: int) -> list[int]:
     """Row counts of the register pieces covering `rows` rows: 4s, then a 2, then a 1."""
     return [4] * (rows // 4) + [2] * (rows % 4 // 2) + [1] * (rows % 2)
 
 
-def _transfer(load, pointer, offset, regs, pieces):
+def _transfer(load: bool, pointer: int, offset: int, regs: Sequence[int],
+              pieces: Sequence[int]) -> list[int]:
     """Loads (or stores) of the pieces from/to [pointer + offset bytes] on; adjacent q as
     pairs."""
     pair, single = (enc.ldp_v, enc.ldr_v) if load else (enc.stp_v, enc.str_v)
@@ -125,7 +120,7 @@ class Stream:
     ld: int
 
 
-class ColumnKernel:
+class ColumnSweep:
     """C := op(inputs...) column by column for M x N column-major operands.
 
     inputs: one Stream per op input (op.arity of them); output: the result Stream;
@@ -133,7 +128,8 @@ class ColumnKernel:
     scratch_gpr: a free general register for building constants.
     """
 
-    def __init__(self, op, m, n, inputs, output, counters, scratch_gpr):
+    def __init__(self, op: VectorOp, m: int, n: int, inputs: list[Stream], output: Stream,
+                 counters: tuple[int, int], scratch_gpr: int):
         self.op, self.m, self.n = op, m, n
         self.inputs, self.output = inputs, output
         self.column_counter, self.block_counter = counters
@@ -149,16 +145,16 @@ class ColumnKernel:
         self.temps = pool[data_count:data_count + self.step * op.temps]
 
     @property
-    def general_registers(self):
+    def general_registers(self) -> list[int]:
         streams = self.inputs + [self.output]
         return ([s.pointer for s in streams] + [s.ld for s in streams]
                 + [self.column_counter, self.block_counter, self.scratch_gpr])
 
     @property
-    def vector_registers(self):
+    def vector_registers(self) -> list[int]:
         return self.consts + [reg for regs in self.data for reg in regs] + self.temps
 
-    def emit(self, asm):
+    def emit(self, asm: Assembler) -> None:
         """The whole kernel body (without prologue/epilogue)."""
         streams = self.inputs + [self.output]
         blocks = self.m // (4 * self.step)
@@ -167,12 +163,14 @@ class ColumnKernel:
                 asm(scale_to_bytes(stream.ld),
                     subtract_constant(stream.ld, 16 * self.step * blocks))
         asm(self.op.load_constants(self.consts, self.scratch_gpr))
-        counted_loop(asm, self.n, self.column_counter, lambda: self._column(asm, streams))
+        with asm.counted_loop(self.column_counter, self.n, align=LOOP_ALIGN):
+            self._column(asm, streams)
 
-    def _column(self, asm, streams):
+    def _column(self, asm: Assembler, streams: list[Stream]) -> None:
         blocks, rest = divmod(self.m, 4 * self.step)
         if blocks:
-            counted_loop(asm, blocks, self.block_counter, lambda: self._block(asm, streams))
+            with asm.counted_loop(self.block_counter, blocks, align=LOOP_ALIGN):
+                self._block(asm, streams)
         pieces, offset = _pieces(rest), 0
         for start in range(0, len(pieces), self.step):
             group = pieces[start:start + self.step]
@@ -182,12 +180,12 @@ class ColumnKernel:
             for stream in streams:
                 asm(enc.add_reg(stream.pointer, stream.pointer, stream.ld))
 
-    def _block(self, asm, streams):
+    def _block(self, asm: Assembler, streams: list[Stream]) -> None:
         self._group(asm, [4] * self.step, 0)
         for stream in streams:
             asm(enc.add_imm(stream.pointer, stream.pointer, 16 * self.step))
 
-    def _group(self, asm, pieces, offset):
+    def _group(self, asm: Assembler, pieces: list[int], offset: int) -> None:
         """Load, compute and store one group of pieces (at most self.step of them)."""
         count = len(pieces)
         for stream, regs in zip(self.inputs, self.data):

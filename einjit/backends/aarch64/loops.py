@@ -18,7 +18,7 @@ from einjit.backends.aarch64.encode import SP, XZR
 from einjit.codegen.loop_nest import KernelCall, NestPlan
 
 POINTERS = (19, 20, 21)               # in0, in1, out: live across calls
-COUNT = 22                            # iterations left
+COUNT = enc.Reg(22)                   # iterations left (a Reg: counted_loop's runtime count)
 FP, LR = 29, 30
 INDEX, WEIGHT, VALUE, BEGIN = 9, 10, 11, 3
 KERNEL_ALIGN = 64

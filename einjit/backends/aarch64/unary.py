@@ -7,40 +7,51 @@ Ops are VectorOps (see eltwise.py) computing on whole 4s vectors, bit-exact with
 relu = fmax(a, 0) (fmax propagates NaN, unlike fmaxnm), square = a*a, increment/decrement =
 a ± 1, reciprocal = 1/a by fdiv (exact). sigmoid: see the comment above _sigmoid_compute.
 
-Without trans_b the matrix is streamed column by column (eltwise.ColumnKernel). With trans_b
+Without trans_b the matrix is streamed column by column (eltwise.ColumnSweep). With trans_b
 the transpose is done in registers on 4x4 tiles (trn1/trn2 on 4s, then on 2d), see
-TransposeKernel. zero ignores A, so its transposed form is the plain zero kernel on N x M.
+TransposedSweep. zero ignores A, so its transposed form is the plain zero kernel on N x M.
 """
 
-import struct
+from __future__ import annotations
 
-from . import encode as enc
-from .asm import Assembler
-from .eltwise import ARR, ColumnKernel, Stream, VECTOR_REGISTERS, VectorOp, apply, \
-    counted_loop, interleave, scale_to_bytes
+import struct
+from collections.abc import Sequence
+from typing import Callable
+
+from einjit.backends import Target
+from einjit.backends.aarch64 import encode as enc
+from einjit.backends.aarch64.asm import Assembler, Label
+from einjit.backends.aarch64.eltwise import (ARR, LOOP_ALIGN, VECTOR_REGISTERS, ColumnSweep,
+                                             Stream, VectorOp, apply, interleave,
+                                             scale_to_bytes)
+from einjit.backends.aarch64.target import check_target
 
 A, B, LD_A, LD_B = 0, 1, 2, 3
 
 
-def _float_bits(value):
+def _float_bits(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
 
 
-def _no_constants(regs, scratch):
+def _no_constants(regs: Sequence[int], scratch: int) -> list[int]:
     return []
 
 
-def _zero_constant(regs, scratch):
+def _zero_constant(regs: Sequence[int], scratch: int) -> list[int]:
     return [enc.movi_zero(regs[0])]
 
 
-def _one_constant(regs, scratch):
+def _one_constant(regs: Sequence[int], scratch: int) -> list[int]:
     return [enc.fmov_v_imm(regs[0], 1.0, ARR)]
 
 
-def _in_place(instruction):
+Compute = Callable[[Sequence[int], Sequence[int], Sequence[int]], tuple[list[int], int]]
+
+
+def _in_place(instruction: Callable[[int, Sequence[int]], int]) -> Compute:
     """compute() of an op that is one instruction: inputs[0] := instruction(inputs[0], consts)."""
-    def compute(inputs, temps, consts):
+    def compute(inputs: Sequence[int], temps: Sequence[int],
+                consts: Sequence[int]) -> tuple[list[int], int]:
         return [instruction(inputs[0], consts)], inputs[0]
     return compute
 
@@ -66,7 +77,7 @@ _EXP_NEG_POLY = (-0.9999995231628418, 0.49999141693115234, -0.16668114066123962,
                  0.04189875349402428, -0.00826153252273798)   # c1..c5 of exp(-r) - 1
 
 
-def _sigmoid_constants(regs, scratch):
+def _sigmoid_constants(regs: Sequence[int], scratch: int) -> list[int]:
     one, clamp, shifter, packed, c1, c2, c3, c4 = regs
     words = [enc.fmov_v_imm(one, 1.0, ARR)]
     for reg, value in ((clamp, _SIGMOID_CLAMP), (shifter, _SHIFTER), (c1, _EXP_NEG_POLY[0]),
@@ -80,7 +91,8 @@ def _sigmoid_constants(regs, scratch):
     return words
 
 
-def _sigmoid_compute(inputs, temps, consts):
+def _sigmoid_compute(inputs: Sequence[int], temps: Sequence[int],
+                     consts: Sequence[int]) -> tuple[list[int], int]:
     x = inputs[0]
     r, n, a, b, c = temps
     one, clamp, shifter, packed, c1, c2, c3, c4 = consts
@@ -118,7 +130,8 @@ def _sigmoid_compute(inputs, temps, consts):
     return words, x
 
 
-def _zero_compute(inputs, temps, consts):
+def _zero_compute(inputs: Sequence[int], temps: Sequence[int],
+                  consts: Sequence[int]) -> tuple[list[int], int]:
     return [], consts[0]
 
 
@@ -140,21 +153,32 @@ OPS = {
 }
 
 
-def generate_unary(op, m, n, trans_b):
-    """Machine code of B := op(A) for an M x N column-major A (see the module docstring)."""
+def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b: bool) -> Label:
+    """Emit the function B := op(A) for an M x N column-major A (see the module docstring) at
+    the current position of `asm`; returns the Label of its entry."""
+    check_target(target)
     vector_op = OPS[op]
+    entry = asm.label(f"unary_{op}_{m}x{n}{'_t' if trans_b else ''}")
     if op == "zero" and trans_b:
         m, n = n, m
+    sweep: ColumnSweep | TransposedSweep
     if trans_b and op != "zero":
-        kernel = TransposeKernel(vector_op, m, n)
+        sweep = TransposedSweep(vector_op, m, n)
     else:
         inputs = [Stream(A, LD_A)] if vector_op.arity else []
-        kernel = ColumnKernel(vector_op, m, n, inputs, Stream(B, LD_B), counters=(4, 5),
-                              scratch_gpr=6)
-    asm = Assembler()
-    asm.prologue(kernel.general_registers, kernel.vector_registers)
-    kernel.emit(asm)
+        sweep = ColumnSweep(vector_op, m, n, inputs, Stream(B, LD_B), counters=(4, 5),
+                            scratch_gpr=6)
+    asm.bind(entry)
+    asm.prologue(sweep.general_registers, sweep.vector_registers)
+    sweep.emit(asm)
     asm.epilogue()
+    return entry
+
+
+def generate_unary(target: Target, op: str, m: int, n: int, trans_b: bool) -> bytes:
+    """Machine code of the unary kernel alone (emit_unary into a new Assembler)."""
+    asm = Assembler()
+    emit_unary(asm, target, op, m, n, trans_b)
     return asm.finish()
 
 
@@ -188,16 +212,16 @@ B_OFFSETS = (None, LD_B, LD_B2, LD_B3)    # row i of a tile at B pointer + B_OFF
 PIECE = {4: "q", 2: "d", 1: "s"}
 
 
-def _access(load, size, vt, base, offset):
+def _access(load: bool, size: str, vt: int, base: int, offset: int | None) -> int:
     if offset is None:
         return (enc.ldr_v if load else enc.str_v)(size, vt, base)
     return (enc.ldr_v_reg if load else enc.str_v_reg)(size, vt, base, offset)
 
 
-class TransposeKernel:
+class TransposedSweep:
     """B := op(A) with B row-major (the transpose of a column-major M x N result)."""
 
-    def __init__(self, op, m, n):
+    def __init__(self, op: VectorOp, m: int, n: int):
         self.op, self.m, self.n = op, m, n
         pool = list(VECTOR_REGISTERS)
         self.consts, pool = pool[:op.constant_count], pool[op.constant_count:]
@@ -207,7 +231,7 @@ class TransposeKernel:
         self.temps = pool[8:8 + wanted]
 
     @property
-    def general_registers(self):
+    def general_registers(self) -> list[int]:
         """The general registers the code writes, so that prologue() saves exactly those."""
         registers = list(range(4, 18))
         if any(rows // 4 > 1 for rows in self._row_block_sizes()):
@@ -218,15 +242,15 @@ class TransposeKernel:
                 registers.append(TILE_SCRATCH[1])
         return registers
 
-    def _row_block_sizes(self):
+    def _row_block_sizes(self) -> list[int]:
         full_blocks, last_rows = divmod(self.m, ROW_BLOCK)
         return [ROW_BLOCK] * min(full_blocks, 1) + [last_rows] * (last_rows > 0)
 
     @property
-    def vector_registers(self):
+    def vector_registers(self) -> list[int]:
         return self.consts + self.tiles[0] + self.tiles[1] + self.temps
 
-    def emit(self, asm):
+    def emit(self, asm: Assembler) -> None:
         asm(scale_to_bytes(LD_A), scale_to_bytes(LD_B),
             enc.lsl_imm(LD_A2, LD_A, 1), enc.add_reg(LD_A3, LD_A2, LD_A),
             enc.lsl_imm(LD_A4, LD_A, 2),
@@ -235,22 +259,20 @@ class TransposeKernel:
         asm(self.op.load_constants(self.consts, CONSTANT_SCRATCH))
         full_blocks, last_rows = divmod(self.m, ROW_BLOCK)
         if full_blocks:
-            counted_loop(asm, full_blocks, BLOCK_COUNT,
-                         lambda: self._row_block(asm, ROW_BLOCK, advance=True))
+            with asm.counted_loop(BLOCK_COUNT, full_blocks, align=LOOP_ALIGN):
+                self._row_block(asm, ROW_BLOCK, advance=True)
         if last_rows:
             self._row_block(asm, last_rows, advance=False)
 
-    def _row_block(self, asm, rows, advance):
+    def _row_block(self, asm: Assembler, rows: int, advance: bool) -> None:
         """All N columns of A for `rows` rows starting at A (row r0) and B (column r0)."""
         asm(enc.mov_reg(GROUP_A, A), enc.mov_reg(GROUP_B, B))
         groups, rest = divmod(self.n, GROUP_COLUMNS)
-
-        def group_of_8():
-            self._group(asm, GROUP_COLUMNS, rows)
-            asm(enc.add_reg(GROUP_A, GROUP_A, LD_A4, lsl=1), enc.add_imm(GROUP_B, GROUP_B, 32))
-
         if groups:
-            counted_loop(asm, groups, GROUP_COUNT, group_of_8)
+            with asm.counted_loop(GROUP_COUNT, groups, align=LOOP_ALIGN):
+                self._group(asm, GROUP_COLUMNS, rows)
+                asm(enc.add_reg(GROUP_A, GROUP_A, LD_A4, lsl=1),
+                    enc.add_imm(GROUP_B, GROUP_B, 32))
         if rest >= 4:
             self._group(asm, 4, rows)
             asm(enc.add_reg(GROUP_A, GROUP_A, LD_A4), enc.add_imm(GROUP_B, GROUP_B, 16))
@@ -261,7 +283,7 @@ class TransposeKernel:
             asm(enc.add_imm(A, A, 4 * ROW_BLOCK),
                 enc.add_reg(B, B, LD_B4, lsl=(ROW_BLOCK // 4).bit_length() - 1))
 
-    def _group(self, asm, columns, rows):
+    def _group(self, asm: Assembler, columns: int, rows: int) -> None:
         """`columns` (8, or 1..4) A columns from GROUP_A, `rows` rows, into B from GROUP_B."""
         tile_count = 2 if columns == 8 else 1
         width = min(columns, 4)
@@ -270,12 +292,13 @@ class TransposeKernel:
             asm(enc.add_reg(TILE_A[1], GROUP_A, LD_A4), enc.add_imm(TILE_B[1], GROUP_B, 16))
         steps, last = divmod(rows, 4)
         if steps:
-            counted_loop(asm, steps, ROW_COUNT,
-                         lambda: self._step(asm, tile_count, width, 4, advance=True))
+            with asm.counted_loop(ROW_COUNT, steps, align=LOOP_ALIGN):
+                self._step(asm, tile_count, width, 4, advance=True)
         if last:
             self._step(asm, tile_count, width, last, advance=False)
 
-    def _step(self, asm, tile_count, width, height, advance):
+    def _step(self, asm: Assembler, tile_count: int, width: int, height: int,
+              advance: bool) -> None:
         """One tile per tile_count: `height` rows x `width` columns, op, transpose, store."""
         tiles = self.tiles[:tile_count]
         for t, regs in enumerate(tiles):
@@ -290,7 +313,8 @@ class TransposeKernel:
             if advance:
                 asm(enc.add_reg(TILE_B[t], TILE_B[t], LD_B4))
 
-    def _load_tile(self, t, regs, width, height, advance):
+    def _load_tile(self, t: int, regs: Sequence[int], width: int, height: int,
+                   advance: bool) -> list[int]:
         base, scratch = TILE_A[t], TILE_SCRATCH[t]
         words = []
         if height == 3:
@@ -310,7 +334,7 @@ class TransposeKernel:
         return words
 
     @staticmethod
-    def _transpose(regs, width, temps):
+    def _transpose(regs: Sequence[int], width: int, temps: Sequence[int]) -> list[int]:
         """regs[c] = column c (lanes = rows) becomes regs[i] = row i (lanes = columns)."""
         a = [regs[c] if c < width else regs[0] for c in range(4)]
         t0, t1, t2, t3 = temps
@@ -319,7 +343,7 @@ class TransposeKernel:
                 enc.trn1(regs[0], t0, t2, "2d"), enc.trn1(regs[1], t1, t3, "2d"),
                 enc.trn2(regs[2], t0, t2, "2d"), enc.trn2(regs[3], t1, t3, "2d")]
 
-    def _store_tile(self, t, regs, width, height):
+    def _store_tile(self, t: int, regs: Sequence[int], width: int, height: int) -> list[int]:
         base, scratch = TILE_B[t], TILE_SCRATCH[t]
         words = []
         if width == 3:
