@@ -1,0 +1,70 @@
+"""Loads grammar/einsum.lark (installed as the package data einjit.grammar, or read from the
+source checkout) and parses expressions into lark trees; lark's errors become
+EinsumSyntaxError with a caret under the offending column."""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import threading
+from pathlib import Path
+
+import lark
+
+from einjit.frontend.errors import EinsumSyntaxError, point_at
+
+GRAMMAR_FILE = "einsum.lark"
+_lock = threading.Lock()
+
+
+def grammar_text() -> str:
+    """The grammar's source: the installed package data first, the checkout's grammar/ else."""
+    try:
+        return importlib.resources.files("einjit.grammar").joinpath(GRAMMAR_FILE).read_text()
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        # running from a source checkout where einjit.grammar is not mapped
+        return (Path(__file__).resolve().parents[2] / "grammar" / GRAMMAR_FILE).read_text()
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    return lark.Lark(grammar_text(), parser="lalr", maybe_placeholders=False)
+
+
+_EXPECTED = {
+    "LETTER": "a letter", "ELLIPSIS": "'...'", "ARROW": "'->'", "COMMA": "','",
+    "DIM": "a dimension id", "LSQB": "'['", "RSQB": "']'", "$END": "the end of the expression",
+}
+
+
+def _describe(expected) -> str:
+    names = sorted({_EXPECTED.get(name, name) for name in expected})
+    return " or ".join(names) if names else "nothing"
+
+
+def parse_tree(expression: str) -> lark.Tree:
+    """The lark parse tree of `expression`; EinsumSyntaxError (a ValueError) when it does not
+    parse, naming the bad character or token and pointing at it."""
+    if not isinstance(expression, str):
+        raise TypeError(f"an einsum expression must be a str, got {type(expression).__name__}")
+    try:
+        with _lock:  # one LALR parser object shared by all threads
+            return _parser().parse(expression)
+    except lark.exceptions.UnexpectedCharacters as error:
+        column = error.pos_in_stream
+        char = expression[column]
+        hint = ("subscripts must be letters" if char not in ".-"
+                else "'.' only as part of an ellipsis '...', '-' only in '->'")
+        raise EinsumSyntaxError(point_at(
+            expression, column, f"invalid character {char!r} in einsum expression ({hint})")) from None
+    except lark.exceptions.UnexpectedToken as error:
+        token = error.token
+        column = token.start_pos if token.start_pos is not None else len(expression)
+        found = ("einsum expression ends early" if token.type == "$END"
+                 else f"unexpected {str(token)!r} in einsum expression")
+        raise EinsumSyntaxError(point_at(
+            expression, column, f"{found}, expected {_describe(error.expected)}")) from None
+    except lark.exceptions.UnexpectedEOF as error:
+        raise EinsumSyntaxError(point_at(
+            expression, len(expression),
+            f"einsum expression ends early, expected {_describe(error.expected)}")) from None

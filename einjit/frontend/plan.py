@@ -1,0 +1,144 @@
+"""An executable plan: an optimized EinsumTree lowered to one TensorOperation per node, with
+the buffers its intermediates live in. Intermediates are dense in their node's dims order,
+allocated when produced and dropped as soon as their consumer ran."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from einjit.frontend.lower import Lowered, Tensor, lower_contraction, lower_unary
+from einjit.frontend.rewrite import dense_strides
+from einjit.frontend.tree import EinsumTree, Node
+
+#: how a step's operation runs: op.execute(in0, in1, out) unless a test swaps in the numpy
+#: reference executor (einjit.ir.reference.execute_reference) while the JIT is unavailable
+EXECUTOR: Callable | None = None
+
+ITEMSIZE = 4                                   # float32, the one dtype the kernels take
+
+
+@dataclass(frozen=True)
+class Step:
+    lowered: Lowered
+    sources: tuple[tuple, tuple, tuple]        # in0, in1, out: ("leaf", i) ("buf", j) ("ones", n) ("out",) ()
+    frees: tuple[int, ...]                     # buffers no later step reads
+    node: Node
+
+
+def _optimizer():
+    import einjit
+    return getattr(einjit, "optimize", None)
+
+
+class Plan:
+    """Steps computing `tree` (already optimized) from leaves with `leaf_strides` into an output
+    with `out_strides` (per dim id, elements)."""
+
+    def __init__(self, tree: EinsumTree, leaf_strides: Mapping[int, Mapping[int, int]],
+                 out_strides: Mapping[int, int], *, num_threads: int | None = None,
+                 optimize_ops: bool = True):
+        self.tree = tree
+        sizes = tree.sizes
+        self.buffer_sizes: list[int] = []
+        self.steps: list[Step] = []
+        self.ones: dict[int, np.ndarray] = {}
+        optimize = _optimizer() if optimize_ops else None
+        ids = {}
+
+        def tensor_of(node: Node) -> tuple[Tensor, tuple]:
+            if node is tree.root:
+                return Tensor(node.dims, tuple(out_strides[d] for d in node.dims)), ("out",)
+            if node.is_leaf:
+                strides = leaf_strides[node.operand]
+                return Tensor(node.dims, tuple(strides[d] for d in node.dims)), ("leaf", node.operand)
+            strides = dense_strides(node.dims, sizes)
+            return Tensor(node.dims, tuple(strides[d] for d in node.dims)), ("buf", ids[id(node)])
+
+        def emit(node: Node, children: Sequence[Node]) -> None:
+            if node is not tree.root:
+                ids[id(node)] = len(self.buffer_sizes)
+                self.buffer_sizes.append(int(np.prod([sizes[d] for d in node.dims])))
+            out, out_ref = tensor_of(node)
+            inputs = [tensor_of(c) for c in children]
+            if len(inputs) == 2:
+                lowered = lower_contraction(inputs[0][0], inputs[1][0], out, sizes)
+                refs = (inputs[0][1], inputs[1][1])
+            else:
+                lowered = lower_unary(inputs[0][0], out, sizes)
+                if lowered.ones == "in1":
+                    refs = (inputs[0][1], ("ones", lowered.ones_length))
+                elif lowered.ones == "in0":
+                    refs = (("ones", lowered.ones_length), inputs[0][1])
+                else:
+                    refs = (inputs[0][1], ())
+                if lowered.ones:
+                    self.ones.setdefault(lowered.ones_length,
+                                         np.ones(lowered.ones_length, np.float32))
+            if optimize is not None:
+                lowered = Lowered(optimize(lowered.op, num_threads=num_threads),
+                                  lowered.ones, lowered.ones_length, lowered.prims)
+            frees = tuple(r[1] for r in refs if r and r[0] == "buf")
+            self.steps.append(Step(lowered, (refs[0], refs[1], out_ref), frees, node))
+
+        for node in tree.root.nodes():
+            if not node.is_leaf:
+                emit(node, node.children)
+        if tree.root.is_leaf:                  # a single operand read as it is: copy it
+            emit(tree.root, [Node(tree.root.dims, (), tree.root.operand)])
+
+    def run(self, leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
+        """Compute into `out` (its data pointer is the root's base) from `leaves` (each one's
+        data pointer is its leaf's base; strides are the plan's)."""
+        execute = EXECUTOR
+        buffers: list[np.ndarray | None] = [None] * len(self.buffer_sizes)
+        for step in self.steps:
+            op = step.lowered.op
+            arrays = []
+            for name, ref in zip(("in0", "in1", "out"), step.sources):
+                if not ref:
+                    arrays.append(None)
+                    continue
+                kind = ref[0]
+                if kind == "buf":
+                    if buffers[ref[1]] is None:
+                        buffers[ref[1]] = np.empty(self.buffer_sizes[ref[1]], np.float32)
+                    arrays.append(buffers[ref[1]])
+                elif kind == "ones":
+                    arrays.append(self.ones[ref[1]])
+                else:
+                    base = out if kind == "out" else leaves[ref[1]]
+                    arrays.append(_flat(base, op.extent(name), writeable=kind == "out"))
+            if execute is None:
+                op.execute(*arrays)
+            else:
+                execute(op, *arrays)
+            for index in step.frees:
+                buffers[index] = None
+
+    def describe(self) -> str:
+        sizes = self.tree.sizes
+        lines = [f"tree: {self.tree}", self.tree.pretty(),
+                 f"flops: {self.tree.flops()}", ""]
+        for number, step in enumerate(self.steps):
+            node = step.node
+            elements = int(np.prod([sizes[d] for d in node.dims]))
+            where = "result" if step.sources[2] == ("out",) else f"intermediate buffer {step.sources[2][1]}"
+            flops = 0
+            if len(node.children) == 2:
+                flops = 2 * int(np.prod([sizes[d] for d in set(node.dims).union(
+                    *(c.dims for c in node.children))]))
+            lines.append(f"step {number}: [{','.join(map(str, node.dims))}] -> {where}, "
+                         f"{elements} elements ({elements * ITEMSIZE} bytes), {flops} flops, "
+                         f"operands {step.sources[0]} {step.sources[1]}")
+            lines.append(str(step.lowered.op))
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _flat(array: np.ndarray, extent: int, writeable: bool) -> np.ndarray:
+    """The `extent` elements from `array`'s data pointer on, as a contiguous 1-D view."""
+    return np.lib.stride_tricks.as_strided(array, shape=(max(extent, 1),), strides=(ITEMSIZE,),
+                                           writeable=writeable and array.flags.writeable)
