@@ -173,6 +173,8 @@ def general_cases() -> None:
             case(f"jcc({cond!r}, {rel})", f"{{disp32}} j{cond} .+{rel + 6}")
     for rel in (0, 5, -5, 0x12345, -2**31, 2**31 - 1):
         case(f"jmp({rel})", f"{{disp32}} jmp .+{rel + 5}")
+    for rel in (0, 5, -5, 0x12345, -2**31, 2**31 - 1):
+        case(f"call({rel})", f"call .+{rel + 5}")
     nops = ("", "nop", "xchg ax, ax", "nop DWORD PTR [rax]", "{disp8} nop DWORD PTR [rax+0]",
             "{disp8} nop DWORD PTR [rax+rax*1+0]", "{disp8} nop WORD PTR [rax+rax*1+0]",
             "{disp32} nop DWORD PTR [rax+0]", "{disp32} nop DWORD PTR [rax+rax*1+0]",

@@ -1,16 +1,18 @@
-"""x86-64 backend: AVX-512 and AVX2/FMA code for the primitives, as bytes.
+"""x86-64 backend: AVX-512 and AVX2/FMA code for the primitives.
 
 The registry (einjit.backends) calls the generate_* functions with a Target whose variant is
 "avx512" or "avx2"; the caller has validated the parameters and maps the bytes executable.
+The emit_* functions place the same code as a callable function into a caller's Assembler
+(e.g. after a loop nest that calls it) and return its entry Label.
 """
 
 from __future__ import annotations
 
 from einjit.backends import Target
 from einjit.backends.x86_64 import cpu
-from einjit.backends.x86_64.binary import generate_binary as _binary
-from einjit.backends.x86_64.brgemm import generate_brgemm as _brgemm
-from einjit.backends.x86_64.unary import generate_unary as _unary
+from einjit.backends.x86_64.binary import emit_binary, generate_binary
+from einjit.backends.x86_64.brgemm import emit_brgemm, generate_brgemm
+from einjit.backends.x86_64.unary import emit_unary, generate_unary
 
 VARIANTS = {
     "avx512": Target("x86_64", "avx512", vector_bits=512, registers=32, masks=7),
@@ -19,26 +21,14 @@ VARIANTS = {
 
 
 def default_variant() -> str:
+    """The host's best variant, or the one EINJIT_X86_VARIANT forces (see cpu.variant)."""
     return cpu.variant()
 
 
 def missing_features(variant: str) -> tuple[str, ...]:
+    """The CPU features `variant` needs that this host lacks."""
     return tuple(name for name in cpu.VARIANTS[variant] if name not in cpu.features())
 
 
-def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int) -> bytes:
-    return _brgemm(m, n, k, br_size, variant=target.variant)
-
-
-def generate_unary(target: Target, op: str, m: int, n: int, trans_b: bool) -> bytes:
-    return _unary(op, m, n, trans_b, variant=target.variant)
-
-
-def generate_binary(target: Target, op: str, m: int, n: int) -> bytes:
-    return _binary(op, m, n, variant=target.variant)
-
-
-from einjit.backends.x86_64.loops import generate_loop_nest  # noqa: E402  (imports the generators above)
-
-__all__ = ["generate_loop_nest", "VARIANTS", "default_variant", "missing_features", "generate_brgemm",
-           "generate_unary", "generate_binary"]
+__all__ = ["VARIANTS", "default_variant", "missing_features", "emit_brgemm", "emit_unary",
+           "emit_binary", "generate_brgemm", "generate_unary", "generate_binary"]

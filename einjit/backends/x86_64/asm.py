@@ -1,9 +1,17 @@
-"""x86-64 code buffer: labels with patched rel32 jumps, System V prologue/epilogue."""
+"""x86-64 code buffer: labels with patched rel32 jumps and calls, the counted loop every
+generator uses, System V prologue/epilogue.
+
+Several functions may share one Assembler, one after another (prologue ... epilogue each):
+that is how a loop nest and the kernels it calls end up in one buffer.
+"""
 
 from __future__ import annotations
 
-from einjit.backends.x86_64 import encode
-from einjit.backends.x86_64.encode import RBP, RBX, RSP, R12, R13, R14, R15, Mem
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64.encode import R12, R13, R14, R15, RBP, RBX, RSP, Mem, Reg
 from einjit.errors import EncodingError
 
 # System V callee-saved registers in the order the prologue pushes them
@@ -17,7 +25,7 @@ class Label:
 
     __slots__ = ("name", "position")
 
-    def __init__(self, name: str | None = None):
+    def __init__(self, name: str | None = None) -> None:
         self.name = name
         self.position: int | None = None
 
@@ -27,14 +35,15 @@ class Label:
 
 
 class Assembler:
-    """Accumulates instruction bytes; jumps to labels are rel32 and patched when the label is bound."""
+    """Accumulates instruction bytes; jumps and calls to labels are rel32, patched when the
+    label is bound."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._code = bytearray()
-        self._pending: list[tuple[int, Label]] = []  # (offset of a rel32 field, target) not yet bound
-        self._saved: tuple[int, ...] | None = None
+        self._pending: list[tuple[int, Label]] = []  # (rel32 field offset, target) not yet bound
+        self._saved: tuple[int, ...] | None = None   # of the open function (prologue emitted)
 
-    def __call__(self, *items) -> None:
+    def __call__(self, *items: bytes | Iterable[bytes]) -> None:
         """Append instructions: each item is bytes or an iterable of bytes."""
         for item in items:
             if isinstance(item, (bytes, bytearray)):
@@ -49,6 +58,14 @@ class Assembler:
 
     def label(self, name: str | None = None) -> Label:
         return Label(name)
+
+    def entry(self, name: str | None = None) -> Label:
+        """Pad to 16 bytes and bind a new label there: the entry of the function emitted
+        next (see prologue)."""
+        label = self.label(name)
+        self.align(16)
+        self.bind(label)
+        return label
 
     def bind(self, label: Label) -> None:
         """Place `label` at the current position and patch the jumps already emitted to it."""
@@ -78,44 +95,125 @@ class Assembler:
             self._patch(field, label)
 
     def jcc(self, cond: str, label: Label) -> None:
-        self._jump(encode.jcc(cond, 0), label)
+        self._jump(enc.jcc(cond, 0), label)
 
     def jmp(self, label: Label) -> None:
-        self._jump(encode.jmp(0), label)
+        self._jump(enc.jmp(0), label)
+
+    def call(self, label: Label) -> None:
+        """Call the function whose entry is `label` (rel32; it may be bound later)."""
+        self._jump(enc.call(0), label)
+
+    @contextmanager
+    def counted_loop(self, counter: int | Mem, count: int, align: int = 16, *,
+                     scratch: int | None = None) -> Iterator[None]:
+        """Emit the body of the `with` block to run `count` times.
+
+        count: an int >= 0 known now, or a general register (a `Reg`, e.g. enc.R13) holding
+        an unsigned count at run time. Inside the body `counter` (a general register) holds
+        the iterations left including the current one, count down to 1; the body must leave
+        it unchanged. A count of 0 jumps over the body (a run-time 0 skips it, never wraps
+        around); a compile-time count of 1 emits the body once, inline, counter not set. The
+        loop head is padded to a multiple of `align` bytes (1: no padding).
+
+        counter may instead be a memory slot (a Mem, e.g. in the red zone) when no register
+        is left; then `scratch` is a general register the loop may clobber outside the body
+        (at its start and at each step)."""
+        if isinstance(counter, Mem):
+            if scratch is None:
+                raise EncodingError(f"counted_loop: counter {counter!r} is in memory; "
+                                    f"pass a scratch general register")
+            enc.mov_rr(scratch, scratch)              # validates scratch
+        else:
+            enc.mov_rr(counter, counter)              # validates counter
+        if isinstance(count, Reg):
+            yield from self._runtime_loop(counter, count, align, scratch)
+            return
+        if type(count) is not int or count < 0:
+            raise EncodingError(f"counted_loop count: {count!r}; expected an int >= 0 or a "
+                                f"general register (Reg)")
+        if count == 0:
+            skip = self.label("loop_skip")
+            self.jmp(skip)
+            yield
+            self.bind(skip)
+            return
+        if count == 1:
+            yield
+            return
+        if isinstance(counter, Mem):
+            self(enc.mov_ri(scratch, count), enc.mov_mr(counter, scratch))
+        else:
+            self(enc.mov_ri(counter, count))
+        top = self.label("loop")
+        self.align(align)
+        self.bind(top)
+        yield
+        self._count_down(counter, scratch)
+        self.jcc("ne", top)
+
+    def _runtime_loop(self, counter: int | Mem, count: Reg, align: int,
+                      scratch: int | None) -> Iterator[None]:
+        if isinstance(counter, Mem):
+            self(enc.mov_mr(counter, count), enc.test_rr(count, count))
+        else:
+            if counter != count:
+                self(enc.mov_rr(counter, count))
+            self(enc.test_rr(counter, counter))
+        skip, top = self.label("loop_skip"), self.label("loop")
+        self.jcc("e", skip)
+        self.align(align)
+        self.bind(top)
+        yield
+        self._count_down(counter, scratch)
+        self.jcc("ne", top)
+        self.bind(skip)
+
+    def _count_down(self, counter: int | Mem, scratch: int | None) -> None:
+        """counter -= 1, setting ZF when it reaches 0."""
+        if isinstance(counter, Mem):
+            self(enc.mov_rm(scratch, counter), enc.sub_ri(scratch, 1), enc.mov_mr(counter, scratch))
+        else:
+            self(enc.dec(counter))
 
     def align(self, boundary: int) -> None:
         """Pad with NOPs up to a multiple of `boundary` bytes (e.g. loop heads)."""
         if not isinstance(boundary, int) or boundary <= 0 or boundary & (boundary - 1):
             raise EncodingError(f"align boundary: {boundary!r}; expected a power of two")
-        self(encode.nop(-self.position % boundary))
+        self(enc.nop(-self.position % boundary))
 
-    def prologue(self, gprs) -> None:
-        """Push the callee-saved registers (rbx, rbp, r12..r15) among `gprs`, the registers the code uses."""
+    def prologue(self, gprs: Iterable[int]) -> None:
+        """Open a function: push the callee-saved registers (rbx, rbp, r12..r15) among `gprs`,
+        the registers the code uses."""
         if self._saved is not None:
-            raise EncodingError("prologue: already emitted")
+            raise EncodingError("prologue: already emitted (the open function has no epilogue)")
         used = set(gprs)
         for reg in used:
             if not isinstance(reg, int) or not 0 <= reg <= 15:
-                raise EncodingError(f"prologue gprs: {reg!r} is not a general register; expected 0..15")
+                raise EncodingError(f"prologue gprs: {reg!r} is not a general register; "
+                                    f"expected 0..15")
         self._saved = tuple(reg for reg in CALLEE_SAVED if reg in used)
-        self(encode.push(reg) for reg in self._saved)
+        self(enc.push(reg) for reg in self._saved)
 
     def epilogue(self) -> None:
-        """Pop what prologue pushed, clear the upper vector state (vzeroupper) and return."""
+        """Close the function: pop what prologue pushed, clear the upper vector state
+        (vzeroupper) and return. The next function may follow with its own prologue."""
         if self._saved is None:
             raise EncodingError("epilogue: no prologue was emitted")
-        self(encode.pop(reg) for reg in reversed(self._saved))
-        self(encode.vzeroupper(), encode.ret())
+        self(enc.pop(reg) for reg in reversed(self._saved))
+        self(enc.vzeroupper(), enc.ret())
+        self._saved = None
 
     def stack_arg(self, i: int, dst: int) -> None:
-        """Load integer argument i (0-based, i >= 6) into dst; valid while rsp is as prologue left it."""
+        """Load integer argument i (0-based, i >= 6) into dst; valid while rsp is as prologue
+        left it."""
         if self._saved is None:
             raise EncodingError("stack_arg: emit the prologue first (the offset depends on it)")
         if not isinstance(i, int) or i < _REGISTER_ARGUMENTS:
             raise EncodingError(f"stack_arg i: {i!r} is passed in a register; expected i >= 6")
         # at entry [rsp] is the return address and argument 6 is at [rsp + 8]
         disp = 8 * len(self._saved) + 8 + 8 * (i - _REGISTER_ARGUMENTS)
-        self(encode.mov_rm(dst, Mem(RSP, disp=disp)))
+        self(enc.mov_rm(dst, Mem(RSP, disp=disp)))
 
     def finish(self) -> bytes:
         """The code, once every label jumped to is bound."""

@@ -12,14 +12,15 @@ compare), and the others get vmaxps(x, y), which is y when y is NaN.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from einjit.backends.x86_64 import encode as e
-from einjit.backends.x86_64.asm import Assembler
+from einjit.backends import Target
+from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.eltwise import (COLUMN_STREAM_MIN_BYTES, LINE_FLOATS, MAX_UNROLL,
                                             MEMORY_BOUND_WIDTH, ColumnRegisters, ColumnSweep,
-                                            make_vector)
+                                            Slot, Vector)
 from einjit.backends.x86_64.encode import (RAX, RBP, RBX, RCX, RDI, RDX, RSI, R8, R9, R10, R11,
                                            R12, R13)
 
@@ -36,51 +37,51 @@ class BinaryOp:
     temps: int = 0
 
 
-def _arithmetic(instruction):
-    def emit(asm, vector, x, y, scratch, k):
+def _arithmetic(instruction: Callable[..., bytes]) -> Callable[..., None]:
+    def emit(asm: Assembler, vector: Vector, x: int, y: int, scratch: list[int], k: int) -> None:
         asm(instruction(x, x, y, vector.width))
     return emit
 
 
-def _nan_propagating(instruction):
-    def emit(asm, vector, x, y, scratch, k):
+def _nan_propagating(instruction: Callable[..., bytes]) -> Callable[..., None]:
+    def emit(asm: Assembler, vector: Vector, x: int, y: int, scratch: list[int], k: int) -> None:
         width = vector.width
-        if vector.avx512:                                    # k: lanes where x is ordered
-            asm(e.vcmpps(k, x, x, ORDERED, width, evex=True),
+        if vector.masks:                                     # k: lanes where x is ordered
+            asm(enc.vcmpps(k, x, x, ORDERED, width, evex=True),
                 instruction(x, x, y, width, mask=k))
         else:
             (x_is_nan,) = scratch
             asm(instruction(y, x, y, width),                 # y when either is NaN
-                e.vcmpps(x_is_nan, x, x, UNORDERED, width),
-                e.vblendvps(x, y, x, x_is_nan, width))
+                enc.vcmpps(x_is_nan, x, x, UNORDERED, width),
+                enc.vblendvps(x, y, x, x_is_nan, width))
     return emit
 
 
 BINARY_OPS = {op.name: op for op in (
-    BinaryOp("add", _arithmetic(e.vaddps)),
-    BinaryOp("sub", _arithmetic(e.vsubps)),
-    BinaryOp("mul", _arithmetic(e.vmulps)),
-    BinaryOp("div", _arithmetic(e.vdivps)),
-    BinaryOp("min", _nan_propagating(e.vminps), temps=1),
-    BinaryOp("max", _nan_propagating(e.vmaxps), temps=1),
+    BinaryOp("add", _arithmetic(enc.vaddps)),
+    BinaryOp("sub", _arithmetic(enc.vsubps)),
+    BinaryOp("mul", _arithmetic(enc.vmulps)),
+    BinaryOp("div", _arithmetic(enc.vdivps)),
+    BinaryOp("min", _nan_propagating(enc.vminps), temps=1),
+    BinaryOp("max", _nan_propagating(enc.vmaxps), temps=1),
 )}
 
 REGISTERS = ColumnRegisters(column_counter=R10, row_counter=RAX, row_index=R11, start=RBX,
                             groups=R12, singles=R13, scratch=RAX)
 
 
-def generate_binary(op: str, m: int, n: int, *, variant: str) -> bytes:
-    """Code of binary(a, b, c, ld_a, ld_b, ld_c): C := A op B, all column-major m x n."""
-    vector = make_vector(variant, MEMORY_BOUND_WIDTH)
+def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int) -> Label:
+    """Emit the function binary(a, b, c, ld_a, ld_b, ld_c) at the current position of `asm`
+    and return its entry: C := A op B, all column-major m x n."""
+    vector = Vector(target, MEMORY_BOUND_WIDTH)
     kernel = BINARY_OPS[op]
     streaming = m >= LINE_FLOATS and 4 * m * n >= COLUMN_STREAM_MIN_BYTES
     spare = list(range(vector.registers))
     mask_count = ColumnSweep.mask_count(vector, streaming)
-    masks = [1 + i if vector.avx512 else spare.pop() for i in range(mask_count)]
+    masks = [1 + i if vector.masks else spare.pop() for i in range(mask_count)]
     per_vector = 2 + kernel.temps
-    asm = Assembler()
 
-    def process(slots):
+    def process(slots: list[Slot]) -> None:
         registers = [spare[i * per_vector:(i + 1) * per_vector] for i in range(len(slots))]
         for regs, slot in zip(registers, slots):
             asm(vector.load(regs[0], slot.mems[0], slot.tail),
@@ -92,11 +93,19 @@ def generate_binary(op: str, m: int, n: int, *, variant: str) -> bytes:
     sweep = ColumnSweep(asm, vector, m, n, ((RDI, RCX), (RSI, R8), (RDX, R9)),
                         min(MAX_UNROLL, len(spare) // per_vector), process, gprs=REGISTERS,
                         masks=masks, temp=spare[0], streaming=streaming)
+    entry = asm.entry(f"binary_{op}")
     asm.prologue((RAX, RBX, RCX, RDX, RSI, RDI, R8, R9, R10, R11, R12, R13)
                  + ((RBP,) if not vector.frame.empty else ()))
     vector.frame.enter(asm)
-    asm(e.shl_ri(RCX, 2), e.shl_ri(R8, 2), e.shl_ri(R9, 2))   # leading dimensions in bytes
+    asm(enc.shl_ri(RCX, 2), enc.shl_ri(R8, 2), enc.shl_ri(R9, 2))   # leading dimensions in bytes
     sweep.emit()
     vector.frame.leave(asm)
     asm.epilogue()
+    return entry
+
+
+def generate_binary(target: Target, op: str, m: int, n: int) -> bytes:
+    """The code of emit_binary as a buffer of its own."""
+    asm = Assembler()
+    emit_binary(asm, target, op, m, n)
     return asm.finish()

@@ -40,34 +40,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from einjit.backends.x86_64 import encode as e
-from einjit.backends.x86_64.asm import Assembler
-from einjit.backends.x86_64.encode import (RAX, RBP, RBX, RCX, RDI, RDX, RSI, RSP, R8, R9, R10,
-                                           R11, R12, R13, R14, R15, Mem)
+from einjit.backends import Target
+from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64.asm import Assembler, Label
+from einjit.backends.x86_64.encode import (R8, R9, R10, R11, R12, R13, R14, R15, RAX, RBP, RBX,
+                                           RCX, RDI, RDX, RSI, RSP, Mem, Reg)
 
-
-@dataclass(frozen=True)
-class VectorIsa:
-    """What the register blocking depends on: vector width and register count."""
-    name: str
-    width: int        # bits
-    lanes: int        # floats per vector
-    registers: int    # vector registers
-
-    @property
-    def vector_bytes(self) -> int:
-        return self.width // 8
-
-
-VARIANTS = {
-    "avx512": VectorIsa("avx512", 512, 16, 32),
-    "avx2": VectorIsa("avx2", 256, 8, 16),
-}
 
 COLUMNS_PER_BASE = 5          # B columns reachable from one base pointer (see module doc)
 MAX_COLS = 25                 # general registers left for B base pointers: 5 bases
 MAX_VECTORS = 6               # taller blocks leave too few columns to amortize A's loads
-MAX_GROUP = 7                 # packed tail columns: mask registers k1..k7, one per column
 AVX2_SHARES = (1, 2, 4)       # rows one broadcast load repeats: vbroadcastss, sd, f128
 
 
@@ -88,22 +70,22 @@ class Panel:
     group: int = 1
 
 
-def share_lanes(isa: VectorIsa, tail_rows: int) -> int:
+def share_lanes(target: Target, tail_rows: int) -> int:
     """Lanes a column owns in a packed tail vector (see the module doc)."""
-    if isa.name == "avx512":
+    if target.masks:
         return tail_rows
-    return next((share for share in AVX2_SHARES if share >= tail_rows), isa.lanes)
+    return next((share for share in AVX2_SHARES if share >= tail_rows), target.lanes())
 
 
-def pack_group(isa: VectorIsa, vectors: int, tail_rows: int) -> int:
+def pack_group(target: Target, vectors: int, tail_rows: int) -> int:
     """Most columns whose tail rows can share one vector (1: no packing). Packing pays where
     full vectors broadcast B anyway (alone, a tail vector is bound by its loads, not by FMAs);
     it needs those full rows (the AVX2 tail broadcast may read some of them) and, on AVX-512,
     a mask register per column."""
     if vectors < 2 or not tail_rows:
         return 1
-    most = MAX_GROUP if isa.name == "avx512" else isa.lanes
-    return min(isa.lanes // share_lanes(isa, tail_rows), most)
+    most = target.masks or target.lanes()       # AVX-512: a mask register (k1..k7) per column
+    return min(target.lanes() // share_lanes(target, tail_rows), most)
 
 
 def _accumulators(vectors: int, cols: int, group: int) -> int:
@@ -112,13 +94,13 @@ def _accumulators(vectors: int, cols: int, group: int) -> int:
     return (vectors - 1) * cols + -(-cols // group)
 
 
-def _max_cols(isa: VectorIsa, vectors: int, tail_rows: int, group: int) -> int:
-    spare = isa.registers - vectors                     # A's vectors
+def _max_cols(target: Target, vectors: int, tail_rows: int, group: int) -> int:
+    spare = target.registers - vectors                     # A's vectors
     if group > 1:                                       # broadcast, packed B, AVX-512: indices
-        spare -= 3 if isa.name == "avx512" else 2
-    elif not (isa.name == "avx512" and vectors == 1):   # embedded broadcast needs no register
+        spare -= 3 if target.masks else 2
+    elif not (target.masks and vectors == 1):   # embedded broadcast needs no register
         spare -= 1
-    if tail_rows and isa.name == "avx2" and group == 1:  # vmaskmovps mask vector
+    if tail_rows and not target.masks and group == 1:  # vmaskmovps mask vector
         spare -= 1
     cols = 0
     while cols < MAX_COLS and _accumulators(vectors, cols + 1, group) <= spare:
@@ -126,31 +108,31 @@ def _max_cols(isa: VectorIsa, vectors: int, tail_rows: int, group: int) -> int:
     return cols
 
 
-def max_cols(isa: VectorIsa, vectors: int, tail_rows: int) -> int:
+def max_cols(target: Target, vectors: int, tail_rows: int) -> int:
     """Most columns a block of `vectors` vectors can have with the registers left over."""
-    return max(_max_cols(isa, vectors, tail_rows, group)
-               for group in {1, pack_group(isa, vectors, tail_rows)})
+    return max(_max_cols(target, vectors, tail_rows, group)
+               for group in {1, pack_group(target, vectors, tail_rows)})
 
 
 # L1 accesses of a full vector of A or C at an address of unknown alignment: it mostly
 # straddles two cache lines (64 bytes: 15 times in 16, 32 bytes: 7 in 16), and the L1 serves
 # two lines a cycle (measured: a 16-row block of 13 columns runs 7% faster on an aligned A;
 # loading, adding to and storing misaligned C vectors takes 2 cycles each, aligned ones 1)
-SPLIT_ACCESSES = {"avx512": 2.0, "avx2": 1.5}
+SPLIT_ACCESSES = {512: 2.0, 256: 1.5}       # by vector width in bits
 
 
-def _step_counts(isa, vectors, cols, tail_rows, group):
+def _step_counts(target, vectors, cols, tail_rows, group):
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
     full = vectors - (1 if tail_rows else 0)
     fmas = _accumulators(vectors, cols, group)
     shuffles = 0 if group == 1 else cols - -(-cols // group)       # blends of B
-    if group > 1 and isa.name == "avx512":                         # vpermps of A
+    if group > 1 and target.masks:                         # vpermps of A
         shuffles += 1
-    loads = full * SPLIT_ACCESSES[isa.name] + (1 if tail_rows else 0) + cols
+    loads = full * SPLIT_ACCESSES[target.vector_bits] + (1 if tail_rows else 0) + cols
     return fmas, fmas + shuffles, loads
 
 
-def _block_cycles(isa, vectors, cols, tail_rows, group, k, br) -> float:
+def _block_cycles(target, vectors, cols, tail_rows, group, k, br) -> float:
     """One register block: k-steps of 2 FMAs a cycle, 4 vector instructions a cycle (FMAs on
     two of the four pipes), 4 cycles of FMA latency per accumulator chain, 2 L1 accesses a
     cycle shared with the update of C (a load and a store per vector of C), which the next
@@ -159,34 +141,34 @@ def _block_cycles(isa, vectors, cols, tail_rows, group, k, br) -> float:
     the shares of a group's columns added to their vector one after another (AVX-512: masked
     adds, 2 cycles each; AVX2: adds of masked loads, 3 cycles each, with each column's mask
     loaded for its load and for its store)."""
-    fmas, vector_ops, loads = _step_counts(isa, vectors, cols, tail_rows, group)
+    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group)
     full = vectors - (1 if tail_rows else 0)
-    tail_update = (4 if group > 1 and isa.name == "avx2" else 2) if tail_rows else 0
-    update = cols * (2 * full * SPLIT_ACCESSES[isa.name] + tail_update)
+    tail_update = (4 if group > 1 and not target.masks else 2) if tail_rows else 0
+    update = cols * (2 * full * SPLIT_ACCESSES[target.vector_bits] + tail_update)
     steps = k * br
     compute = steps * max(fmas / 2, vector_ops / 4, 4.0)
     memory = (steps * loads + update) / 2
     if group == 1:
         latency = 0
-    elif isa.name == "avx512":
+    elif target.masks:
         latency = 5 + 2 * min(group, cols)
     else:
         latency = 3 * min(group, cols)
     return max(compute, memory) + 4 * br + 12 + latency
 
 
-def _sweep_n(isa, vectors, tail_rows, n, k, br):
+def _sweep_n(target, vectors, tail_rows, n, k, br):
     """Best (cycles, cols, n_blocks, n_tail, group) for one block row of `vectors` vectors;
     on a tie the tail is not packed (no lane shuffles for nothing)."""
     best = None
-    for group in sorted({1, pack_group(isa, vectors, tail_rows)}):
-        widest = _max_cols(isa, vectors, tail_rows, group)
+    for group in sorted({1, pack_group(target, vectors, tail_rows)}):
+        widest = _max_cols(target, vectors, tail_rows, group)
         fewest = -(-n // widest)
         for cols in range(-(-n // fewest), min(widest, n) + 1):
             n_blocks, n_tail = divmod(n, cols)
-            cycles = n_blocks * _block_cycles(isa, vectors, cols, tail_rows, group, k, br)
+            cycles = n_blocks * _block_cycles(target, vectors, cols, tail_rows, group, k, br)
             if n_tail:
-                cycles += _block_cycles(isa, vectors, n_tail, tail_rows, group, k, br)
+                cycles += _block_cycles(target, vectors, n_tail, tail_rows, group, k, br)
             if best is None or cycles < best[0]:
                 best = (cycles, cols, n_blocks, n_tail, group)
     return best
@@ -207,10 +189,10 @@ def _row_partitions(total: int):
                 yield heights
 
 
-def plan(m: int, n: int, k: int, br: int, isa: VectorIsa) -> tuple[Panel, ...]:
+def plan(m: int, n: int, k: int, br: int, target: Target) -> tuple[Panel, ...]:
     """The cheapest blocking of an M×N C by the cost model, as panels in row order."""
-    vectors_total = -(-m // isa.lanes)
-    tail_rows = m % isa.lanes
+    vectors_total = -(-m // target.lanes())
+    tail_rows = m % target.lanes()
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):
@@ -228,7 +210,7 @@ def plan(m: int, n: int, k: int, br: int, isa: VectorIsa) -> tuple[Panel, ...]:
             rows = tail_rows if masked else 0
             key = (height, rows)
             if key not in sweeps:
-                sweeps[key] = _sweep_n(isa, height, rows, n, k, br)
+                sweeps[key] = _sweep_n(target, height, rows, n, k, br)
             sweep_cycles, cols, n_blocks, n_tail, group = sweeps[key]
             cycles += count * sweep_cycles
             panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group))
@@ -252,10 +234,9 @@ INDEX_SLOT = Mem(RSP, disp=-128)    # AVX-512 packed tail: vpermps lane indices,
 
 
 class _Generator:
-    def __init__(self, isa: VectorIsa, m: int, n: int, k: int, br: int):
-        self.isa, self.k, self.br = isa, k, br
-        self.panels = plan(m, n, k, br, isa)
-        self.asm = Assembler()
+    def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int) -> None:
+        self.asm, self.target, self.k, self.br = asm, target, k, br
+        self.panels = plan(m, n, k, br, target)
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
         pool = list(POOL)
         self.counter = pool.pop(0)                 # K counter, scratch between blocks
@@ -266,31 +247,33 @@ class _Generator:
 
     # -- whole kernel
 
-    def generate(self) -> bytes:
+    def emit(self) -> Label:
+        """The whole function; returns its entry."""
         asm = self.asm
         used = [self.counter, *self.bases, *(self.batch or ())]
         if self.ldb3 is not None:
             used.append(self.ldb3)
+        entry = asm.entry("brgemm")
         asm.prologue(used)
-        asm(e.shl_ri(LDA, 2), e.shl_ri(LDB, 2), e.shl_ri(LDC, 2))
+        asm(enc.shl_ri(LDA, 2), enc.shl_ri(LDB, 2), enc.shl_ri(LDC, 2))
         if self.ldb3 is not None:
-            asm(e.lea(self.ldb3, Mem(LDB, LDB, 2)))
+            asm(enc.lea(self.ldb3, Mem(LDB, LDB, 2)))
         if self.batch is not None:
             _, a_step, b_step = self.batch
             # the K loop leaves A moved by K*ld_a and the B bases by K elements
             asm.stack_arg(6, a_step)
             asm.stack_arg(7, b_step)
-            asm(e.shl_ri(a_step, 2), e.shl_ri(b_step, 2),
-                e.imul_rri(self.counter, LDA, self.k), e.sub_rr(a_step, self.counter),
-                e.sub_ri(b_step, 4 * self.k))
-        asm(e.mov_mr(A_ROW, A_PTR), e.mov_mr(C_ROW, C_PTR), e.mov_mr(B_ORIGIN, B_BASE))
+            asm(enc.shl_ri(a_step, 2), enc.shl_ri(b_step, 2),
+                enc.imul_rri(self.counter, LDA, self.k), enc.sub_rr(a_step, self.counter),
+                enc.sub_ri(b_step, 4 * self.k))
+        asm(enc.mov_mr(A_ROW, A_PTR), enc.mov_mr(C_ROW, C_PTR), enc.mov_mr(B_ORIGIN, B_BASE))
         self._set_tail_masks()
         for panel in self.panels:
             self._panel(panel)
         asm.epilogue()
-        return asm.finish()
+        return entry
 
-    def _set_tail_masks(self):
+    def _set_tail_masks(self) -> None:
         """The masks of the tail rows (see _VectorRegisters for where they sit). AVX-512: k1,
         and for a packed tail k1+s for the lanes of the column s places from a group's end,
         plus the lane indices that repeat A's tail rows in INDEX_SLOT. AVX2: the mask vector
@@ -302,123 +285,101 @@ class _Generator:
         tail_panel = next((p for p in self.panels if p.tail_rows), None)
         if tail_panel is None:
             return
-        asm, scratch, lanes = self.asm, self.counter, self.isa.lanes
+        asm, scratch, lanes = self.asm, self.counter, self.target.lanes()
         tail, group = tail_panel.tail_rows, tail_panel.group
         first = lanes - tail if tail_panel.vectors > 1 else 0     # lane of the first tail row
-        if self.isa.name == "avx512":
+        if self.target.masks:
             if group > 1:
                 self._store_lane_indices([first + (lane - lanes) % tail for lane in range(lanes)])
             for s in range(group):
                 lanes_of_s = ((1 << tail) - 1) << (first - tail * s)
-                asm(e.mov_ri(scratch, lanes_of_s), e.kmovw_kr(1 + s, scratch))
+                asm(enc.mov_ri(scratch, lanes_of_s), enc.kmovw_kr(1 + s, scratch))
             return
         # AVX2: sign bits from one set dword: lanes 0..count-1 in register (count - 1) % 4
         count = first or tail
-        asm(e.mov_ri(scratch, -1), e.vmovd_xr(0, scratch),   # 0: lane 0
-            e.vunpcklps(1, 0, 0, 128),                        # 1: lanes 0-1
-            e.vunpcklpd(2, 1, 0, 128),                        # 2: lanes 0-2
-            e.vunpcklpd(3, 1, 1, 128))                        # 3: lanes 0-3
+        asm(enc.mov_ri(scratch, -1), enc.vmovd_xr(0, scratch),   # 0: lane 0
+            enc.vunpcklps(1, 0, 0, 128),                        # 1: lanes 0-1
+            enc.vunpcklpd(2, 1, 0, 128),                        # 2: lanes 0-2
+            enc.vunpcklpd(3, 1, 1, 128))                        # 3: lanes 0-3
         if count > 4:
-            asm(e.vinsertf128(count - 5, 3, count - 5, 1))    # lanes 0-3 and 4..count-1
+            asm(enc.vinsertf128(count - 5, 3, count - 5, 1))    # lanes 0-3 and 4..count-1
         mask = (count - 1) % 4
         if first:                                             # the lanes from `first` on
-            asm(e.vpcmpeqd(4, 4, 4, 256), e.vxorps(mask, mask, 4, 256))
-        asm(e.vmovups_store(MASK_SLOT, mask, self.isa.width))
+            asm(enc.vpcmpeqd(4, 4, 4, 256), enc.vxorps(mask, mask, 4, 256))
+        asm(enc.vmovups_store(MASK_SLOT, mask, self.target.vector_bits))
         if group > 1:
-            asm(_zero(5), e.vmovups_store(MASK_SLOT.offset(32), 5, self.isa.width))
+            asm(_zero(5), enc.vmovups_store(MASK_SLOT.offset(32), 5, self.target.vector_bits))
 
-    def _store_lane_indices(self, indices):
+    def _store_lane_indices(self, indices: list[int]) -> None:
         """INDEX_SLOT := indices (one per lane), built in zmm0 by masked broadcasts."""
-        asm, scratch, width = self.asm, self.counter, self.isa.width
-        asm(e.mov_ri(scratch, indices[0]), e.vpbroadcastd_gpr(0, scratch, width))
+        asm, scratch, width = self.asm, self.counter, self.target.vector_bits
+        asm(enc.mov_ri(scratch, indices[0]), enc.vpbroadcastd_gpr(0, scratch, width))
         for value in sorted(set(indices) - {indices[0]}):
             lanes = sum(1 << lane for lane, index in enumerate(indices) if index == value)
-            asm(e.mov_ri(scratch, lanes), e.kmovw_kr(1, scratch), e.mov_ri(scratch, value),
-                e.vpbroadcastd_gpr(0, scratch, width, mask=1))
-        asm(e.vmovups_store(INDEX_SLOT, 0, width))
+            asm(enc.mov_ri(scratch, lanes), enc.kmovw_kr(1, scratch), enc.mov_ri(scratch, value),
+                enc.vpbroadcastd_gpr(0, scratch, width, mask=1))
+        asm(enc.vmovups_store(INDEX_SLOT, 0, width))
 
-    # -- loops over blocks
+    # -- loops over blocks (their counters live in red-zone slots: no register is left)
 
-    def _counted_loop(self, slot: Mem, count: int, body):
-        """body() `count` times, the trip count kept in a red-zone slot."""
+    def _panel(self, panel: Panel) -> None:
         asm, scratch = self.asm, self.counter
-        if count == 1:
-            body()
-            return
-        asm(e.mov_ri(scratch, count), e.mov_mr(slot, scratch))
-        top = asm.label()
-        asm.bind(top)
-        body()
-        asm(e.mov_rm(scratch, slot), e.sub_ri(scratch, 1), e.mov_mr(slot, scratch))
-        asm.jcc("ne", top)
-
-    def _panel(self, panel: Panel):
-        asm, scratch = self.asm, self.counter
-        row_bytes = panel.vectors * self.isa.vector_bytes
-
-        def block_row():
-            asm(e.mov_rm(scratch, B_ORIGIN), e.mov_mr(B_COL, scratch), e.mov_rm(C_PTR, C_ROW))
-            has_next = panel.n_blocks > 1 or panel.n_tail
-
-            def full_block():
-                self._block(panel, panel.cols)
-                if has_next:
-                    self._next_columns(panel.cols)
-
+        row_bytes = panel.vectors * self.target.vector_bits // 8
+        has_next = panel.n_blocks > 1 or panel.n_tail
+        with asm.counted_loop(M_COUNT, panel.blocks, align=1, scratch=scratch):
+            asm(enc.mov_rm(scratch, B_ORIGIN), enc.mov_mr(B_COL, scratch),
+                enc.mov_rm(C_PTR, C_ROW))
             if panel.n_blocks:
-                self._counted_loop(N_COUNT, panel.n_blocks, full_block)
+                with asm.counted_loop(N_COUNT, panel.n_blocks, align=1, scratch=scratch):
+                    self._block(panel, panel.cols)
+                    if has_next:
+                        self._next_columns(panel.cols)
             if panel.n_tail:
                 self._block(panel, panel.n_tail)
             for slot in (A_ROW, C_ROW):
-                asm(e.mov_rm(scratch, slot), e.add_ri(scratch, row_bytes), e.mov_mr(slot, scratch))
+                asm(enc.mov_rm(scratch, slot), enc.add_ri(scratch, row_bytes),
+                    enc.mov_mr(slot, scratch))
 
-        self._counted_loop(M_COUNT, panel.blocks, block_row)
-
-    def _next_columns(self, cols: int):
+    def _next_columns(self, cols: int) -> None:
         """Move B_COL and C_PTR `cols` columns on (A_PTR is free here: it is a scratch)."""
         scratch = self.counter
-        self.asm(e.mov_rm(A_PTR, B_COL), e.imul_rri(scratch, LDB, cols), e.add_rr(A_PTR, scratch),
-                 e.mov_mr(B_COL, A_PTR), e.imul_rri(scratch, LDC, cols), e.add_rr(C_PTR, scratch))
+        self.asm(enc.mov_rm(A_PTR, B_COL), enc.imul_rri(scratch, LDB, cols), enc.add_rr(A_PTR, scratch),
+                 enc.mov_mr(B_COL, A_PTR), enc.imul_rri(scratch, LDC, cols), enc.add_rr(C_PTR, scratch))
 
     # -- one register block
 
-    def _block(self, panel: Panel, cols: int):
-        asm, isa = self.asm, self.isa
-        regs = _VectorRegisters(isa, panel.vectors, cols, panel.tail_rows, panel.group)
-        asm(e.mov_rm(A_PTR, A_ROW), e.mov_rm(B_BASE, B_COL))
+    def _block(self, panel: Panel, cols: int) -> None:
+        asm, target = self.asm, self.target
+        regs = _VectorRegisters(target, panel.vectors, cols, panel.tail_rows, panel.group)
+        asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         bases = self.bases[:-(-cols // COLUMNS_PER_BASE)]
         for previous, base in zip(bases, bases[1:]):
-            asm(e.lea(base, Mem(previous, LDB, 4)), e.add_rr(base, LDB))
+            asm(enc.lea(base, Mem(previous, LDB, 4)), enc.add_rr(base, LDB))
         if regs.mask_vector is not None:
-            asm(e.vmovups_load(regs.mask_vector, MASK_SLOT, isa.width))
+            asm(enc.vmovups_load(regs.mask_vector, MASK_SLOT, target.vector_bits))
         if regs.indices is not None:
-            asm(e.vmovups_load(regs.indices, INDEX_SLOT, isa.width))
+            asm(enc.vmovups_load(regs.indices, INDEX_SLOT, target.vector_bits))
         asm(_zero(acc) for acc in regs.accumulators())
         if self.batch is None:
             self._k_loop(regs, bases)
         else:
             batch_counter, a_step, b_step = self.batch
-            asm(e.mov_ri(batch_counter, self.br))
-            top = asm.label()
-            asm.align(16)
-            asm.bind(top)
-            self._k_loop(regs, bases)
-            asm(e.add_rr(A_PTR, a_step), *(e.add_rr(base, b_step) for base in bases),
-                e.dec(batch_counter))
-            asm.jcc("ne", top)
+            with asm.counted_loop(batch_counter, self.br):
+                self._k_loop(regs, bases)
+                asm(enc.add_rr(A_PTR, a_step), *(enc.add_rr(base, b_step) for base in bases))
         self._update_c(regs)
 
-    def _update_c(self, regs):
+    def _update_c(self, regs: _VectorRegisters) -> None:
         """C += the accumulators. They start at zero rather than at C so that no FMA chain
         waits for C: the next block's FMAs overlap this block's update (32x32x32: +8% of
         peak). Every load of C comes before the first store: a load overlapping the span of
         an earlier masked store (a packed column's reaches into the next column) would wait
         for it."""
         walker = self.counter
-        next_column = e.add_rr(walker, LDC)
+        next_column = enc.add_rr(walker, LDC)
         code = []
         for move, move_packed in ((regs.add, regs.add_packed), (regs.store, regs.store_packed)):
-            code.append(e.mov_rr(walker, C_PTR))
+            code.append(enc.mov_rr(walker, C_PTR))
             for j, accs in enumerate(regs.acc):
                 if j:
                     code.append(next_column)
@@ -430,26 +391,17 @@ class _Generator:
                     code.append(move_packed(regs.packed_acc[q], mem, s))
         self.asm(code)
 
-    def _k_loop(self, regs, bases):
+    def _k_loop(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> None:
         """K k-steps; measured: unrolling K gains nothing on Zen 4/5, so the loop body is one k."""
-        asm = self.asm
-        step = self._k_step(regs, bases) + b"".join(e.add_ri(base, 4) for base in bases)
-        if self.k == 1:
-            asm(step)
-            return
-        asm(e.mov_ri(self.counter, self.k))
-        top = asm.label()
-        asm.align(16)
-        asm.bind(top)
-        asm(step, e.dec(self.counter))
-        asm.jcc("ne", top)
+        with self.asm.counted_loop(self.counter, self.k):
+            self.asm(self._k_step(regs, bases), (enc.add_ri(base, 4) for base in bases))
 
-    def _k_step(self, regs, bases) -> bytes:
+    def _k_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
         """One k: load A's column and move A on, then every column's FMAs."""
-        width = self.isa.width
+        width = self.target.vector_bits
         code = [regs.load(a_reg, Mem(A_PTR, disp=regs.offset(i)), i)
                 for i, a_reg in enumerate(regs.a)]
-        code.append(e.add_rr(A_PTR, LDA))
+        code.append(enc.add_rr(A_PTR, LDA))
         if regs.indices is not None:
             code.append(_permute(regs.a[-1], regs.indices, width))
         for j in range(regs.cols):
@@ -475,7 +427,7 @@ class _Generator:
                             for acc, a_reg in zip(accs, regs.a))
         return b"".join(code)
 
-    def _b_address(self, bases, j: int) -> Mem:
+    def _b_address(self, bases: tuple[Reg, ...], j: int) -> Mem:
         base, offset = bases[j // COLUMNS_PER_BASE], j % COLUMNS_PER_BASE
         if offset == 0:
             return Mem(base)
@@ -497,29 +449,29 @@ class _VectorRegisters:
     lanes below the top, so a group's last column ends its span at its last row too; the
     others reach into the following column of the same block, whose loads come first."""
 
-    def __init__(self, isa: VectorIsa, vectors: int, cols: int, tail_rows: int, group: int):
-        self.width, self.vector_bytes, self.lanes = isa.width, isa.vector_bytes, isa.lanes
+    def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int):
+        self.width, self.vector_bytes, self.lanes = target.vector_bits, target.vector_bits // 8, target.lanes()
         self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
-        self.share = share_lanes(isa, tail_rows) if group > 1 else 0
+        self.share = share_lanes(target, tail_rows) if group > 1 else 0
         own = vectors - 1 if group > 1 else vectors     # vectors with accumulators per column
         self.acc = [list(range(j * own, (j + 1) * own)) for j in range(cols)]
         packed = -(-cols // group) if group > 1 else 0
         self.packed_acc = list(range(cols * own, cols * own + packed))
-        top = isa.registers - 1
+        top = target.registers - 1
         self.a = list(range(top, top - vectors, -1))
         top -= vectors
         self.broadcast = self.packed_b = self.indices = self.mask_vector = None
-        if group > 1 or not (isa.name == "avx512" and vectors == 1):
+        if group > 1 or not (target.masks and vectors == 1):
             self.broadcast, top = top, top - 1
         if group > 1:
             self.packed_b, top = top, top - 1
-            if isa.name == "avx512":
+            if target.masks:
                 self.indices, top = top, top - 1
-        elif tail_rows and isa.name == "avx2":
+        elif tail_rows and not target.masks:
             self.mask_vector, top = top, top - 1
         assert top >= cols * own + packed - 1, "block does not fit the register file"
         # bytes the tail vector starts before the end of the full vectors
-        self.tail_back = 4 * (isa.lanes - tail_rows) if tail_rows and vectors > 1 else 0
+        self.tail_back = 4 * (target.lanes() - tail_rows) if tail_rows and vectors > 1 else 0
 
     def accumulators(self):
         return [acc for accs in self.acc for acc in accs] + self.packed_acc
@@ -589,91 +541,98 @@ class _VectorRegisters:
 
 @lru_cache(maxsize=8192)
 def _fma(acc: int, a: int, b, width: int, bcst: bool) -> bytes:
-    return e.vfmadd231ps(acc, a, b, width, bcst=bcst)
+    return enc.vfmadd231ps(acc, a, b, width, bcst=bcst)
 
 
 @lru_cache(maxsize=8192)
 def _broadcast(dst: int, mem: Mem, width: int) -> bytes:
-    return e.vbroadcastss(dst, mem, width)
+    return enc.vbroadcastss(dst, mem, width)
 
 
 @lru_cache(maxsize=1024)
 def _blend(packed: int, broadcast: int, width: int, mask: int) -> bytes:
     """The lanes of mask register `mask` of `packed` := the broadcast element."""
-    return e.vblendmps(packed, packed, broadcast, width, mask=mask)
+    return enc.vblendmps(packed, packed, broadcast, width, mask=mask)
 
 
 @lru_cache(maxsize=1024)
 def _blend_lanes(packed: int, broadcast: int, width: int, lanes: int) -> bytes:
     """The lanes (bits) of `packed` := the broadcast element (AVX2)."""
-    return e.vblendps(packed, packed, broadcast, lanes, width)
+    return enc.vblendps(packed, packed, broadcast, lanes, width)
 
 
 @lru_cache(maxsize=1024)
 def _broadcast_rows(dst: int, mem: Mem, rows: int) -> bytes:
     """ymm dst := the `rows` (1, 2 or 4) floats at mem, repeated."""
     if rows == 1:
-        return e.vbroadcastss(dst, mem, 256)
+        return enc.vbroadcastss(dst, mem, 256)
     if rows == 2:
-        return e.vbroadcastsd(dst, mem, 256)
-    return e.vbroadcastf128(dst, mem)
+        return enc.vbroadcastsd(dst, mem, 256)
+    return enc.vbroadcastf128(dst, mem)
 
 
 @lru_cache(maxsize=1024)
 def _mask_window(dst: int, mem: Mem, width: int) -> bytes:
-    return e.vmovups_load(dst, mem, width)
+    return enc.vmovups_load(dst, mem, width)
 
 
 @lru_cache(maxsize=1024)
 def _permute(reg: int, indices: int, width: int) -> bytes:
-    return e.vpermps(reg, indices, reg, width)
+    return enc.vpermps(reg, indices, reg, width)
 
 
 @lru_cache(maxsize=8192)
 def _load(dst: int, mem: Mem, width: int, masked: bool, mask_vector) -> bytes:
     if not masked:
-        return e.vmovups_load(dst, mem, width)
+        return enc.vmovups_load(dst, mem, width)
     if mask_vector is not None:
-        return e.vmaskmovps_load(dst, mask_vector, mem, width)
-    return e.vmovups_load(dst, mem, width, mask=1, zeroing=True)
+        return enc.vmaskmovps_load(dst, mask_vector, mem, width)
+    return enc.vmovups_load(dst, mem, width, mask=1, zeroing=True)
 
 
 @lru_cache(maxsize=8192)
 def _add(acc: int, mem: Mem, width: int, masked: bool, mask_vector, spare: int) -> bytes:
     if not masked:
-        return e.vaddps(acc, acc, mem, width)
+        return enc.vaddps(acc, acc, mem, width)
     if mask_vector is not None:
-        return e.vmaskmovps_load(spare, mask_vector, mem, width) + e.vaddps(acc, acc, spare, width)
-    return e.vaddps(acc, acc, mem, width, mask=1)     # masked lanes are not read
+        return enc.vmaskmovps_load(spare, mask_vector, mem, width) + enc.vaddps(acc, acc, spare, width)
+    return enc.vaddps(acc, acc, mem, width, mask=1)     # masked lanes are not read
 
 
 @lru_cache(maxsize=8192)
 def _add_lanes(acc: int, mem: Mem, width: int, mask: int) -> bytes:
-    return e.vaddps(acc, acc, mem, width, mask=mask)
+    return enc.vaddps(acc, acc, mem, width, mask=mask)
 
 
 @lru_cache(maxsize=8192)
 def _store_lanes(src: int, mem: Mem, width: int, mask: int) -> bytes:
-    return e.vmovups_store(mem, src, width, mask=mask)
+    return enc.vmovups_store(mem, src, width, mask=mask)
 
 
 @lru_cache(maxsize=8192)
 def _zero(reg: int) -> bytes:
     """reg := 0 in all lanes (a 128-bit write clears the rest of the register)."""
-    return e.vxorps(reg, reg, reg, 128)
+    return enc.vxorps(reg, reg, reg, 128)
 
 
 @lru_cache(maxsize=8192)
 def _store(src: int, mem: Mem, width: int, masked: bool, mask_vector) -> bytes:
     if not masked:
-        return e.vmovups_store(mem, src, width)
+        return enc.vmovups_store(mem, src, width)
     if mask_vector is not None:
-        return e.vmaskmovps_store(mem, mask_vector, src, width)
-    return e.vmovups_store(mem, src, width, mask=1)
+        return enc.vmaskmovps_store(mem, mask_vector, src, width)
+    return enc.vmovups_store(mem, src, width, mask=1)
 
 
-def generate_brgemm(m: int, n: int, k: int, br_size: int, *, variant: str) -> bytes:
-    """Machine code of brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) for
-    `variant` ("avx512" or "avx2"): C (m×n) += sum over br_size of A_i (m×k) B_i (k×n),
-    column-major FP32."""
-    return _Generator(VARIANTS[variant], m, n, k, br_size).generate()
+def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int) -> Label:
+    """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
+    current position of `asm` and return its entry: C (m×n) += sum over br_size of
+    A_i (m×k) B_i (k×n), column-major FP32. A leaf function: it keeps data in the red zone."""
+    return _Generator(asm, target, m, n, k, br_size).emit()
+
+
+def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int) -> bytes:
+    """The code of emit_brgemm as a buffer of its own."""
+    asm = Assembler()
+    emit_brgemm(asm, target, m, n, k, br_size)
+    return asm.finish()

@@ -6,7 +6,7 @@ import ctypes
 import functools
 import os
 
-from einjit.backends.x86_64 import encode
+from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.encode import RAX, RCX, RDI, RDX, RSI, R8, Mem, RBX
 from einjit.errors import KernelParameterError, UnsupportedCpuError
 from einjit.runtime.host import host_isa
@@ -44,28 +44,28 @@ def _cpuid_code() -> bytes:
     """cpuid(leaf=rdi, subleaf=rsi, out=rdx): out[0..3] := eax, ebx, ecx, edx (as uint64)."""
     out = R8
     return b"".join((
-        encode.push(RBX),                       # cpuid clobbers rbx, which is callee-saved
-        encode.mov_rr(out, RDX),
-        encode.mov_rr(RAX, RDI),
-        encode.mov_rr(RCX, RSI),
+        enc.push(RBX),                       # cpuid clobbers rbx, which is callee-saved
+        enc.mov_rr(out, RDX),
+        enc.mov_rr(RAX, RDI),
+        enc.mov_rr(RCX, RSI),
         b"\x0f\xa2",                            # cpuid
-        encode.mov_mr(Mem(out), RAX),
-        encode.mov_mr(Mem(out, disp=8), RBX),
-        encode.mov_mr(Mem(out, disp=16), RCX),
-        encode.mov_mr(Mem(out, disp=24), RDX),
-        encode.pop(RBX),
-        encode.ret(),
+        enc.mov_mr(Mem(out), RAX),
+        enc.mov_mr(Mem(out, disp=8), RBX),
+        enc.mov_mr(Mem(out, disp=16), RCX),
+        enc.mov_mr(Mem(out, disp=24), RDX),
+        enc.pop(RBX),
+        enc.ret(),
     ))
 
 
 def _xgetbv_code() -> bytes:
     """xgetbv(index=rdi) -> edx:eax as one uint64."""
     return b"".join((
-        encode.mov_rr(RCX, RDI),
+        enc.mov_rr(RCX, RDI),
         b"\x0f\x01\xd0",                        # xgetbv
-        encode.shl_ri(RDX, 32),
-        encode.or_rr(RAX, RDX),
-        encode.ret(),
+        enc.shl_ri(RDX, 32),
+        enc.or_rr(RAX, RDX),
+        enc.ret(),
     ))
 
 

@@ -1,9 +1,9 @@
 """Shared machinery of the x86-64 element-wise kernels (unary and binary).
 
-Vector: the variant's vector shape and the memory accesses every kernel needs — full vectors,
-and tails of fewer lanes that touch nothing past the operand (AVX-512: a k-register write mask,
-fault-suppressing on loads; AVX2: vmaskmovps with a mask vector, which neither reads nor writes
-the masked lanes).
+Vector: the target's vector shape and the memory accesses every kernel needs — full vectors,
+and tails of fewer lanes that touch nothing past the operand (targets with opmask registers,
+AVX-512: a k-register write mask, fault-suppressing on loads; AVX2: vmaskmovps with a mask
+vector, which neither reads nor writes the masked lanes).
 
 Frame: 32-bit constants, AVX2 mask vectors and lane-number vectors live in a 64-byte aligned
 stack frame, written once at entry (qword immediates) and then used as memory operands:
@@ -25,12 +25,13 @@ a plain copy ~15% faster than numpy's.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
-from einjit.backends.x86_64 import encode as e
-from einjit.backends.x86_64.asm import Assembler
-from einjit.backends.x86_64.encode import RAX, RBP, RSP, Mem
+from einjit.backends import Target
+from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64.asm import Assembler, Label
+from einjit.backends.x86_64.encode import RAX, RBP, RSP, Mem, Reg
 
 FRAME_ALIGNMENT = 64
 LINE_MASK = 63                # cache lines are 64 bytes
@@ -68,13 +69,13 @@ class Tail:
 class Frame:
     """Data the kernel keeps on its stack: constants, mask and lane-number vectors."""
 
-    def __init__(self, vector: "Vector"):
+    def __init__(self, vector: Vector) -> None:
         self._vector = vector
         self._blobs: list[bytes] = []
         self._offsets: dict[object, int] = {}
         self._size = 0
 
-    def _add(self, key, blob: bytes) -> int:
+    def _add(self, key: object, blob: bytes) -> int:
         if key not in self._offsets:
             self._offsets[key] = self._size
             self._blobs.append(blob)
@@ -82,10 +83,10 @@ class Frame:
         return self._offsets[key]
 
     def add_constant(self, const: Const) -> None:
-        copies = 1 if self._vector.variant == "avx512" else self._vector.lanes
+        copies = 1 if self._vector.masks else self._vector.lanes   # EVEX: {1toN} broadcast
         self._add(const, struct.pack("<I", const.bits) * copies)
 
-    def add_vector(self, key, dwords) -> None:
+    def add_vector(self, key: object, dwords: Sequence[int]) -> None:
         """A full vector of the given 32-bit integers."""
         self._add(key, struct.pack(f"<{len(dwords)}i", *dwords))
 
@@ -93,7 +94,7 @@ class Frame:
         """An AVX2 mask selecting the first `lanes` lanes (sign bit set)."""
         self._add(("mask", lanes), struct.pack("<8i", *([-1] * lanes + [0] * (8 - lanes))))
 
-    def mem(self, key) -> Mem:
+    def mem(self, key: object) -> Mem:
         return Mem(RSP, disp=self._offsets[key])
 
     @property
@@ -107,54 +108,64 @@ class Frame:
         if self.empty:
             return
         size = -(-self._size // FRAME_ALIGNMENT) * FRAME_ALIGNMENT
-        asm(e.mov_rr(RBP, RSP), e.sub_ri(RSP, size), e.and_ri(RSP, -FRAME_ALIGNMENT))
+        asm(enc.mov_rr(RBP, RSP), enc.sub_ri(RSP, size), enc.and_ri(RSP, -FRAME_ALIGNMENT))
         data = b"".join(blob + bytes(-len(blob) % 8) for blob in self._blobs)
         for offset in range(0, len(data), 8):
             qword = int.from_bytes(data[offset:offset + 8], "little")
-            asm(e.mov_ri(RAX, qword), e.mov_mr(Mem(RSP, disp=offset), RAX))
+            asm(enc.mov_ri(RAX, qword), enc.mov_mr(Mem(RSP, disp=offset), RAX))
 
     def leave(self, asm: Assembler) -> None:
         if not self.empty:
-            asm(e.mov_rr(RSP, RBP))
+            asm(enc.mov_rr(RSP, RBP))
 
 
 @dataclass
 class Vector:
-    """One variant's vectors: loads, stores and operands, full or masked to a Tail."""
-    variant: str        # "avx512" or "avx2"
-    lanes: int
-    width: int          # bits
-    registers: int
-    frame: Frame = None
+    """A target's vectors of `width` bits (at most the target's): loads, stores and operands,
+    full or masked to a Tail. Targets with opmask registers (AVX-512) mask tails with k
+    registers and use EVEX forms (embedded broadcasts, compares into masks) at any width."""
+    target: Target
+    width: int = 0      # bits; 0: the target's full width
+    frame: Frame = field(init=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        self.width = min(self.width or self.target.vector_bits, self.target.vector_bits)
         self.frame = Frame(self)
+
+    @property
+    def lanes(self) -> int:
+        return self.width // 32
+
+    @property
+    def registers(self) -> int:
+        return self.target.registers
+
+    @property
+    def masks(self) -> int:
+        """Opmask registers usable as write masks (0: none, masks are vectors)."""
+        return self.target.masks
 
     @property
     def bytes(self) -> int:
         return self.width // 8
 
-    @property
-    def avx512(self) -> bool:
-        return self.variant == "avx512"
-
     def load(self, dst: int, mem: Mem, tail: Tail | None = None) -> bytes:
         if tail is None:
-            return e.vmovups_load(dst, mem, self.width)
-        if self.avx512:
-            return e.vmovups_load(dst, mem, self.width, mask=tail.mask, zeroing=True)
-        return e.vmaskmovps_load(dst, tail.mask, mem, self.width)
+            return enc.vmovups_load(dst, mem, self.width)
+        if self.masks:
+            return enc.vmovups_load(dst, mem, self.width, mask=tail.mask, zeroing=True)
+        return enc.vmaskmovps_load(dst, tail.mask, mem, self.width)
 
     def store(self, mem: Mem, src: int, tail: Tail | None = None) -> bytes:
         if tail is None:
-            return e.vmovups_store(mem, src, self.width)
-        if self.avx512:
-            return e.vmovups_store(mem, src, self.width, mask=tail.mask)
-        return e.vmaskmovps_store(mem, tail.mask, src, self.width)
+            return enc.vmovups_store(mem, src, self.width)
+        if self.masks:
+            return enc.vmovups_store(mem, src, self.width, mask=tail.mask)
+        return enc.vmaskmovps_store(mem, tail.mask, src, self.width)
 
     def stream(self, mem: Mem, src: int) -> bytes:
         """Non-temporal store of a full vector (mem aligned to the vector size)."""
-        return e.vmovntps_store(mem, src, self.width)
+        return enc.vmovntps_store(mem, src, self.width)
 
     def op(self, instruction: Callable, *operands, **options) -> bytes:
         """`instruction(*operands, width, **options)` with Const operands turned into frame
@@ -163,31 +174,31 @@ class Vector:
         for operand in operands:
             if isinstance(operand, Const):
                 operand = self.frame.mem(operand)
-                if self.avx512:
+                if self.masks:
                     options["bcst"] = True
             resolved.append(operand)
         return instruction(*resolved, self.width, **options)
 
     def broadcast(self, dst: int, const: Const) -> bytes:
         """dst := const in every lane (from the frame)."""
-        return e.vbroadcastss(dst, self.frame.mem(const), self.width)
+        return enc.vbroadcastss(dst, self.frame.mem(const), self.width)
 
     def set_constant(self, dst: int, const: Const) -> bytes:
         """dst := const in every lane, through rax (no frame needed)."""
-        if self.avx512:
-            return e.mov_ri(RAX, const.bits) + e.vpbroadcastd_gpr(dst, RAX, self.width)
-        return (e.mov_ri(RAX, const.bits) + e.vmovd_xr(dst, RAX)
-                + e.vbroadcastss(dst, dst, self.width))
+        if self.masks:
+            return enc.mov_ri(RAX, const.bits) + enc.vpbroadcastd_gpr(dst, RAX, self.width)
+        return (enc.mov_ri(RAX, const.bits) + enc.vmovd_xr(dst, RAX)
+                + enc.vbroadcastss(dst, dst, self.width))
 
     def zero(self, dst: int) -> bytes:
-        return e.vxorps(dst, dst, dst, self.width if self.avx512 else 128)
+        return enc.vxorps(dst, dst, dst, self.width if self.masks else 128)
 
     def set_tail(self, asm: Assembler, lanes: int, mask: int) -> Tail:
         """Load the mask selecting the first `lanes` lanes into `mask` (clobbers rax)."""
-        if self.avx512:
-            asm(e.mov_ri(RAX, (1 << lanes) - 1), e.kmovw_kr(mask, RAX))
+        if self.masks:
+            asm(enc.mov_ri(RAX, (1 << lanes) - 1), enc.kmovw_kr(mask, RAX))
         else:
-            asm(e.vmovups_load(mask, self.frame.mem(("mask", lanes)), self.width))
+            asm(enc.vmovups_load(mask, self.frame.mem(("mask", lanes)), self.width))
         return Tail(lanes, mask)
 
     def set_runtime_mask(self, asm: Assembler, mask: int, count: int, temp: int, *,
@@ -196,37 +207,12 @@ class Vector:
         register (<= 0: none, >= lanes: all); temp is a free vector register. Needs the frame
         vectors "iota" and "reverse iota" (lane numbers ascending and descending)."""
         lane_numbers = self.frame.mem("reverse iota" if from_end else "iota")
-        if self.avx512:
-            asm(e.vpbroadcastd_gpr(temp, count, self.width))
+        if self.masks:
+            asm(enc.vpbroadcastd_gpr(temp, count, self.width))
         else:
-            asm(e.vmovd_xr(temp, count), e.vpbroadcastd(temp, temp, self.width))
-        asm(e.vpcmpgtd(mask, temp, lane_numbers, self.width,   # count > lane number
-                       evex=self.avx512))
-
-
-def make_vector(variant: str, width: int | None = None) -> Vector:
-    """The variant's vectors: zmm for "avx512" (or, with width=256, ymm with AVX-512
-    masking, encodings and 32 registers), ymm for "avx2"."""
-    if variant == "avx512":
-        width = width or 512
-        return Vector("avx512", width // 32, width, 32)
-    if variant == "avx2":
-        return Vector("avx2", 8, 256, 16)
-    raise ValueError(f"variant {variant!r}: expected 'avx512' or 'avx2'")
-
-
-def counted_loop(asm: Assembler, count: int, counter: int, body: Callable[[], None]) -> None:
-    """Emit body() to run `count` times: inline once, or as a loop counting `counter` down."""
-    if count == 1:
-        body()
-    elif count > 1:
-        asm(e.mov_ri(counter, count))
-        top = asm.label("loop")
-        asm.align(16)
-        asm.bind(top)
-        body()
-        asm(e.dec(counter))
-        asm.jcc("ne", top)
+            asm(enc.vmovd_xr(temp, count), enc.vpbroadcastd(temp, temp, self.width))
+        asm(enc.vpcmpgtd(mask, temp, lane_numbers, self.width,   # count > lane number
+                         evex=bool(self.masks)))
 
 
 # ---------------------------------------------------------------- non-transposed sweep
@@ -249,17 +235,18 @@ class ColumnRegisters:
     and (streaming path) the byte offset of the first aligned row, the counts of unrolled
     groups and of single vectors after the peel, and a scratch register (may be the same as
     row_counter)."""
-    column_counter: int
-    row_counter: int
-    row_index: int
-    start: int
-    groups: int
-    singles: int
-    scratch: int
+    column_counter: Reg
+    row_counter: Reg
+    row_index: Reg
+    start: Reg
+    groups: Reg
+    singles: Reg
+    scratch: Reg
 
 
-
-def emit_streaming_or_static(asm, streaming: bool, emit_streaming, emit_static) -> None:
+def emit_streaming_or_static(asm: Assembler, streaming: bool,
+                             emit_streaming: Callable[[Label], None],
+                             emit_static: Callable[[], None]) -> None:
     """The static sweep, preceded (when the output is large) by the streaming sweep, which
     branches to the static one when the run-time operands cannot be streamed."""
     done = asm.label("done")
@@ -280,8 +267,8 @@ class ColumnSweep:
     process(slots) loads, computes and stores the slots (storing through Slot.store).
 
     Static path: the rows of a column are m // lanes full vectors and a tail of m % lanes lanes
-    (masked). Full groups run in a loop over a negative byte index when there are at least two
-    of them; the leftover vectors and the tail follow as straight-line code.
+    (masked). Full groups run in a loop over a byte index when there are at least two of
+    them; the leftover vectors and the tail follow as straight-line code.
 
     Streaming path (streaming=True, m >= 16): taken at run time when the output's ld is a
     multiple of 16 and its pointer 4-byte aligned, so every output column reaches a 64-byte
@@ -294,14 +281,15 @@ class ColumnSweep:
     temp: a vector register free while the sweep sets its masks up.
     """
 
-    def __init__(self, asm: Assembler, vector: Vector, m: int, n: int, streams: tuple,
-                 unroll: int, process: Callable[[list], None], *, gprs: ColumnRegisters,
-                 masks: list, temp: int, streaming: bool):
+    def __init__(self, asm: Assembler, vector: Vector, m: int, n: int,
+                 streams: tuple[tuple[Reg, Reg], ...], unroll: int,
+                 process: Callable[[list[Slot]], None], *, gprs: ColumnRegisters,
+                 masks: list[int], temp: int, streaming: bool) -> None:
         self.asm, self.vector, self.m, self.n = asm, vector, m, n
         self.streams, self.unroll, self.process = streams, unroll, process
         self.g, self.masks, self.temp, self.streaming = gprs, masks, temp, streaming
         rest = m % vector.lanes
-        if rest and not vector.avx512:
+        if rest and not vector.masks:
             vector.frame.add_mask_vector(rest)
         if streaming:
             vector.frame.add_vector("iota", range(vector.lanes))
@@ -317,7 +305,7 @@ class ColumnSweep:
                     tail, stream)
 
     def _next_column(self) -> None:
-        self.asm(*(e.add_rr(pointer, ld) for pointer, ld in self.streams))
+        self.asm(*(enc.add_rr(pointer, ld) for pointer, ld in self.streams))
 
     def emit(self) -> None:
         emit_streaming_or_static(self.asm, self.streaming, self._streaming, self._static)
@@ -328,74 +316,55 @@ class ColumnSweep:
         tail = vector.set_tail(asm, rest, self.masks[0]) if rest else None
         groups = full // unroll if full // unroll >= 2 else 0
         looped_bytes = groups * unroll * vector.bytes
-
-        def column() -> None:
+        leftover = [self._slot(looped_bytes + i * vector.bytes, None, None)
+                    for i in range(full - groups * unroll)]
+        if rest:
+            leftover.append(self._slot(full * vector.bytes, None, tail))
+        with asm.counted_loop(g.column_counter, self.n):
             if groups:
-                asm(e.mov_ri(g.row_index, -looped_bytes))
-                top = asm.label("rows")
-                asm.align(16)
-                asm.bind(top)
-                self.process([self._slot(looped_bytes + i * vector.bytes, g.row_index, None)
-                              for i in range(unroll)])
-                asm(e.add_ri(g.row_index, unroll * vector.bytes))
-                asm.jcc("ne", top)
-            offsets = [looped_bytes + i * vector.bytes for i in range(full - groups * unroll)]
-            slots = [self._slot(offset, None, None) for offset in offsets]
-            if rest:
-                slots.append(self._slot(full * vector.bytes, None, tail))
-            for start in range(0, len(slots), unroll):
-                self.process(slots[start:start + unroll])
+                asm(enc.xor_rr(g.row_index, g.row_index))
+                with asm.counted_loop(g.row_counter, groups):
+                    self.process([self._slot(i * vector.bytes, g.row_index, None)
+                                  for i in range(unroll)])
+                    asm(enc.add_ri(g.row_index, unroll * vector.bytes))
+            for start in range(0, len(leftover), unroll):
+                self.process(leftover[start:start + unroll])
             self._next_column()
 
-        counted_loop(asm, self.n, g.column_counter, column)
-
-    def _streaming(self, static) -> None:
+    def _streaming(self, static: Label) -> None:
         asm, vector, g = self.asm, self.vector, self.g
         unroll = 1 << (self.unroll.bit_length() - 1)     # a power of two: counts by shifts
         lanes, out, ld_out = vector.lanes, self.streams[-1][0], self.streams[-1][1]
-        asm(e.mov_rr(g.scratch, ld_out), e.and_ri(g.scratch, LINE_MASK))
+        asm(enc.mov_rr(g.scratch, ld_out), enc.and_ri(g.scratch, LINE_MASK))
         asm.jcc("ne", static)
-        asm(e.mov_rr(g.scratch, out), e.and_ri(g.scratch, 3))
+        asm(enc.mov_rr(g.scratch, out), enc.and_ri(g.scratch, 3))
         asm.jcc("ne", static)
         tail_mask, peel_masks = self.masks[0], self.masks[1:]
         # start := bytes before the first row on a cache line (the same in every column)
-        asm(e.mov_rr(g.start, out), e.neg(g.start), e.and_ri(g.start, LINE_MASK))
+        asm(enc.mov_rr(g.start, out), enc.neg(g.start), enc.and_ri(g.start, LINE_MASK))
         for index, mask in enumerate(peel_masks):   # rows index*lanes.. below q
-            asm(e.mov_rr(g.scratch, g.start), e.shr_ri(g.scratch, 2),
-                e.sub_ri(g.scratch, index * lanes))
+            asm(enc.mov_rr(g.scratch, g.start), enc.shr_ri(g.scratch, 2),
+                enc.sub_ri(g.scratch, index * lanes))
             vector.set_runtime_mask(asm, mask, g.scratch, self.temp, from_end=False)
-        asm(e.mov_rr(g.scratch, g.start), e.shr_ri(g.scratch, 2), e.neg(g.scratch),
-            e.add_ri(g.scratch, self.m),                        # rows from q on
-            e.mov_rr(g.groups, g.scratch), e.shr_ri(g.groups, (lanes * unroll).bit_length() - 1),
-            e.mov_rr(g.singles, g.scratch), e.shr_ri(g.singles, lanes.bit_length() - 1),
-            e.and_ri(g.singles, unroll - 1), e.and_ri(g.scratch, lanes - 1))
+        asm(enc.mov_rr(g.scratch, g.start), enc.shr_ri(g.scratch, 2), enc.neg(g.scratch),
+            enc.add_ri(g.scratch, self.m),                        # rows from q on
+            enc.mov_rr(g.groups, g.scratch),
+            enc.shr_ri(g.groups, (lanes * unroll).bit_length() - 1),
+            enc.mov_rr(g.singles, g.scratch), enc.shr_ri(g.singles, lanes.bit_length() - 1),
+            enc.and_ri(g.singles, unroll - 1), enc.and_ri(g.scratch, lanes - 1))
         vector.set_runtime_mask(asm, tail_mask, g.scratch, self.temp, from_end=False)
-
-        def vectors(count_register: int, per_step: int) -> None:
-            skip = asm.label("skip")
-            asm(e.mov_rr(g.row_counter, count_register), e.test_rr(g.row_counter, g.row_counter))
-            asm.jcc("e", skip)
-            top = asm.label("stream")
-            asm.align(16)
-            asm.bind(top)
-            self.process([self._slot(i * vector.bytes, g.row_index, None, stream=True)
-                          for i in range(per_step)])
-            asm(e.add_ri(g.row_index, per_step * vector.bytes), e.dec(g.row_counter))
-            asm.jcc("ne", top)
-            asm.bind(skip)
-
-        def column() -> None:
+        with asm.counted_loop(g.column_counter, self.n):
             self.process([self._slot(i * vector.bytes, None, Tail(None, mask))
                           for i, mask in enumerate(peel_masks)])
-            asm(e.mov_rr(g.row_index, g.start))
-            vectors(g.groups, unroll)
-            if unroll > 1:
-                vectors(g.singles, 1)
+            asm(enc.mov_rr(g.row_index, g.start))
+            for count, per_step in ((g.groups, unroll), (g.singles, 1))[:2 if unroll > 1 else 1]:
+                with asm.counted_loop(g.row_counter, count):
+                    self.process([self._slot(i * vector.bytes, g.row_index, None, stream=True)
+                                  for i in range(per_step)])
+                    asm(enc.add_ri(g.row_index, per_step * vector.bytes))
             self.process([self._slot(0, g.row_index, Tail(None, tail_mask))])
             self._next_column()
-
-        counted_loop(asm, self.n, g.column_counter, column)
-        asm(e.sfence())
+        asm(enc.sfence())
 
 
 # ---------------------------------------------------------------- in-register transpose
@@ -424,10 +393,10 @@ def transpose(asm: Assembler, vector: Vector, regs: list, free: list) -> list:
     quads = vector.lanes // 4
 
     def unpack_ps(dst, a, b, low):
-        asm((e.vunpcklps if low else e.vunpckhps)(dst, a, b, width))
+        asm((enc.vunpcklps if low else enc.vunpckhps)(dst, a, b, width))
 
     def unpack_pd(dst, a, b, low):
-        asm((e.vunpcklpd if low else e.vunpckhpd)(dst, a, b, width))
+        asm((enc.vunpcklpd if low else enc.vunpckhpd)(dst, a, b, width))
 
     # within each 128-bit lane: 4 x 4 transposes of rows 4g..4g+3
     _pairwise(asm, regs, [(c, c + 1) for c in range(0, vector.lanes, 2)], unpack_ps, free)
@@ -438,12 +407,12 @@ def transpose(asm: Assembler, vector: Vector, regs: list, free: list) -> list:
     # now, for each group g of 4 rows, regs[4g + q'] holds, in 128-bit lane L, element
     # 4L + q of rows 4g..4g+3, with q' = (0, 2, 1, 3)[q]
     order = (0, 2, 1, 3)
-    if vector.avx512:
+    if vector.width == 512:
         def shuffle_pairs(dst, a, b, low):
-            asm(e.vshuff32x4(dst, a, b, 0x44 if low else 0xEE, 512))
+            asm(enc.vshuff32x4(dst, a, b, 0x44 if low else 0xEE, 512))
 
         def shuffle_evens(dst, a, b, low):
-            asm(e.vshuff32x4(dst, a, b, 0x88 if low else 0xDD, 512))
+            asm(enc.vshuff32x4(dst, a, b, 0x88 if low else 0xDD, 512))
 
         out = [None] * 16
         for q in range(4):
@@ -458,7 +427,7 @@ def transpose(asm: Assembler, vector: Vector, regs: list, free: list) -> list:
         return out
 
     def swap_halves(dst, a, b, low):
-        asm(e.vperm2f128(dst, a, b, 0x20 if low else 0x31))
+        asm(enc.vperm2f128(dst, a, b, 0x20 if low else 0x31))
 
     out = [None] * 8
     for q in range(4):
@@ -470,10 +439,13 @@ def transpose(asm: Assembler, vector: Vector, regs: list, free: list) -> list:
 
 # ---------------------------------------------------------------- transposed sweep
 
+Store = Callable[[Mem, int], bytes]     # the store of a transposed row: (mem, register) -> code
+
 STREAM_GROUP_COLUMNS = 32     # columns of A per streaming step: 128-byte runs of each B row
 
 
-def strided(asm: Assembler, base: int, ld: int, ld3: int, group: int, count: int):
+def strided(asm: Assembler, base: Reg, ld: Reg, ld3: Reg, group: Reg,
+            count: int) -> Iterator[Mem]:
     """Yield Mem(base + i ld) for i < count, ld and ld3 = 3 ld in general registers.
 
     Every fourth address starts a new group base, computed into `group` by an lea as it is
@@ -482,7 +454,7 @@ def strided(asm: Assembler, base: int, ld: int, ld3: int, group: int, count: int
     for i in range(count):
         quad, k = divmod(i, 4)
         if k == 0 and quad:
-            asm(e.lea(group, Mem(group_base, index=ld, scale=4)))
+            asm(enc.lea(group, Mem(group_base, index=ld, scale=4)))
             group_base = group
         if k == 0:
             yield Mem(group_base)
@@ -498,20 +470,20 @@ class TransposeRegisters:
     bytes); a and b are moved along the columns of A panel by panel. The others are scratch:
     ld_a3/ld_b3 (3 ld), group_a/group_b (strided addressing), a_rows/b_rows (walking down a
     panel), two loop counters, `count` (a runtime column count) and `scratch`."""
-    a: int
-    b: int
-    ld_a: int
-    ld_b: int
-    ld_a3: int
-    ld_b3: int
-    group_a: int
-    group_b: int
-    a_rows: int
-    b_rows: int
-    row_counter: int
-    panel_counter: int
-    count: int
-    scratch: int
+    a: Reg
+    b: Reg
+    ld_a: Reg
+    ld_b: Reg
+    ld_a3: Reg
+    ld_b3: Reg
+    group_a: Reg
+    group_b: Reg
+    a_rows: Reg
+    b_rows: Reg
+    row_counter: Reg
+    panel_counter: Reg
+    count: Reg
+    scratch: Reg
 
 
 class TransposedSweep:
@@ -534,8 +506,9 @@ class TransposedSweep:
     """
 
     def __init__(self, asm: Assembler, vector: Vector, m: int, n: int,
-                 apply: Callable[[list, list], None], registers: list, *, row_mask: int,
-                 column_mask: int, gprs: TransposeRegisters, stream_stride_mask: int | None):
+                 apply: Callable[[list[int], list[int]], None], registers: list[int], *,
+                 row_mask: int, column_mask: int, gprs: TransposeRegisters,
+                 stream_stride_mask: int | None) -> None:
         self.asm, self.vector, self.m, self.n = asm, vector, m, n
         self.apply, self.registers = apply, registers
         self.row_mask, self.column_mask, self.g = row_mask, column_mask, gprs
@@ -547,8 +520,8 @@ class TransposedSweep:
 
     def emit(self) -> None:
         asm, g, lanes = self.asm, self.g, self.vector.lanes
-        asm(e.lea(g.ld_a3, Mem(g.ld_a, index=g.ld_a, scale=2)),
-            e.lea(g.ld_b3, Mem(g.ld_b, index=g.ld_b, scale=2)))
+        asm(enc.lea(g.ld_a3, Mem(g.ld_a, index=g.ld_a, scale=2)),
+            enc.lea(g.ld_b3, Mem(g.ld_b, index=g.ld_b, scale=2)))
         self.row_tail = (self.vector.set_tail(asm, self.m % lanes, self.row_mask)
                          if self.m % lanes else None)
         emit_streaming_or_static(asm, self.stream_stride_mask is not None, self._streaming,
@@ -556,7 +529,8 @@ class TransposedSweep:
 
     # ---- building blocks
 
-    def _row_step(self, blocks: int, columns_last: int, rows: Tail | None, store) -> None:
+    def _row_step(self, blocks: int, columns_last: int, rows: Tail | None,
+                  store: Store) -> None:
         """`blocks` blocks side by side at (a_rows, b_rows), the last one `columns_last` wide."""
         asm, vector, g, lanes = self.asm, self.vector, self.g, self.vector.lanes
         a_columns = strided(asm, g.a_rows, g.ld_a, g.ld_a3, g.group_a,
@@ -572,18 +546,16 @@ class TransposedSweep:
             for reg, mem in zip(out, strided(asm, g.b_rows, g.ld_b, g.ld_b3, g.group_b, count)):
                 asm(store(mem.offset(index * vector.bytes), reg))
 
-    def _panel(self, blocks: int, columns_last: int, store) -> None:
+    def _panel(self, blocks: int, columns_last: int, store: Store) -> None:
         """All rows of the panel at (a, b); a and b are left unchanged."""
         asm, vector, g, lanes = self.asm, self.vector, self.g, self.vector.lanes
-        asm(e.mov_rr(g.a_rows, g.a), e.mov_rr(g.b_rows, g.b))
-
-        def full_rows() -> None:
-            self._row_step(blocks, columns_last, None, store)
-            asm(e.add_ri(g.a_rows, vector.bytes))
-            for _ in range(lanes // 8):
-                asm(e.lea(g.b_rows, Mem(g.b_rows, index=g.ld_b, scale=8)))
-
-        counted_loop(asm, self.m // lanes, g.row_counter, full_rows)
+        asm(enc.mov_rr(g.a_rows, g.a), enc.mov_rr(g.b_rows, g.b))
+        if self.m >= lanes:
+            with asm.counted_loop(g.row_counter, self.m // lanes):
+                self._row_step(blocks, columns_last, None, store)
+                asm(enc.add_ri(g.a_rows, vector.bytes))
+                for _ in range(lanes // 8):
+                    asm(enc.lea(g.b_rows, Mem(g.b_rows, index=g.ld_b, scale=8)))
         if self.row_tail:
             self._row_step(blocks, columns_last, self.row_tail, store)
 
@@ -591,14 +563,14 @@ class TransposedSweep:
         """Move a and b `columns` (a multiple of 8) columns of A on."""
         g = self.g
         for _ in range(columns // 8):
-            self.asm(e.lea(g.a, Mem(g.a, index=g.ld_a, scale=8)))
-        self.asm(e.add_ri(g.b, 4 * columns))
+            self.asm(enc.lea(g.a, Mem(g.a, index=g.ld_a, scale=8)))
+        self.asm(enc.add_ri(g.b, 4 * columns))
 
-    def _advance_by(self, columns: int) -> None:
+    def _advance_by(self, columns: Reg) -> None:
         """Move a and b by the signed column count in general register `columns`."""
         g = self.g
-        self.asm(e.mov_rr(g.scratch, columns), e.imul_rr(g.scratch, g.ld_a),
-                 e.add_rr(g.a, g.scratch), e.lea(g.b, Mem(g.b, index=columns, scale=4)))
+        self.asm(enc.mov_rr(g.scratch, columns), enc.imul_rr(g.scratch, g.ld_a),
+                 enc.add_rr(g.a, g.scratch), enc.lea(g.b, Mem(g.b, index=columns, scale=4)))
 
     def _plain_store(self, mem: Mem, reg: int) -> bytes:
         return self.vector.store(mem, reg)
@@ -611,12 +583,10 @@ class TransposedSweep:
     def _static(self) -> None:
         asm, vector, lanes = self.asm, self.vector, self.vector.lanes
         full, rest = divmod(self.n, lanes)
-
-        def full_panel() -> None:
-            self._panel(1, lanes, self._plain_store)
-            self._advance(lanes)
-
-        counted_loop(asm, full, self.g.panel_counter, full_panel)
+        if full:
+            with asm.counted_loop(self.g.panel_counter, full):
+                self._panel(1, lanes, self._plain_store)
+                self._advance(lanes)
         if rest:
             vector.set_tail(asm, rest, self.column_mask)
             self._panel(1, rest, self._masked_store)
@@ -626,7 +596,7 @@ class TransposedSweep:
         ones), skipped if that is <= 0; then a and b move one block on."""
         asm, vector, g = self.asm, self.vector, self.g
         skip = asm.label("skip")
-        asm(e.add_ri(g.scratch, lanes_stored))
+        asm(enc.add_ri(g.scratch, lanes_stored))
         asm.jcc("le", skip)
         vector.set_runtime_mask(asm, self.column_mask, g.scratch, self.registers[0],
                                 from_end=from_end)
@@ -634,44 +604,39 @@ class TransposedSweep:
         asm.bind(skip)
         self._advance(vector.lanes)
 
-    def _streaming(self, static) -> None:
+    def _streaming_store(self, mem: Mem, reg: int) -> bytes:
+        return self.vector.stream(mem, reg)
+
+    def _streaming(self, static: Label) -> None:
         asm, vector, g, lanes = self.asm, self.vector, self.g, self.vector.lanes
         group = STREAM_GROUP_COLUMNS
-        asm(e.mov_rr(g.scratch, g.ld_b), e.and_ri(g.scratch, self.stream_stride_mask))
+        asm(enc.mov_rr(g.scratch, g.ld_b), enc.and_ri(g.scratch, self.stream_stride_mask))
         asm.jcc("ne", static)
-        asm(e.mov_rr(g.scratch, g.b), e.and_ri(g.scratch, 3))
+        asm(enc.mov_rr(g.scratch, g.b), enc.and_ri(g.scratch, 3))
         asm.jcc("ne", static)
         # count := columns before the first one whose B rows start on a cache line
-        asm(e.mov_rr(g.count, g.b), e.neg(g.count), e.shr_ri(g.count, 2),
-            e.and_ri(g.count, LINE_FLOATS - 1))
+        asm(enc.mov_rr(g.count, g.b), enc.neg(g.count), enc.shr_ri(g.count, 2),
+            enc.and_ri(g.count, LINE_FLOATS - 1))
         for start in range(0, LINE_FLOATS, lanes):      # store lanes < count - start
-            asm(e.mov_rr(g.scratch, g.count))
+            asm(enc.mov_rr(g.scratch, g.count))
             self._masked_panel(-start, from_end=False)
-        asm(e.sub_ri(g.count, LINE_FLOATS))
+        asm(enc.sub_ri(g.count, LINE_FLOATS))
         self._advance_by(g.count)                       # to column count
-        asm(e.add_ri(g.count, LINE_FLOATS - self.n), e.neg(g.count),   # n - count
-            e.mov_rr(g.panel_counter, g.count),
-            e.shr_ri(g.panel_counter, group.bit_length() - 1),
-            e.and_ri(g.count, group - 1))               # the rest: count < group columns
-        no_groups = asm.label("no_groups")
-        asm(e.test_rr(g.panel_counter, g.panel_counter))
-        asm.jcc("e", no_groups)
-        top = asm.label("groups")
-        asm.align(16)
-        asm.bind(top)
-        self._panel(group // lanes, lanes, lambda mem, reg: vector.stream(mem, reg))
-        self._advance(group)
-        asm(e.dec(g.panel_counter))
-        asm.jcc("ne", top)
-        asm.bind(no_groups)
+        asm(enc.add_ri(g.count, LINE_FLOATS - self.n), enc.neg(g.count),   # n - count
+            enc.mov_rr(g.panel_counter, g.count),
+            enc.shr_ri(g.panel_counter, group.bit_length() - 1),
+            enc.and_ri(g.count, group - 1))               # the rest: count < group columns
+        with asm.counted_loop(g.panel_counter, g.panel_counter):
+            self._panel(group // lanes, lanes, self._streaming_store)
+            self._advance(group)
         finished = asm.label("finished")
-        asm(e.test_rr(g.count, g.count))
+        asm(enc.test_rr(g.count, g.count))
         asm.jcc("e", finished)
-        asm(e.sub_ri(g.count, group))
+        asm(enc.sub_ri(g.count, group))
         self._advance_by(g.count)                       # back to column n - group
-        asm(e.add_ri(g.count, group))
+        asm(enc.add_ri(g.count, group))
         for start in range(0, group, lanes):            # store the last count columns
-            asm(e.mov_rr(g.scratch, g.count))
+            asm(enc.mov_rr(g.scratch, g.count))
             self._masked_panel(start + lanes - group, from_end=True)
         asm.bind(finished)
-        asm(e.sfence())
+        asm(enc.sfence())

@@ -19,8 +19,24 @@ from dataclasses import dataclass, replace
 
 from einjit.errors import EncodingError
 
-RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI = range(8)
-R8, R9, R10, R11, R12, R13, R14, R15 = range(8, 16)
+_GPR_NAMES = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+              "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
+
+
+class Reg(int):
+    """A general register, marked so where a plain int would mean a number: the Assembler's
+    counted_loop takes a compile-time count (int) or a register holding one (Reg). The
+    encoders accept both for register operands."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return _GPR_NAMES[self] if 0 <= self <= 15 else f"Reg({int(self)})"
+
+
+RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI = (Reg(n) for n in range(8))
+R8, R9, R10, R11, R12, R13, R14, R15 = (Reg(n) for n in range(8, 16))
+GPRS = (RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15)
 
 CONDITION_CODES = {
     "o": 0x0, "no": 0x1, "b": 0x2, "c": 0x2, "nae": 0x2, "ae": 0x3, "nb": 0x3, "nc": 0x3,
@@ -37,7 +53,7 @@ def _is_int(value) -> bool:
 
 
 def _check_gpr(name: str, reg) -> None:
-    if type(reg) is not int or not 0 <= reg <= 15:
+    if (type(reg) is not Reg and type(reg) is not int) or not 0 <= reg <= 15:
         raise EncodingError(f"{name}: {reg!r} is not a general register; expected 0..15")
 
 
@@ -366,6 +382,11 @@ def call_r(target: int) -> bytes:
     """call through a register (FF /2); 64-bit operand size is the default, no REX.W."""
     _check_gpr("call target", target)
     return _legacy(b"\xff", 2, target, w=False)
+
+
+def call(rel32: int) -> bytes:
+    """Direct call; rel32 counts from the end of this 5-byte instruction."""
+    return b"\xe8" + _imm("call rel32", rel32, 32, signed=True)
 
 
 def ret() -> bytes:

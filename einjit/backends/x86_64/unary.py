@@ -20,18 +20,45 @@ sees 1 + NaN.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from einjit.backends.x86_64 import encode as e
-from einjit.backends.x86_64.asm import Assembler
-from einjit.backends.x86_64.eltwise import (COLUMN_STREAM_MIN_BYTES, LINE_FLOATS, LINE_MASK,
-                                            MAX_UNROLL, MEMORY_BOUND_WIDTH, STREAM_GROUP_COLUMNS,
-                                            ColumnRegisters, ColumnSweep, Const,
-                                            TransposedSweep, TransposeRegisters, Vector,
-                                            float_bits, make_vector)
-from einjit.backends.x86_64.encode import (RAX, RBP, RBX, RCX, RDI, RDX, RSI, R8, R9, R10, R11,
-                                           R12, R13, R14, R15)
+from einjit.backends import Target
+from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64.asm import Assembler, Label
+from einjit.backends.x86_64.eltwise import (
+    COLUMN_STREAM_MIN_BYTES,
+    LINE_FLOATS,
+    LINE_MASK,
+    MAX_UNROLL,
+    MEMORY_BOUND_WIDTH,
+    STREAM_GROUP_COLUMNS,
+    ColumnRegisters,
+    ColumnSweep,
+    Const,
+    Slot,
+    TransposedSweep,
+    TransposeRegisters,
+    Vector,
+    float_bits,
+)
+from einjit.backends.x86_64.encode import (
+    R8,
+    R9,
+    R10,
+    R11,
+    R12,
+    R13,
+    R14,
+    R15,
+    RAX,
+    RBP,
+    RBX,
+    RCX,
+    RDI,
+    RDX,
+    RSI,
+)
 
 GREATER_EQUAL_OR_NAN = 0x15   # NLT_UQ: not (a < b), true for unordered
 
@@ -72,58 +99,58 @@ def _nothing(asm, vector, x, scratch, constant, masks):
 
 
 def _relu(asm, vector, x, scratch, constant, masks):
-    asm(e.vmaxps(x, constant, x, vector.width))   # second source: a NaN in x is returned
+    asm(enc.vmaxps(x, constant, x, vector.width))   # second source: a NaN in x is returned
 
 
 def _square(asm, vector, x, scratch, constant, masks):
-    asm(e.vmulps(x, x, x, vector.width))
+    asm(enc.vmulps(x, x, x, vector.width))
 
 
 def _reciprocal(asm, vector, x, scratch, constant, masks):
-    asm(e.vdivps(x, constant, x, vector.width))
+    asm(enc.vdivps(x, constant, x, vector.width))
 
 
 def _increment(asm, vector, x, scratch, constant, masks):
-    asm(e.vaddps(x, x, constant, vector.width))
+    asm(enc.vaddps(x, x, constant, vector.width))
 
 
 def _decrement(asm, vector, x, scratch, constant, masks):
-    asm(e.vsubps(x, x, constant, vector.width))
+    asm(enc.vsubps(x, x, constant, vector.width))
 
 
 def _sigmoid(asm, vector, x, scratch, constant, masks):
     a, n, p, q = scratch
     op = vector.op
-    asm(op(e.vorps, a, x, SIGN),                          # a = -|x|
-        op(e.vmulps, n, a, LOG2E))
-    if vector.avx512:
+    asm(op(enc.vorps, a, x, SIGN),                          # a = -|x|
+        op(enc.vmulps, n, a, LOG2E))
+    if vector.masks:
         keep, nonnegative = masks[:2]                     # keep: a >= cutoff, or NaN
-        asm(e.vrndscaleps(n, n, 0, vector.width),
-            op(e.vcmpps, keep, a, EXP_CUTOFF, GREATER_EQUAL_OR_NAN, evex=True))
+        asm(enc.vrndscaleps(n, n, 0, vector.width),
+            op(enc.vcmpps, keep, a, EXP_CUTOFF, GREATER_EQUAL_OR_NAN, evex=True))
     else:
         keep = q
-        asm(e.vroundps(n, n, 0, vector.width),
-            op(e.vcmpps, keep, a, EXP_CUTOFF, GREATER_EQUAL_OR_NAN))
-    asm(op(e.vfmadd231ps, a, n, NEG_LN2_HI),              # r = a - n ln2
-        op(e.vfmadd231ps, a, n, NEG_LN2_LO),
+        asm(enc.vroundps(n, n, 0, vector.width),
+            op(enc.vcmpps, keep, a, EXP_CUTOFF, GREATER_EQUAL_OR_NAN))
+    asm(op(enc.vfmadd231ps, a, n, NEG_LN2_HI),              # r = a - n ln2
+        op(enc.vfmadd231ps, a, n, NEG_LN2_LO),
         vector.broadcast(p, EXP_POLYNOMIAL[-1]))
     for coefficient in reversed(EXP_POLYNOMIAL[:-1]):
-        asm(op(e.vfmadd213ps, p, a, coefficient))         # p = p r + c
-    asm(e.vcvtps2dq(n, n, vector.width),
-        e.vpslld_ri(n, n, EXPONENT_SHIFT, vector.width))
-    if vector.avx512:
-        asm(e.vpaddd(p, p, n, vector.width, mask=keep, zeroing=True),   # e = p 2**n, or 0
-            op(e.vcmpps, nonnegative, x, ZERO, GREATER_EQUAL_OR_NAN, evex=True),
-            op(e.vaddps, q, p, ONE),                                    # 1 + e
-            op(e.vblendmps, p, p, ONE, mask=nonnegative))               # x >= 0: 1, else e
-        asm(e.vdivps(x, p, q, vector.width))
+        asm(op(enc.vfmadd213ps, p, a, coefficient))         # p = p r + c
+    asm(enc.vcvtps2dq(n, n, vector.width),
+        enc.vpslld_ri(n, n, EXPONENT_SHIFT, vector.width))
+    if vector.masks:
+        asm(enc.vpaddd(p, p, n, vector.width, mask=keep, zeroing=True),   # e = p 2**n, or 0
+            op(enc.vcmpps, nonnegative, x, ZERO, GREATER_EQUAL_OR_NAN, evex=True),
+            op(enc.vaddps, q, p, ONE),                                    # 1 + e
+            op(enc.vblendmps, p, p, ONE, mask=nonnegative))               # x >= 0: 1, else e
+        asm(enc.vdivps(x, p, q, vector.width))
     else:
-        asm(e.vpaddd(p, p, n, vector.width),
-            e.vandps(p, p, keep, vector.width),
+        asm(enc.vpaddd(p, p, n, vector.width),
+            enc.vandps(p, p, keep, vector.width),
             vector.broadcast(q, ONE),
-            e.vblendvps(q, q, p, x, vector.width),        # x < 0 (sign set): e, else 1
-            op(e.vaddps, p, p, ONE))
-        asm(e.vdivps(x, q, p, vector.width))
+            enc.vblendvps(q, q, p, x, vector.width),        # x < 0 (sign set): e, else 1
+            op(enc.vaddps, p, p, ONE))
+        asm(enc.vdivps(x, q, p, vector.width))
 
 
 UNARY_OPS = {op.name: op for op in (
@@ -153,27 +180,32 @@ TRANSPOSE_REGISTERS = TransposeRegisters(
     a_rows=RBX, b_rows=R12, row_counter=R13, panel_counter=R14, count=R15, scratch=RAX)
 
 
-def _load_register_constant(asm: Assembler, vector: Vector, op: UnaryOp, reg: int) -> None:
-    if op.register_constant is ZERO:
+def _load_register_constant(asm: Assembler, vector: Vector, op: UnaryOp,
+                            reg: int | None) -> None:
+    if not op.reads_input:                       # zero: the register stored everywhere
+        asm(vector.zero(reg))
+    elif op.register_constant is ZERO:
         asm(vector.zero(reg))
     elif op.register_constant is not None:
         asm(vector.set_constant(reg, op.register_constant))
 
 
-def _plain(asm: Assembler, vector: Vector, op: UnaryOp, m: int, n: int) -> Callable[[], None]:
+def _plain(asm: Assembler, vector: Vector, op: UnaryOp, m: int,
+           n: int) -> tuple[ColumnSweep, int | None]:
     """Column sweep: B[:, j] := op(A[:, j]) (for zero: B[:, j] := 0, A untouched).
 
-    Registers what the frame needs and returns the function that emits the sweep."""
+    Registers what the frame needs; returns the sweep and the register that must hold the
+    op's constant before it runs (None: no constant)."""
     streaming = m >= LINE_FLOATS and 4 * m * n >= COLUMN_STREAM_MIN_BYTES
     spare = list(range(vector.registers))
     mask_count = ColumnSweep.mask_count(vector, streaming)
-    masks = [1 + i if vector.avx512 else spare.pop() for i in range(mask_count)]
-    free_masks = tuple(range(mask_count + 1, 8))
+    masks = [1 + i if vector.masks else spare.pop() for i in range(mask_count)]
+    free_masks = tuple(range(mask_count + 1, vector.masks + 1))
     constant = spare.pop() if op.register_constant is not None or not op.reads_input else None
     per_vector = 1 + op.temps
     streams = ((RDI, RDX), (RSI, RCX)) if op.reads_input else ((RSI, RCX),)
 
-    def process(slots):
+    def process(slots: list[Slot]) -> None:
         registers = [spare[i * per_vector:(i + 1) * per_vector] for i in range(len(slots))]
         if not op.reads_input:
             asm(slot.store(vector, slot.mems[0], constant) for slot in slots)
@@ -186,14 +218,7 @@ def _plain(asm: Assembler, vector: Vector, op: UnaryOp, m: int, n: int) -> Calla
     sweep = ColumnSweep(asm, vector, m, n, streams, min(MAX_UNROLL, len(spare) // per_vector),
                         process, gprs=PLAIN_REGISTERS, masks=masks, temp=spare[0],
                         streaming=streaming)
-
-    def emit() -> None:
-        if not op.reads_input:
-            asm(vector.zero(constant))
-        _load_register_constant(asm, vector, op, constant)
-        sweep.emit()
-
-    return emit
+    return sweep, constant
 
 
 def _stream_stride_mask(m: int, n: int) -> int | None:
@@ -205,54 +230,59 @@ def _stream_stride_mask(m: int, n: int) -> int | None:
 
 
 def _transposed(asm: Assembler, vector: Vector, op: UnaryOp, m: int,
-                n: int) -> Callable[[], None]:
+                n: int) -> tuple[TransposedSweep, int | None]:
     """B := op(A)^T through in-register transposes (see eltwise.TransposedSweep).
 
-    Registers what the frame needs and returns the function that emits the sweep."""
-    if not vector.avx512:
+    Registers what the frame needs; returns the sweep and the register that must hold the
+    op's constant before it runs (None: no constant)."""
+    if not vector.masks:
         for rest in {m % vector.lanes, n % vector.lanes} - {0}:
             vector.frame.add_mask_vector(rest)
     spare = list(range(vector.registers))
-    masks = (1, 2) if vector.avx512 else (spare.pop(), spare.pop())
+    masks = (1, 2) if vector.masks else (spare.pop(), spare.pop())
     constant = spare.pop() if op.register_constant is not None else None
 
-    def apply(registers, free):   # mask registers from k3 on are free
+    def apply(registers: list[int], free: list[int]) -> None:   # k3 on are free
         for x in registers:
             op.emit(asm, vector, x, free[:op.temps], constant, (3, 4))
 
     sweep = TransposedSweep(asm, vector, m, n, apply, spare, row_mask=masks[0],
                             column_mask=masks[1], gprs=TRANSPOSE_REGISTERS,
                             stream_stride_mask=_stream_stride_mask(m, n))
-
-    def emit() -> None:
-        _load_register_constant(asm, vector, op, constant)
-        sweep.emit()
-
-    return emit
+    return sweep, constant
 
 
-def generate_unary(op: str, m: int, n: int, trans_b: bool, *, variant: str) -> bytes:
-    """Code of unary(a, b, ld_a, ld_b): B := op(A), A column-major m x n; B column-major, or
-    row-major (B[j + r ld_b] = op(A[r + j ld_a])) if trans_b."""
+def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int,
+               trans_b: bool) -> Label:
+    """Emit the function unary(a, b, ld_a, ld_b) at the current position of `asm` and return
+    its entry: B := op(A), A column-major m x n; B column-major, or row-major
+    (B[j + r ld_b] = op(A[r + j ld_a])) if trans_b."""
     kernel = UNARY_OPS[op]
     transposed = trans_b and kernel.reads_input
     if trans_b and not transposed:   # zero: B is simply an n x m column-major matrix
         m, n = n, m
-    vector = make_vector(variant, None if transposed or kernel.compute_bound
-                         else MEMORY_BOUND_WIDTH)
+    vector = Vector(target, 0 if transposed or kernel.compute_bound else MEMORY_BOUND_WIDTH)
     for const in kernel.frame_constants:
         vector.frame.add_constant(const)
-    asm = Assembler()
     if transposed:
-        body = _transposed(asm, vector, kernel, m, n)
+        sweep, constant = _transposed(asm, vector, kernel, m, n)
         gprs = (RAX, RBX, RCX, RDX, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15)
     else:
-        body = _plain(asm, vector, kernel, m, n)
+        sweep, constant = _plain(asm, vector, kernel, m, n)
         gprs = (RAX, RBX, RCX, RDX, RSI, RDI, R8, R9, R10, R11)
+    entry = asm.entry(f"unary_{op}")
     asm.prologue(gprs + ((RBP,) if not vector.frame.empty else ()))
     vector.frame.enter(asm)
-    asm(e.shl_ri(RDX, 2), e.shl_ri(RCX, 2))      # leading dimensions in bytes
-    body()
+    asm(enc.shl_ri(RDX, 2), enc.shl_ri(RCX, 2))      # leading dimensions in bytes
+    _load_register_constant(asm, vector, kernel, constant)
+    sweep.emit()
     vector.frame.leave(asm)
     asm.epilogue()
+    return entry
+
+
+def generate_unary(target: Target, op: str, m: int, n: int, trans_b: bool) -> bytes:
+    """The code of emit_unary as a buffer of its own."""
+    asm = Assembler()
+    emit_unary(asm, target, op, m, n, trans_b)
     return asm.finish()

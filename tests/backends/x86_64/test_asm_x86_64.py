@@ -4,7 +4,7 @@ import ctypes
 
 import pytest
 
-from einjit.backends.x86_64 import encode
+from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.encode import (R8, R9, R12, R13, R15, RAX, RBP, RBX, RCX, RDI, RDX,
                                            RSI, Mem)
@@ -20,9 +20,9 @@ def test_forward_jump_is_patched_when_bound():
     asm = Assembler()
     done = asm.label("done")
     asm.jcc("ne", done)
-    asm(encode.inc(RAX), encode.nop(100))
+    asm(enc.inc(RAX), enc.nop(100))
     asm.bind(done)
-    asm(encode.ret())
+    asm(enc.ret())
     code = asm.finish()
     assert code[:2] == b"\x0f\x85"
     assert rel32_at(code, 6) == 3 + 100  # from the end of the jcc to `done`
@@ -30,10 +30,10 @@ def test_forward_jump_is_patched_when_bound():
 
 def test_backward_jump_is_patched_immediately():
     asm = Assembler()
-    asm(encode.nop(7))
+    asm(enc.nop(7))
     top = asm.label("top")
     asm.bind(top)
-    asm(encode.dec(RCX))
+    asm(enc.dec(RCX))
     asm.jcc("nz", top)
     asm.jmp(top)
     code = asm.finish()
@@ -74,14 +74,14 @@ def test_jump_target_must_be_a_label():
 
 def test_call_accepts_bytes_and_iterables_of_bytes():
     asm = Assembler()
-    asm(encode.ret(), [encode.nop(2), encode.nop(1)], (encode.ret() for _ in range(2)))
+    asm(enc.ret(), [enc.nop(2), enc.nop(1)], (enc.ret() for _ in range(2)))
     assert asm.position == 6
     assert asm.finish() == b"\xc3\x66\x90\x90\xc3\xc3"
 
 
 def test_align_pads_with_nops():
     asm = Assembler()
-    asm(encode.ret())
+    asm(enc.ret())
     asm.align(16)
     assert asm.position == 16
     asm.align(16)
@@ -94,9 +94,9 @@ def test_prologue_saves_exactly_the_callee_saved_registers_used():
     asm = Assembler()
     asm.prologue({RAX, R15, RDI, RBX, R12, R8})
     asm.epilogue()
-    expected = (encode.push(RBX) + encode.push(R12) + encode.push(R15)
-                + encode.pop(R15) + encode.pop(R12) + encode.pop(RBX)
-                + encode.vzeroupper() + encode.ret())
+    expected = (enc.push(RBX) + enc.push(R12) + enc.push(R15)
+                + enc.pop(R15) + enc.pop(R12) + enc.pop(RBX)
+                + enc.vzeroupper() + enc.ret())
     assert asm.finish() == expected
 
 
@@ -104,7 +104,7 @@ def test_prologue_without_callee_saved_registers_is_empty():
     asm = Assembler()
     asm.prologue([RAX, RCX, RDX, RSI, RDI, R8, R9])
     asm.epilogue()
-    assert asm.finish() == encode.vzeroupper() + encode.ret()
+    assert asm.finish() == enc.vzeroupper() + enc.ret()
 
 
 def test_stack_arguments_account_for_pushed_registers():
@@ -114,8 +114,8 @@ def test_stack_arguments_account_for_pushed_registers():
         start = asm.position
         asm.stack_arg(6, RAX)
         asm.stack_arg(7, R9)
-        expected = (encode.mov_rm(RAX, Mem(4, disp=first_offset))
-                    + encode.mov_rm(R9, Mem(4, disp=first_offset + 8)))
+        expected = (enc.mov_rm(RAX, Mem(4, disp=first_offset))
+                    + enc.mov_rm(R9, Mem(4, disp=first_offset + 8)))
         assert asm.finish()[start:] == expected
 
 
@@ -141,18 +141,45 @@ def test_generated_function_runs():
     asm.prologue({RBX, R12, RAX})
     asm.stack_arg(6, RBX)
     asm.stack_arg(7, R12)
-    asm(encode.mov_rr(RAX, RBX), encode.add_rr(RAX, R12), encode.add_rr(RAX, R12))
+    asm(enc.mov_rr(RAX, RBX), enc.add_rr(RAX, R12), enc.add_rr(RAX, R12))
     done, loop = asm.label("done"), asm.label("loop")
-    asm(encode.test_rr(RDI, RDI))
+    asm(enc.test_rr(RDI, RDI))
     asm.jcc("le", done)
     asm.align(16)
     asm.bind(loop)
-    asm(encode.dec(RDI), encode.add_rr(RAX, RDI), encode.test_rr(RDI, RDI))
+    asm(enc.dec(RDI), enc.add_rr(RAX, RDI), enc.test_rr(RDI, RDI))
     asm.jcc("g", loop)
     asm.bind(done)
-    asm(encode.mov_ri(RBX, 0), encode.xor_rr(R12, R12))  # clobber: the epilogue must restore them
+    asm(enc.mov_ri(RBX, 0), enc.xor_rr(R12, R12))  # clobber: the epilogue must restore them
     asm.epilogue()
     memory = ExecutableMemory(asm.finish())
     function = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_int64] * 8)(memory.address)
     assert function(10, 0, 0, 0, 0, 0, 1000, 7) == 1000 + 14 + 45
     assert function(0, 0, 0, 0, 0, 0, -3, 5) == 7
+
+
+def test_functions_follow_each_other_with_their_own_frames():
+    """An epilogue closes the function: the next prologue saves its own registers and stack
+    arguments are found past those."""
+    asm = Assembler()
+    first = asm.entry("first")
+    asm.prologue((RBX, R12, R13))
+    asm.epilogue()
+    second = asm.entry("second")
+    asm.prologue((RBP,))
+    start = asm.position
+    asm.stack_arg(6, RAX)
+    asm.epilogue()
+    code = asm.finish()
+    assert first.position == 0 and second.position == 16
+    assert code[second.position:start] == enc.push(RBP)
+    assert code[start:start + 5] == enc.mov_rm(RAX, Mem(4, disp=16))
+    with pytest.raises(EncodingError, match="no prologue"):
+        asm.epilogue()
+
+
+def test_entry_pads_to_sixteen_bytes():
+    asm = Assembler()
+    asm(enc.ret())
+    entry = asm.entry("f")
+    assert entry.position == 16 and asm.finish()[1:16] == enc.nop(15)

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from einjit.backends.x86_64 import cpu
-from einjit.backends.x86_64 import encode as e
-from einjit.backends.x86_64.brgemm import VARIANTS, generate_brgemm, max_cols, plan
+from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64 import VARIANTS
+from einjit.backends.x86_64.brgemm import generate_brgemm, max_cols, plan
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
@@ -42,7 +43,7 @@ class Compiled:
     """Generated BRGEMM code mapped executable, called with raw addresses."""
 
     def __init__(self, m, n, k, br, variant):
-        self.memory = ExecutableMemory(generate_brgemm(m, n, k, br, variant=variant))
+        self.memory = ExecutableMemory(generate_brgemm(VARIANTS[variant], m, n, k, br))
         self.function = _PROTOTYPE(self.memory.address)
 
 
@@ -117,7 +118,7 @@ def _widest_block_shapes(variant):
     shapes = []
     for vectors in range(1, 5):
         for tail in (0, 3):
-            m = vectors * isa.lanes - (isa.lanes - tail if tail else 0)
+            m = vectors * isa.lanes() - (isa.lanes() - tail if tail else 0)
             cols = max_cols(isa, vectors, tail)
             shapes.append((m, cols, 5, 3))
     return shapes
@@ -147,7 +148,7 @@ def _group(variant, t):
 def _packed_shapes(variant):
     """Blocks whose t tail rows share vectors (`group` columns each): every t, 2 to 4 vectors
     tall, N a partial group past whole ones or whole groups, with a batch."""
-    lanes = VARIANTS[variant].lanes
+    lanes = VARIANTS[variant].lanes()
     shapes = []
     for t in PACKED_TAIL_ROWS[variant]:
         group = _group(variant, t)
@@ -178,7 +179,7 @@ def test_packed_tail_rows_match_numpy(variant, shape):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_packed_shapes_pack(variant):
     """The cases above exercise the packed path (the cost model chooses it for them)."""
-    lanes = VARIANTS[variant].lanes
+    lanes = VARIANTS[variant].lanes()
     unpacked = [shape for shape in _packed_shapes(variant)
                 if _packed_groups(variant, shape) != [_group(variant, shape[0] % lanes)]]
     assert not unpacked, f"plans that no longer pack the tail: {unpacked}"
@@ -189,7 +190,7 @@ def test_packed_tails_keep_specials_apart(variant):
     """inf and NaN in the rows right above the tail (AVX2 broadcasts some of them into lanes
     of a packed tail that are never stored) reach only their own rows of C."""
     for t in PACKED_TAIL_ROWS[variant]:
-        m, n, k = VARIANTS[variant].lanes + t, 2 * _group(variant, t) + 1, 33
+        m, n, k = VARIANTS[variant].lanes() + t, 2 * _group(variant, t) + 1, 33
         assert _packed_groups(variant, (m, n, k, 1)) == [_group(variant, t)]
         case = Case(m, n, k, 1, seed=t)
         a = Case._matrix(case.a, 0, m, k, case.ld_a)
@@ -204,9 +205,9 @@ def _stack_scribbler():
     all ones: called with a kernel's arguments right before it (same caller, same stack
     pointer at entry, nothing run in between), it leaves that kernel a red zone full of set
     sign bits instead of an earlier call's data."""
-    ones = e.vpcmpeqd(0, 0, 0, 256)
-    stores = b"".join(e.vmovups_store(Mem(RSP, disp=-32 * i), 0, 256) for i in range(1, 9))
-    memory = ExecutableMemory(ones + stores + e.vzeroupper() + e.ret())
+    ones = enc.vpcmpeqd(0, 0, 0, 256)
+    stores = b"".join(enc.vmovups_store(Mem(RSP, disp=-32 * i), 0, 256) for i in range(1, 9))
+    memory = ExecutableMemory(ones + stores + enc.vzeroupper() + enc.ret())
     return memory, _PROTOTYPE(memory.address)
 
 
@@ -292,7 +293,7 @@ def _disassembly(code):
 
 
 def test_avx512_code_uses_the_upper_sixteen_zmm_registers():
-    text = _disassembly(generate_brgemm(64, 64, 64, 1, variant="avx512"))
+    text = _disassembly(generate_brgemm(VARIANTS["avx512"], 64, 64, 64, 1))
     high = {int(r) for r in re.findall(r"zmm(\d+)", text) if int(r) >= 16}
     assert len(high) >= 8, f"only zmm{sorted(high)} of zmm16..31 used"
 
@@ -300,7 +301,7 @@ def test_avx512_code_uses_the_upper_sixteen_zmm_registers():
 def test_avx2_code_needs_no_avx512():
     """Only VEX encodings with ymm0..15: the AVX2 code runs on CPUs without AVX-512."""
     for shape in ((64, 64, 64, 2), (19, 37, 5, 1), (3, 14, 2, 1)):
-        text = _disassembly(generate_brgemm(*shape, variant="avx2"))
+        text = _disassembly(generate_brgemm(VARIANTS["avx2"], *shape))
         assert "zmm" not in text and "{k" not in text
         assert not re.search(r"[xy]mm(1[6-9]|2\d|3[01])\b", text)
         assert "(bad)" not in text and ".byte" not in text
