@@ -292,3 +292,30 @@ def test_executable_memory_keeps_a_mapping_of_its_own():
     own.release()
     assert permissions(address) is None
     shared.release()
+
+
+def test_kernels_generated_together_share_their_executable_pages():
+    import numpy as np
+
+    import einjit
+
+    mark = memory.arena.place(return_constant(0))
+    mark.address     # seals the shared arena's tail: the next block starts a fresh page
+    mark.release()
+    m = 2047   # a size no other test asks for: fresh kernels, placed one after another
+    kernels = [einjit.unary("identity", m, n) for n in range(1, 5)]
+    blocks = [k._memory for k in kernels]
+    assert len({b._chunk for b in blocks}) == 1 and not any(b.sealed for b in blocks)
+    assert sum(len(k.code) for k in kernels) + 4 * BLOCK_ALIGN <= PAGE_SIZE
+    a = np.arange(m * 4, dtype=np.float32)
+    for n, kern in enumerate(kernels, start=1):
+        b = np.full(m * 4 + 1, -1.0, np.float32)
+        kern(a, b, m, m)                   # the first call seals all four at once
+        expected = a[:m * n]
+        assert np.array_equal(b[:m * n], expected) and b[m * n] == -1.0
+        if n == 1:   # the last kernel's page is executable before it is asked for
+            last = blocks[-1]
+            assert not last.sealed
+            assert permissions(last._chunk.base + last._offset) == "r-xp"
+    pages = {k.address // PAGE_SIZE for k in kernels}
+    assert len(pages) == 1 and permissions(kernels[-1].address) == "r-xp"
