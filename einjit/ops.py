@@ -36,12 +36,12 @@ def _sigmoid(a):
 
 
 def _recip(a):
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):    # 1/denormal overflows to inf
         return np.reciprocal(a)
 
 
 def _div(a, b):
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.divide(a, b)
 
 

@@ -97,3 +97,44 @@ def assert_well_formed(kernel):
     if kernel.isa == "aarch64":
         assert not any(re.search(r"\b[xw]18\b", line) for line in lines), \
             f"{kernel.name} uses x18, the platform register"
+
+
+def run_in_child(work):
+    """Run work(note) in a forked child and return its result (pickled through a file).
+
+    note(text) records, in shared memory, what the child is about to do; if the child dies
+    of a signal (a segfault from a kernel), the test fails quoting the last note, and if
+    work raises, the test fails with the child's traceback. Nothing a kernel does in the
+    child can take pytest down."""
+    import pickle
+    import tempfile
+    import traceback
+
+    last = mmap.mmap(-1, mmap.PAGESIZE)   # shared with the child: its last note
+    with tempfile.TemporaryFile() as result:
+        pid = os.fork()
+        if pid == 0:
+            def note(text):
+                data = text.encode()[:mmap.PAGESIZE - 1] + b"\0"
+                last[:len(data)] = data
+            try:
+                outcome = ("ok", work(note))
+            except BaseException:
+                outcome = ("raised", traceback.format_exc())
+            try:
+                pickle.dump(outcome, result)
+                result.flush()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        doing = last[:].split(b"\0", 1)[0].decode(errors="replace")
+        if os.WIFSIGNALED(status):
+            pytest.fail(f"the child died of signal {os.WTERMSIG(status)} while running: {doing}")
+        if os.WEXITSTATUS(status) != 0:
+            pytest.fail(f"the child exited with status {os.WEXITSTATUS(status)} while running: "
+                        f"{doing}")
+        result.seek(0)
+        kind, value = pickle.load(result)
+    if kind == "raised":
+        pytest.fail(f"the child raised while running: {doing}\n{value}")
+    return value
