@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from einjit import BINARY_OPS, UNARY_OPS
-from einjit.backends.x86_64 import cpu, generate_binary, generate_unary
+from einjit.backends.x86_64 import VARIANTS, cpu, generate_binary, generate_unary
 
 from .harness import GIB, JitFunction, seconds_per_call, write_result
 
@@ -57,11 +57,11 @@ def _functions(size, variants, rng):
     for variant in variants:
         for op in UNARY_OPS:
             for trans_b in (False, True):
-                code = generate_unary(op, m, n, trans_b, variant=variant)
+                code = generate_unary(VARIANTS[variant], op, m, n, trans_b)
                 functions[variant, op + "_T" * trans_b] = (
                     _bound(code, a, out, m, n), a.nbytes if op == "zero" else unary_bytes)
         for op in BINARY_OPS:
-            code = generate_binary(op, m, n, variant=variant)
+            code = generate_binary(VARIANTS[variant], op, m, n)
             functions[variant, op] = (_bound(code, a, b, out, m, m, m), binary_bytes)
     return functions
 

@@ -18,8 +18,7 @@ import time
 
 import numpy as np
 
-from einjit.backends.x86_64 import cpu
-from einjit.backends.x86_64.brgemm import generate_brgemm
+from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
 
 from .harness import (JitFunction, RepeatDriver, best_seconds, cold_ms, fma_peak_gflops,
                       write_result)
@@ -37,7 +36,7 @@ class GemmTimer:
         self.rng = np.random.default_rng(0)
 
     def gflops(self, m, n, k, br=1, seconds=0.001, repetitions=3):
-        kernel = JitFunction(generate_brgemm(m, n, k, br, variant=self.variant), 8)
+        kernel = JitFunction(generate_brgemm(VARIANTS[self.variant], m, n, k, br), 8)
         a = self.rng.uniform(-1, 1, br * m * k).astype(np.float32)
         b = self.rng.uniform(-1, 1, br * k * n).astype(np.float32)
         c = np.zeros(m * n, np.float32)
@@ -58,9 +57,9 @@ def paired_percent(timer, m, n, k, br, rounds=5):
 
 def generation_ms(m, n, k, br, variant):
     """(first generation in a fresh process, later generations) in milliseconds."""
-    cold = cold_ms("from einjit.backends.x86_64.brgemm import generate_brgemm",
-                   f"generate_brgemm({m}, {n}, {k}, {br}, variant={variant!r})")
-    warm = 1e3 * best_seconds(lambda: generate_brgemm(m, n, k, br, variant=variant), 20)
+    cold = cold_ms("from einjit.backends.x86_64 import VARIANTS, generate_brgemm",
+                   f"generate_brgemm(VARIANTS[{variant!r}], {m}, {n}, {k}, {br})")
+    warm = 1e3 * best_seconds(lambda: generate_brgemm(VARIANTS[variant], m, n, k, br), 20)
     return cold, warm
 
 
