@@ -19,7 +19,7 @@ import numpy as np
 from einjit.frontend.errors import EinsumTypeError, EinsumValueError
 from einjit.frontend.parser import check_subscripts, from_sublists
 from einjit.frontend.plan import ITEMSIZE, Plan
-from einjit.frontend.rewrite import optimize_tree
+from einjit.frontend.rewrite import dense_strides, optimize_tree
 from einjit.frontend.subscripts import Resolved, resolve
 from einjit.frontend.tree import EinsumTree
 from einjit.plan_cache import PlanCache
@@ -72,16 +72,22 @@ class _Prepared:
         for index, element_strides in enumerate(strides):
             view = resolved.view_strides(index, element_strides)
             leaf_strides[index] = dict(zip(resolved.inputs[index], view))
-        if out_strides is None:
-            out_strides = _dense(self.shape, order)
-        self.out_strides = out_strides
-        root = {}
-        for position, dim in enumerate(resolved.full_output):
-            if sizes[dim] > 1:
-                root[dim] = out_strides[position]
         tree = EinsumTree.from_dims(resolved.inputs, resolved.output, sizes, optimize,
                                     letters=resolved.letters)
-        self.tree = optimize_tree(tree, leaf_strides=leaf_strides, out_strides=root)
+        # order "K" without out=: the result's layout is chosen with the tree (as numpy's "K"
+        # follows the operands), so transposed operands need no permutation
+        self.free = out_strides is None and order == "K"
+        if self.free:
+            self.tree = optimize_tree(tree, leaf_strides=leaf_strides, free_root=True)
+            dense = dense_strides(self.tree.root.dims, sizes)
+            out_strides = tuple(dense.get(d, 0) for d in resolved.full_output)
+        else:
+            if out_strides is None:
+                out_strides = _dense(self.shape, order)
+            root = {d: out_strides[p] for p, d in enumerate(resolved.full_output) if sizes[d] > 1}
+            self.tree = optimize_tree(tree, leaf_strides=leaf_strides, out_strides=root)
+        self.out_strides = out_strides
+        root = {d: out_strides[p] for p, d in enumerate(resolved.full_output) if sizes[d] > 1}
         self.plan = Plan(self.tree, leaf_strides, root, optimize_ops=optimize_ops)
 
     def __str__(self) -> str:
@@ -104,7 +110,11 @@ def _run(prepared: _Prepared, arrays: Sequence[np.ndarray], out: np.ndarray | No
          order: str) -> np.ndarray:
     target = out if out is not None and _writable_in_place(out) and not any(
         np.may_share_memory(out, a) for a in arrays) else None
-    if target is None:
+    if target is None and prepared.free:
+        memory = np.empty(max(int(np.prod(prepared.shape)), 1), _FLOAT32)
+        target = np.lib.stride_tricks.as_strided(
+            memory, prepared.shape, [s * ITEMSIZE for s in prepared.out_strides])
+    elif target is None:
         target = np.empty(prepared.shape, _FLOAT32, order="F" if order == "F" else "C")
     prepared.plan.run(arrays, target)
     if out is not None and target is not out:
@@ -158,7 +168,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
     arrays = [a if _usable(a) else np.ascontiguousarray(a) for a in arrays]
     strides = tuple(tuple(s // ITEMSIZE for s in a.strides) for a in arrays)
     shapes = tuple(a.shape for a in arrays)
-    target_order = "F" if order == "F" else "C"
+    target_order = order if order in ("C", "F") else "K"
     key = (subscripts, shapes, strides, _hashable(optimize), target_order)
     try:
         hash(key)

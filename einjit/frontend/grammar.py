@@ -59,7 +59,8 @@ def parse_tree(expression: str) -> lark.Tree:
             expression, column, f"invalid character {char!r} in einsum expression ({hint})")) from None
     except lark.exceptions.UnexpectedToken as error:
         token = error.token
-        column = token.start_pos if token.start_pos is not None else len(expression)
+        column = len(expression) if token.type == "$END" or token.start_pos is None \
+            else token.start_pos
         found = ("einsum expression ends early" if token.type == "$END"
                  else f"unexpected {str(token)!r} in einsum expression")
         raise EinsumSyntaxError(point_at(

@@ -151,14 +151,25 @@ class _Rewriter:
 
 
 def optimize_tree(tree: EinsumTree, *, leaf_strides: Mapping[int, Strides] | None = None,
-                  out_strides: Strides | None = None) -> EinsumTree:
+                  out_strides: Strides | None = None, free_root: bool = False) -> EinsumTree:
     """`tree` rewritten so each contraction maps onto column-major GEMM/BRGEMM: left child =
     in0 with the output's unit-stride dim as m, right child = in1 with a k dim at unit stride.
     leaf_strides: operand -> {dim: stride} (dense row-major if None); out_strides: the root's
-    strides (dense row-major in root order if None)."""
+    strides (dense row-major in root order if None). free_root: the result's layout is ours to
+    choose (numpy's order="K"): the root's dims are reordered like an intermediate's."""
     if leaf_strides is None:
         leaf_strides = {leaf.operand: dense_strides(leaf.dims, tree.sizes) for leaf in tree.leaves}
     root = tree.root
+    rewriter = _Rewriter(tree.sizes, leaf_strides)
+    if free_root and out_strides is None and not root.is_leaf:
+        if len(root.children) == 2:
+            own = rewriter._own_order(root)
+        else:
+            unit = rewriter.unit_dim(root.children[0])
+            own = tuple(d for d in root.dims if d != unit) + (unit,) if unit in root.dims \
+                else None
+        if own is not None:
+            root = Node(own, root.children)
     fixed = dict(out_strides) if out_strides is not None else dense_strides(root.dims, tree.sizes)
-    rewritten = _Rewriter(tree.sizes, leaf_strides).place(root, fixed)
+    rewritten = rewriter.place(root, fixed)
     return EinsumTree(rewritten, tree.sizes, letters=tree.letters)

@@ -1,0 +1,3 @@
+"""The einsum frontend: grammar -> parser -> EinsumTree (opt_einsum order, frontend.paths) ->
+rewrite (layouts for column-major primitives) -> lower (TensorOperations) -> plan (execution).
+The public entry points are einjit.einsum, einjit.contract_expression and einjit.EinsumTree."""
