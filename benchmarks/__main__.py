@@ -3,12 +3,16 @@
 On x86-64: the FMA peak and numpy's bandwidth as references, GEMM/BRGEMM over the full size
 grid for each code variant the host runs, unary/binary bandwidth against numpy. On any host:
 the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generation times.
-Every table is written under benchmarks/results/; the summary is printed at the end.
+Every table is written under benchmarks/results/ (git-ignored; --results DIR for another
+folder); the summary is printed at the end. The figures the README quotes are a committed
+copy, benchmarks/reference/<date>-<machine>/, that only --update-reference writes.
 
-    python -m benchmarks [--quick]
+    python -m benchmarks [--quick] [--results DIR] [--update-reference]
 """
 
 import argparse
+import datetime
+import os
 import sys
 import time
 
@@ -16,7 +20,7 @@ from einjit.backends.x86_64 import cpu
 from einjit.runtime.host import host_isa
 
 from . import aarch64_mca, x86_eltwise, x86_gemm
-from .harness import write_result
+from .output import RESULTS_ENV, machine_name, results_dir, update_reference, write_result
 
 
 def _x86_variants():
@@ -28,7 +32,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="a coarse GEMM grid (M, N in 16,32,48,64) instead of 1..64")
+    parser.add_argument("--results", metavar="DIR",
+                        help="write the result files here (default: benchmarks/results/, "
+                             "git-ignored)")
+    parser.add_argument("--update-reference", action="store_true",
+                        help="after the run, copy the results to the committed reference "
+                             "benchmarks/reference/<date>-<machine>/ (the README's figures)")
     options = parser.parse_args(argv)
+    if options.update_reference and options.quick:
+        parser.error("--update-reference needs the full run, not --quick")
+    if options.results:
+        os.environ[RESULTS_ENV] = options.results
     started = time.perf_counter()
     summary = []
 
@@ -54,6 +68,10 @@ def main(argv=None):
     summary.append(f"total time {time.perf_counter() - started:.0f} s")
     path = write_result("summary.txt", "\n".join(summary) + "\n")
     print(f"\nwritten: {path} and the tables beside it")
+    if options.update_reference:
+        reference = update_reference(results_dir(), datetime.date.today().isoformat(),
+                                     machine_name())
+        print(f"reference updated: {reference} (review, update the README's figures, commit)")
 
 
 if __name__ == "__main__":

@@ -11,13 +11,13 @@ import ctypes
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from einjit.backends.x86_64 import encode as e
 from einjit.backends.x86_64.asm import Assembler
 from einjit.runtime.memory import ExecutableMemory
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from .output import write_result  # noqa: F401  (the benchmarks' one writer of result files)
+
 GIB = 2.0 ** 30
 WIDTH = {"avx512": 512, "avx2": 256}
 FLOPS_PER_FMA = {"avx512": 32, "avx2": 16}   # 16 or 8 lanes, 2 flops each
@@ -137,11 +137,3 @@ def cold_ms(setup, statement, processes=3):
     runs = [float(subprocess.run([sys.executable, "-c", program], capture_output=True,
                                  text=True, check=True).stdout) for _ in range(processes)]
     return 1e3 * min(runs)
-
-
-def write_result(name, text):
-    """Write a result file under benchmarks/results/ and return its path."""
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / name
-    path.write_text(text)
-    return path
