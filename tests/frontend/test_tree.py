@@ -1,0 +1,151 @@
+"""EinsumTree: bracket notation with sizes, str round trips, opt_einsum paths, the tree
+rewrite, and the course's einsum trees (lowering and optimization examples, at small sizes)
+computed through the plan with the IR's reference executor."""
+
+import numpy as np
+import pytest
+from conftest import random_operands
+from test_grammar import COURSE_TREES
+
+import einjit
+from einjit import EinsumTree
+from einjit.frontend.plan import Plan
+from einjit.frontend.rewrite import dense_strides
+
+COURSE_SIZES = [
+    [100, 72, 128, 128, 3, 71, 305, 32, 3], [60, 60, 20, 20, 8, 8, 8, 8, 8, 8],
+    [100, 72, 128, 128, 3, 71, 305, 32, 3], [60, 60, 20, 20, 8, 8, 8, 8, 8, 8],
+    [40, 40, 40, 40, 40, 25, 25, 25, 25, 25],
+]
+SMALL = [[5, 4, 3, 6, 3, 7, 5, 4, 3], [6, 5, 4, 3, 3, 2, 3, 2, 4, 3],
+         [5, 4, 3, 6, 3, 7, 5, 4, 3], [6, 5, 4, 3, 3, 2, 3, 2, 4, 3],
+         [4, 5, 3, 4, 3, 5, 3, 4, 5, 3]]
+
+
+@pytest.mark.parametrize("expression, sizes", list(zip(COURSE_TREES, COURSE_SIZES)))
+def test_course_trees_round_trip(expression, sizes):
+    tree = EinsumTree(expression, sizes)
+    assert str(tree) == expression
+    assert EinsumTree(str(tree), sizes) == tree
+    optimized = tree.optimize()
+    assert EinsumTree(str(optimized), sizes) == optimized
+    assert tree.num_operands == {0: 5, 1: 4, 2: 5, 3: 4, 4: 5}[COURSE_TREES.index(expression)]
+
+
+def test_flops_of_the_first_course_tree():
+    tree = EinsumTree(COURSE_TREES[0], COURSE_SIZES[0])
+    s = COURSE_SIZES[0]
+    expected = 2 * (s[7] * s[3] * s[4] * s[8] + s[1] * s[2] * s[5] * s[6] * s[7]
+                    + s[0] * s[1] * s[2] * s[5] * s[7] + s[0] * s[1] * s[2] * s[3] * s[4] * s[7])
+    assert tree.flops() == expected
+
+
+def evaluate(tree: EinsumTree, operands, optimize=True):
+    """The tree computed by its plan (reference executor) and by numpy, node by node."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    leaf_strides = {leaf.operand: dense_strides(leaf.dims, tree.sizes) for leaf in tree.leaves}
+    planned = tree.optimize() if optimize else tree
+    out_strides = dense_strides(tree.root.dims, tree.sizes)
+    plan = Plan(planned, leaf_strides, out_strides, optimize_ops=False)
+    out = np.empty([tree.sizes[d] for d in tree.root.dims], np.float32)
+    plan.run(operands, out)
+
+    def numpy_node(node):
+        if node.is_leaf:
+            return operands[node.operand].astype(np.float64)
+        values = [numpy_node(c) for c in node.children]
+        equation = ",".join("".join(letters[d] for d in c.dims) for c in node.children)
+        return np.einsum(equation + "->" + "".join(letters[d] for d in node.dims), *values)
+    return out, numpy_node(tree.root)
+
+
+@pytest.mark.parametrize("optimize", [False, True], ids=["lower", "opt"])
+@pytest.mark.parametrize("index", range(len(COURSE_TREES)))
+def test_course_trees_compute(reference, index, optimize):
+    tree = EinsumTree(COURSE_TREES[index], SMALL[index])
+    rng = np.random.default_rng(index)
+    operands = random_operands(rng, [[tree.sizes[d] for d in leaf.dims] for leaf in tree.leaves])
+    out, expected = evaluate(tree, operands, optimize)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def _gemm_fit(tree: EinsumTree):
+    """Contractions whose left child provides the output's unit dim as m at unit stride, and
+    whose right child has a k dim at unit stride (leaves dense row-major)."""
+    good = total = 0
+    for node in tree.root.nodes():
+        if len(node.children) != 2:
+            continue
+        total += 1
+        left, right = node.children
+        unit = node.dims[-1]
+        k = [d for d in left.dims if d in right.dims and d not in node.dims]
+        if unit in left.dims and unit not in right.dims and left.dims[-1] == unit and \
+                (not k or right.dims[-1] in k):
+            good += 1
+    return good, total
+
+
+@pytest.mark.parametrize("index", range(len(COURSE_TREES)))
+def test_optimized_course_trees_map_onto_gemm(index):
+    optimized = EinsumTree(COURSE_TREES[index], COURSE_SIZES[index]).optimize()
+    good, total = _gemm_fit(optimized)
+    assert good == total, optimized.pretty()
+
+
+def test_optimization_keeps_a_good_tree_and_fixes_the_first_example():
+    # the course's first example: only the [1,2,5,7] intermediate needs reordering (k=5 first)
+    optimized = EinsumTree(COURSE_TREES[0], COURSE_SIZES[0]).optimize()
+    assert str(optimized) == ("[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[5,1,2,7]],[0,5]"
+                              "->[0,1,2,7]]->[0,1,2,3,4]")
+    assert str(optimized.optimize()) == str(optimized)
+
+
+def test_useless_permutation_of_a_leaf_is_dropped():
+    # the leaf [1,2] already has m=2 at unit stride for in0: its permutation is not needed
+    tree = EinsumTree("[0,1],[[1,2]->[2,1]]->[0,2]", [3, 4, 5])
+    assert str(tree.optimize()) == "[1,2],[0,1]->[0,2]"
+    # [2,1] has 1 at unit stride, but in0 must have m=2 there: the permutation stays
+    tree = EinsumTree("[0,1],[[2,1]->[2,1]]->[0,2]", [3, 4, 5])
+    assert str(tree.optimize()) == "[[2,1]->[1,2]],[0,1]->[0,2]"
+
+
+def test_tensor_train_from_subscripts():
+    shapes = [(5, 6), (6, 7, 8), (8, 9, 10), (10, 11, 12), (12, 13)]
+    tree = EinsumTree.from_subscripts("af,fbg,gch,hdi,ie->abcde", *shapes, optimize="optimal")
+    assert tree.num_operands == 5
+    assert [tuple(tree.sizes[d] for d in leaf.dims) for leaf in tree.leaves] == shapes
+    assert EinsumTree(str(tree), tree.sizes) == tree
+    assert tree.flops() > 0
+
+
+@pytest.mark.parametrize("optimize", [False, True, "greedy", "optimal", "dp", "auto",
+                                      "branch-2", "auto-hq", ["einsum_path", (1, 2), (0, 1)],
+                                      [(0, 1), (0, 1)], [(0, 1, 2)]])
+def test_paths(reference, optimize):
+    rng = np.random.default_rng(11)
+    shapes = [(3, 4), (4, 5), (5, 6)]
+    operands = random_operands(rng, shapes)
+    result = einjit.einsum("ij,jk,kl->il", *operands, optimize=optimize)
+    np.testing.assert_allclose(result, operands[0] @ operands[1] @ operands[2], rtol=1e-5,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("expression, sizes, words", [
+    ("[0,1],[1,2]->[0,2]", [3, 4], "no size"),
+    ("[0,0]->[0]", [3], "appears twice"),
+    ("[0,1],[1,2]->[0,3]", [3, 4, 5, 6], "in none of its children"),
+    ("[0,1],[1,2]->[0,2]", [3, 4, 5, 6], "never occur"),
+    ("[0,1],[1,2]->[0,2]", [3, 0, 5], ">= 1"),
+    ("ij,jk->ik", [3, 4, 5], "bracket notation"),
+])
+def test_bracket_errors(expression, sizes, words):
+    with pytest.raises(ValueError, match=words):
+        EinsumTree(expression, sizes)
+
+
+def test_sizes_as_mapping():
+    tree = EinsumTree("[0,1],[1,2]->[0,2]", {0: 3, 1: 4, 2: 5})
+    assert tree.sizes == (3, 4, 5)
+    with pytest.raises(TypeError):
+        EinsumTree("[0,1],[1,2]->[0,2]", ["a", 4, 5])
