@@ -4,9 +4,12 @@ Public API so far: the JIT primitives and the objects they return.
 """
 
 from .backends import Target, resolve_target
+from .einsum import ContractExpression, contract_expression, einsum
 from .errors import (EinjitError, EncodingError, IsaMismatchError, KernelParameterError,
                      OperandError, OperandValueError, UnsupportedCpuError)
 from .ir import Dim, TensorOperation
+from .frontend.errors import EinsumSyntaxError, EinsumTypeError, EinsumValueError
+from .frontend.tree import EinsumTree
 from .kernel import Kernel
 from .ops import BINARY_OPS, UNARY_OPS
 from .primitives import binary, brgemm, unary
@@ -18,4 +21,6 @@ __all__ = [
     "EinjitError", "EncodingError", "KernelParameterError", "OperandError", "OperandValueError",
     "IsaMismatchError", "UnsupportedCpuError",
     "TensorOperation", "Dim",
+    "einsum", "contract_expression", "ContractExpression", "EinsumTree",
+    "EinsumSyntaxError", "EinsumValueError", "EinsumTypeError",
 ]
