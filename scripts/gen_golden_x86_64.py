@@ -104,7 +104,8 @@ def vector_or_mem(value, width, bcst=False, mem_bits=None) -> str:
 
 def general_cases() -> None:
     for dst, src in ((0, 3), (3, 0), (8, 0), (0, 15), (12, 13), (4, 5), (15, 8)):
-        case(f"mov_rr({GPR_CONSTANTS[dst]}, {GPR_CONSTANTS[src]})", f"mov {GPR64[dst]}, {GPR64[src]}")
+        case(f"mov_rr({GPR_CONSTANTS[dst]}, {GPR_CONSTANTS[src]})",
+             f"mov {GPR64[dst]}, {GPR64[src]}")
     for dst in (0, 1, 8, 15):
         for imm in (0, 5, 2**31 - 1, 2**31, 2**32 - 1):
             reg32 = GPR32[dst]
@@ -112,7 +113,8 @@ def general_cases() -> None:
         for imm in (-1, -2**31):
             case(f"mov_ri({GPR_CONSTANTS[dst]}, {imm})", f"mov {GPR64[dst]}, {imm}")
         for imm in (2**32, -2**31 - 1, 2**63, -2**63, 2**64 - 1):
-            case(f"mov_ri({GPR_CONSTANTS[dst]}, {imm})", f"movabs {GPR64[dst]}, {imm & (2**64 - 1)}")
+            case(f"mov_ri({GPR_CONSTANTS[dst]}, {imm})",
+                 f"movabs {GPR64[dst]}, {imm & (2**64 - 1)}")
 
     # every base register with disp0/disp8/disp32 boundaries
     for base in range(16):
@@ -139,13 +141,15 @@ def general_cases() -> None:
             for imm in (1, -128, 127, 128, -129, 2**31 - 1, -2**31):
                 case(f"{op}_ri({GPR_CONSTANTS[dst]}, {imm})", f"{op} {GPR64[dst]}, {imm}")
         for dst, src in ((0, 1), (9, 2), (3, 14)):
-            case(f"{op}_rr({GPR_CONSTANTS[dst]}, {GPR_CONSTANTS[src]})", f"{op} {GPR64[dst]}, {GPR64[src]}")
+            case(f"{op}_rr({GPR_CONSTANTS[dst]}, {GPR_CONSTANTS[src]})",
+                 f"{op} {GPR64[dst]}, {GPR64[src]}")
         mem = M(12, 13, 8, 64)
         case(f"{op}_rr(R10, {mem.expr()})", f"{op} r10, {mem.asm(64)}")
     for a, b in ((0, 0), (1, 9), (12, 5)):
         case(f"test_rr({GPR_CONSTANTS[a]}, {GPR_CONSTANTS[b]})", f"test {GPR64[a]}, {GPR64[b]}")
     for dst, src in ((0, 1), (9, 2), (3, 14)):
-        case(f"imul_rr({GPR_CONSTANTS[dst]}, {GPR_CONSTANTS[src]})", f"imul {GPR64[dst]}, {GPR64[src]}")
+        case(f"imul_rr({GPR_CONSTANTS[dst]}, {GPR_CONSTANTS[src]})",
+             f"imul {GPR64[dst]}, {GPR64[src]}")
         for imm in (3, -128, 128, 4096, -2**31):
             case(f"imul_rri({GPR_CONSTANTS[dst]}, {GPR_CONSTANTS[src]}, {imm})",
                  f"imul {GPR64[dst]}, {GPR64[src]}, {imm}")
@@ -216,8 +220,10 @@ def memory_cases() -> None:
         for base in bases:
             for disp in (0, -128, 127, 128):
                 mem = M(base, disp=disp)
-                case(call("vmovups_load", 3, mem, width), f"vmovups {v(3, width)}, {mem.asm(width)}")
-        for mem in (M(0, 12, 4, 8), M(13, 12, 8, 0), M(4, 13, 1, -4), M(9, 14, 2, 1000), M(5, 5, 8, 0)):
+                case(call("vmovups_load", 3, mem, width),
+                     f"vmovups {v(3, width)}, {mem.asm(width)}")
+        for mem in (M(0, 12, 4, 8), M(13, 12, 8, 0), M(4, 13, 1, -4), M(9, 14, 2, 1000),
+                    M(5, 5, 8, 0)):
             case(call("vmovups_store", mem, 11, width), f"vmovups {mem.asm(width)}, {v(11, width)}")
     # EVEX: disp8 * N with N = 64 (zmm), 32 (ymm), 16 (xmm); non-multiples fall back to disp32
     compressed = {512: (0, 64, -64, 8128, 8192, -8192, -8256, 63, 100, 4, 2**31 - 64),
@@ -238,7 +244,8 @@ def memory_cases() -> None:
         case(call("vmovups_load", 31, mem, 512), f"vmovups zmm31, {mem.asm(512)}")
     for width in WIDTHS:
         for reg, mem in ((0, M(7)), (9, M(11, 3, 4, 64)), (12, M(13, disp=-128))):
-            case(call("vmovntps_store", mem, reg, width), f"vmovntps {mem.asm(width)}, {v(reg, width)}")
+            case(call("vmovntps_store", mem, reg, width),
+                 f"vmovntps {mem.asm(width)}, {v(reg, width)}")
         case(call("vmovntps_store", M(4, disp=4096), 25, width),
              f"vmovntps {M(4, disp=4096).asm(width)}, {v(25, width)}")
     case("sfence()", "sfence")
@@ -264,17 +271,23 @@ def mask_cases() -> None:
 def move_cases() -> None:
     for name, mnemonic in (("vmovups_rr", "vmovups"), ("vmovaps_rr", "vmovaps")):
         for width in WIDTHS:
-            for dst, src in ((0, 1), (0, 8), (8, 0), (8, 9), (15, 3), (16, 1), (1, 17), (31, 31), (0, 24)):
+            for dst, src in ((0, 1), (0, 8), (8, 0), (8, 9), (15, 3), (16, 1), (1, 17), (31, 31),
+                             (0, 24)):
                 case(call(name, dst, src, width), f"{mnemonic} {v(dst, width)}, {v(src, width)}")
-            case(call(name, 0, 8, width, evex=True), f"{{evex}} {mnemonic} {v(0, width)}, {v(8, width)}")
+            case(call(name, 0, 8, width, evex=True),
+                 f"{{evex}} {mnemonic} {v(0, width)}, {v(8, width)}")
     for width in WIDTHS:
         for dst, src in ((0, 1), (9, 8), (16, 2), (3, 31)):
-            case(call("vbroadcastss", dst, src, width), f"vbroadcastss {v(dst, width)}, {v(src, 128)}")
-            case(call("vpbroadcastd", dst, src, width), f"vpbroadcastd {v(dst, width)}, {v(src, 128)}")
+            case(call("vbroadcastss", dst, src, width),
+                 f"vbroadcastss {v(dst, width)}, {v(src, 128)}")
+            case(call("vpbroadcastd", dst, src, width),
+                 f"vpbroadcastd {v(dst, width)}, {v(src, 128)}")
         for dst, mem in ((0, M(0)), (12, M(13, 12, 4, 4)), (17, M(4, disp=508)),
                          (17, M(4, disp=512)), (25, M(9, disp=2)), (7, M(5, disp=-516))):
-            case(call("vbroadcastss", dst, mem, width), f"vbroadcastss {v(dst, width)}, {mem.asm(32)}")
-            case(call("vpbroadcastd", dst, mem, width), f"vpbroadcastd {v(dst, width)}, {mem.asm(32)}")
+            case(call("vbroadcastss", dst, mem, width),
+                 f"vbroadcastss {v(dst, width)}, {mem.asm(32)}")
+            case(call("vpbroadcastd", dst, mem, width),
+                 f"vpbroadcastd {v(dst, width)}, {mem.asm(32)}")
         case(call("vbroadcastss", 2, M(0, disp=4), width, mask=1, zeroing=True),
              f"vbroadcastss {decorated(v(2, width), 1, True)}, DWORD PTR [rax+4]")
         case(call("vbroadcastss", 2, M(0, disp=4), width, evex=True),
@@ -284,10 +297,12 @@ def move_cases() -> None:
                  f"vpbroadcastd {v(dst, width)}, {GPR32[src]}")
         case("vpbroadcastd_gpr(4, RCX, %d, mask=2, zeroing=True)" % width,
              f"vpbroadcastd {decorated(v(4, width), 2, True)}, ecx")
-    for reg, mem in ((0, M(0)), (9, M(12, disp=4)), (16, M(4, disp=508)), (31, M(13, 14, 4, 512)), (2, M(5, disp=6))):
+    for reg, mem in ((0, M(0)), (9, M(12, disp=4)), (16, M(4, disp=508)),
+                     (31, M(13, 14, 4, 512)), (2, M(5, disp=6))):
         case(call("vmovss_load", reg, mem), f"vmovss {v(reg, 128)}, {mem.asm(32)}")
         case(call("vmovss_store", mem, reg), f"vmovss {mem.asm(32)}, {v(reg, 128)}")
-    case(call("vmovss_load", 3, M(0, disp=8), mask=1, zeroing=True), "vmovss xmm3{k1}{z}, DWORD PTR [rax+8]")
+    case(call("vmovss_load", 3, M(0, disp=8), mask=1, zeroing=True),
+         "vmovss xmm3{k1}{z}, DWORD PTR [rax+8]")
     case(call("vmovss_store", M(0, disp=8), 3, mask=6), "vmovss DWORD PTR [rax+8]{k6}, xmm3")
     case(call("vmovss_load", 3, M(0, disp=8), evex=True), "{evex} vmovss xmm3, DWORD PTR [rax+8]")
     for xmm, gpr in ((0, 0), (8, 1), (1, 9), (16, 15), (31, 4)):
@@ -368,19 +383,23 @@ def every_instruction_cases() -> None:
     for dst, mem in ((0, M(0)), (9, M(13, 12, 4, 24)), (15, M(4, disp=-8)), (3, M(5, disp=1024))):
         case(call("vbroadcastf128", dst, mem), f"vbroadcastf128 ymm{dst}, {mem.asm(128)}")
         for width in (256, 512):
-            case(call("vbroadcastsd", dst, mem, width), f"vbroadcastsd {v(dst, width)}, {mem.asm(64)}")
+            case(call("vbroadcastsd", dst, mem, width),
+                 f"vbroadcastsd {v(dst, width)}, {mem.asm(64)}")
     for width in (256, 512):
         for dst, src in ((0, 1), (9, 8), (16, 2), (3, 31)):
-            case(call("vbroadcastsd", dst, src, width), f"vbroadcastsd {v(dst, width)}, {v(src, 128)}")
+            case(call("vbroadcastsd", dst, src, width),
+                 f"vbroadcastsd {v(dst, width)}, {v(src, 128)}")
         case(call("vbroadcastsd", 2, M(0, disp=1016), width, mask=1, zeroing=True),
              f"vbroadcastsd {decorated(v(2, width), 1, True)}, QWORD PTR [rax+1016]")
     for a, b, dst, imm in ((1, 2, 0, 0x20), (9, 10, 8, 0x31), (3, 15, 14, 0x13)):
         case(call("vperm2f128", dst, a, b, imm), f"vperm2f128 ymm{dst}, ymm{a}, ymm{b}, {imm}")
-    case(call("vperm2f128", 0, 1, M(12, disp=32), 0x20), "vperm2f128 ymm0, ymm1, YMMWORD PTR [r12+32], 32")
+    case(call("vperm2f128", 0, 1, M(12, disp=32), 0x20),
+         "vperm2f128 ymm0, ymm1, YMMWORD PTR [r12+32], 32")
 
     for dst, a, b, imm in ((0, 1, 2, 1), (8, 9, 10, 0), (16, 17, 18, 1), (3, 4, 31, 1)):
         case(call("vinsertf128", dst, a, b, imm),
-             f"{'vinsertf32x4' if max(dst, a, b) >= 16 else 'vinsertf128'} ymm{dst}, ymm{a}, xmm{b}, {imm}")
+             f"{'vinsertf32x4' if max(dst, a, b) >= 16 else 'vinsertf128'} "
+             f"ymm{dst}, ymm{a}, xmm{b}, {imm}")
         case(call("vextractf128", b, a, imm),
              f"{'vextractf32x4' if max(a, b) >= 16 else 'vextractf128'} xmm{b}, ymm{a}, {imm}")
     for mem in (M(0, disp=16), M(13, 12, 4, 2048), M(4, disp=8)):
@@ -394,7 +413,8 @@ def every_instruction_cases() -> None:
                  f"vextractf32x4 xmm{b}, {v(a, width)}, {imm}")
         for mem in (M(0, disp=16), M(0, disp=2032), M(0, disp=2048), M(13, disp=8)):
             case(call("vinsertf32x4", 5, 6, mem, 1, width, mask=2, zeroing=True),
-                 f"vinsertf32x4 {decorated(v(5, width), 2, True)}, {v(6, width)}, {mem.asm(128)}, 1")
+                 f"vinsertf32x4 {decorated(v(5, width), 2, True)}, {v(6, width)}, "
+                 f"{mem.asm(128)}, 1")
             case(call("vextractf32x4", mem, 6, 1, width, mask=3),
                  f"vextractf32x4 {decorated(mem.asm(128), 3)}, {v(6, width)}, 1")
         case(call("vextractf32x4", 7, 6, 1, width, mask=3, zeroing=True),
@@ -403,23 +423,28 @@ def every_instruction_cases() -> None:
         case(call("vinsertf64x4", dst, a, b, imm), f"vinsertf64x4 zmm{dst}, zmm{a}, ymm{b}, {imm}")
         case(call("vextractf64x4", b, a, imm), f"vextractf64x4 ymm{b}, zmm{a}, {imm}")
     for mem in (M(0, disp=32), M(0, disp=4064), M(0, disp=4096), M(12, disp=16)):
-        case(call("vinsertf64x4", 3, 4, mem, 1, mask=1), f"vinsertf64x4 zmm3{{k1}}, zmm4, {mem.asm(256)}, 1")
+        case(call("vinsertf64x4", 3, 4, mem, 1, mask=1),
+             f"vinsertf64x4 zmm3{{k1}}, zmm4, {mem.asm(256)}, 1")
         case(call("vextractf64x4", mem, 4, 1), f"vextractf64x4 {mem.asm(256)}, zmm4, 1")
 
     for width in (128, 256):
         for dst, a, b, m in ((0, 1, 2, 3), (8, 9, 10, 15), (4, 12, M(13, disp=8), 7)):
             case(call("vblendvps", dst, a, b, m, width),
-                 f"vblendvps {v(dst, width)}, {v(a, width)}, {vector_or_mem(b, width)}, {v(m, width)}")
+                 f"vblendvps {v(dst, width)}, {v(a, width)}, {vector_or_mem(b, width)}, "
+                 f"{v(m, width)}")
         for dst, src, imm in ((0, 1, 0), (9, 12, 1), (2, M(0, disp=64), 11)):
             case(call("vroundps", dst, src, imm, width),
                  f"vroundps {v(dst, width)}, {vector_or_mem(src, width)}, {imm}")
     for width in WIDTHS:
         for k in (1, 7):
-            case(call("vblendmps", 0, 1, 2, width, k), f"vblendmps {decorated(v(0, width), k)}, {v(1, width)}, {v(2, width)}")
+            case(call("vblendmps", 0, 1, 2, width, k),
+                 f"vblendmps {decorated(v(0, width), k)}, {v(1, width)}, {v(2, width)}")
         case(call("vblendmps", 16, 31, M(0, disp=64), width, 5, zeroing=True),
-             f"vblendmps {decorated(v(16, width), 5, True)}, {v(31, width)}, {M(0, disp=64).asm(width)}")
+             f"vblendmps {decorated(v(16, width), 5, True)}, {v(31, width)}, "
+             f"{M(0, disp=64).asm(width)}")
         case(call("vblendmps", 16, 31, M(0, disp=64), width, 5, bcst=True),
-             f"vblendmps {decorated(v(16, width), 5)}, {v(31, width)}, {M(0, disp=64).bcst_asm(width)}")
+             f"vblendmps {decorated(v(16, width), 5)}, {v(31, width)}, "
+             f"{M(0, disp=64).bcst_asm(width)}")
         for dst, src, imm in ((0, 1, 0), (16, 30, 0x11), (2, M(4, disp=64), 3)):
             case(call("vrndscaleps", dst, src, imm, width),
                  f"vrndscaleps {v(dst, width)}, {vector_or_mem(src, width)}, {imm}")
@@ -428,18 +453,23 @@ def every_instruction_cases() -> None:
 
         for name in ("vcvtps2dq", "vcvttps2dq", "vcvtdq2ps", "vsqrtps", "vrcp14ps"):
             for dst, src in ((0, 1), (8, 15), (16, 31), (3, M(13, disp=64))):
-                case(call(name, dst, src, width), f"{name} {v(dst, width)}, {vector_or_mem(src, width)}")
+                case(call(name, dst, src, width),
+                     f"{name} {v(dst, width)}, {vector_or_mem(src, width)}")
             case(call(name, 4, M(0, disp=-8), width, mask=6, zeroing=True, bcst=True),
                  f"{name} {decorated(v(4, width), 6, True)}, {M(0, disp=-8).bcst_asm(width)}")
-        for name, mnemonic in (("vpslld_ri", "vpslld"), ("vpsrld_ri", "vpsrld"), ("vpsrad_ri", "vpsrad")):
-            for dst, src, n in ((0, 1, 23), (9, 8, 1), (16, 2, 31), (3, 29, 0), (5, M(12, disp=64), 4)):
-                case(call(name, dst, src, n, width), f"{mnemonic} {v(dst, width)}, {vector_or_mem(src, width)}, {n}")
+        for name, mnemonic in (("vpslld_ri", "vpslld"), ("vpsrld_ri", "vpsrld"),
+                               ("vpsrad_ri", "vpsrad")):
+            for dst, src, n in ((0, 1, 23), (9, 8, 1), (16, 2, 31), (3, 29, 0),
+                                (5, M(12, disp=64), 4)):
+                case(call(name, dst, src, n, width),
+                     f"{mnemonic} {v(dst, width)}, {vector_or_mem(src, width)}, {n}")
             case(call(name, 5, M(0, disp=4), 7, width, mask=2, bcst=True),
                  f"{mnemonic} {decorated(v(5, width), 2)}, {M(0, disp=4).bcst_asm(width)}, 7")
             case(call(name, 5, 6, 7, width, mask=1, zeroing=True),
                  f"{mnemonic} {decorated(v(5, width), 1, True)}, {v(6, width)}, 7")
             if width < 512:
-                case(call(name, 5, 6, 7, width, evex=True), f"{{evex}} {mnemonic} {v(5, width)}, {v(6, width)}, 7")
+                case(call(name, 5, 6, 7, width, evex=True),
+                     f"{{evex}} {mnemonic} {v(5, width)}, {v(6, width)}, 7")
 
 
 def compare_cases() -> None:
@@ -449,12 +479,15 @@ def compare_cases() -> None:
                  f"vcmpps {v(dst, width)}, {v(a, width)}, {vector_or_mem(b, width)}, {pred}")
         for name in ("vpcmpeqd", "vpcmpgtd"):
             case(call(name, 1, 2, 3, width), f"{name} {v(1, width)}, {v(2, width)}, {v(3, width)}")
-            case(call(name, 9, 10, M(0, disp=4), width), f"{name} {v(9, width)}, {v(10, width)}, {M(0, disp=4).asm(width)}")
+            case(call(name, 9, 10, M(0, disp=4), width),
+                 f"{name} {v(9, width)}, {v(10, width)}, {M(0, disp=4).asm(width)}")
     for width in WIDTHS:
-        for k, a, b, pred, mask in ((1, 2, 3, 1, 0), (7, 16, 31, 0, 2), (2, 8, M(13, disp=128), 30, 0), (3, 0, 1, 4, 7)):
+        for k, a, b, pred, mask in ((1, 2, 3, 1, 0), (7, 16, 31, 0, 2),
+                                    (2, 8, M(13, disp=128), 30, 0), (3, 0, 1, 4, 7)):
             evex = width < 512 and max(a, b if isinstance(b, int) else 0) < 16 and not mask
             case(call("vcmpps", k, a, b, pred, width, mask=mask, evex=evex),
-                 f"{prefix(evex)}vcmpps {decorated(f'k{k}', mask)}, {v(a, width)}, {vector_or_mem(b, width)}, {pred}")
+                 f"{prefix(evex)}vcmpps {decorated(f'k{k}', mask)}, {v(a, width)}, "
+                 f"{vector_or_mem(b, width)}, {pred}")
         case(call("vcmpps", 1, 2, M(0, disp=8), 3, width, bcst=True),
              f"vcmpps k1, {v(2, width)}, {M(0, disp=8).bcst_asm(width)}, 3")
         for name in ("vpcmpeqd", "vpcmpgtd"):
@@ -491,7 +524,8 @@ def assemble(asm_lines: list[str]) -> list[bytes]:
         source += [f"case_{i}:", text]
     source.append("case_end:")
     with tempfile.TemporaryDirectory() as tmp:
-        src, obj, binary = (pathlib.Path(tmp) / name for name in ("cases.s", "cases.o", "cases.bin"))
+        src, obj, binary = (pathlib.Path(tmp) / name
+                            for name in ("cases.s", "cases.o", "cases.bin"))
         src.write_text("\n".join(source) + "\n")
         run("as", "--64", "-o", str(obj), str(src))
         run("objcopy", "-O", "binary", "--only-section=.text", str(obj), str(binary))
@@ -506,7 +540,8 @@ def assemble(asm_lines: list[str]) -> list[bytes]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare only; do not write the golden file")
+    parser.add_argument("--check", action="store_true",
+                        help="compare only; do not write the golden file")
     args = parser.parse_args()
     build_cases()
     expected = assemble([asm for _, asm in CASES])
@@ -526,7 +561,8 @@ def main() -> int:
                  "# generated by scripts/gen_golden_x86_64.py; do not edit by hand"]
         lines += [f"{expr}\t{asm}\t{want.hex()}" for (expr, asm), want in zip(CASES, expected)]
         GOLDEN.write_text("\n".join(lines) + "\n")
-    print(f"{len(CASES)} cases, {mismatches} mismatches" + ("" if args.check else f"; wrote {GOLDEN}"))
+    print(f"{len(CASES)} cases, {mismatches} mismatches"
+          + ("" if args.check else f"; wrote {GOLDEN}"))
     return 1 if mismatches else 0
 
 

@@ -18,11 +18,31 @@ from dataclasses import dataclass
 from einjit.backends import Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
-from einjit.backends.x86_64.eltwise import (COLUMN_STREAM_MIN_BYTES, LINE_FLOATS, MAX_UNROLL,
-                                            MEMORY_BOUND_WIDTH, ColumnRegisters, ColumnSweep,
-                                            Slot, Vector)
-from einjit.backends.x86_64.encode import (RAX, RBP, RBX, RCX, RDI, RDX, RSI, R8, R9, R10, R11,
-                                           R12, R13)
+from einjit.backends.x86_64.eltwise import (
+    COLUMN_STREAM_MIN_BYTES,
+    LINE_FLOATS,
+    MAX_UNROLL,
+    MEMORY_BOUND_WIDTH,
+    ColumnRegisters,
+    ColumnSweep,
+    Slot,
+    Vector,
+)
+from einjit.backends.x86_64.encode import (
+    R8,
+    R9,
+    R10,
+    R11,
+    R12,
+    R13,
+    RAX,
+    RBP,
+    RBX,
+    RCX,
+    RDI,
+    RDX,
+    RSI,
+)
 
 ORDERED = 0x07
 UNORDERED = 0x03

@@ -43,9 +43,26 @@ from functools import lru_cache
 from einjit.backends import Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
-from einjit.backends.x86_64.encode import (R8, R9, R10, R11, R12, R13, R14, R15, RAX, RBP, RBX,
-                                           RCX, RDI, RDX, RSI, RSP, Mem, Reg)
-
+from einjit.backends.x86_64.encode import (
+    R8,
+    R9,
+    R10,
+    R11,
+    R12,
+    R13,
+    R14,
+    R15,
+    RAX,
+    RBP,
+    RBX,
+    RCX,
+    RDI,
+    RDX,
+    RSI,
+    RSP,
+    Mem,
+    Reg,
+)
 
 COLUMNS_PER_BASE = 5          # B columns reachable from one base pointer (see module doc)
 MAX_COLS = 25                 # general registers left for B base pointers: 5 bases
@@ -343,8 +360,9 @@ class _Generator:
     def _next_columns(self, cols: int) -> None:
         """Move B_COL and C_PTR `cols` columns on (A_PTR is free here: it is a scratch)."""
         scratch = self.counter
-        self.asm(enc.mov_rm(A_PTR, B_COL), enc.imul_rri(scratch, LDB, cols), enc.add_rr(A_PTR, scratch),
-                 enc.mov_mr(B_COL, A_PTR), enc.imul_rri(scratch, LDC, cols), enc.add_rr(C_PTR, scratch))
+        self.asm(enc.mov_rm(A_PTR, B_COL), enc.imul_rri(scratch, LDB, cols),
+                 enc.add_rr(A_PTR, scratch), enc.mov_mr(B_COL, A_PTR),
+                 enc.imul_rri(scratch, LDC, cols), enc.add_rr(C_PTR, scratch))
 
     # -- one register block
 
@@ -450,7 +468,8 @@ class _VectorRegisters:
     others reach into the following column of the same block, whose loads come first."""
 
     def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int):
-        self.width, self.vector_bytes, self.lanes = target.vector_bits, target.vector_bits // 8, target.lanes()
+        self.width, self.lanes = target.vector_bits, target.lanes()
+        self.vector_bytes = self.width // 8
         self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
         self.share = share_lanes(target, tail_rows) if group > 1 else 0
         own = vectors - 1 if group > 1 else vectors     # vectors with accumulators per column
@@ -595,7 +614,8 @@ def _add(acc: int, mem: Mem, width: int, masked: bool, mask_vector, spare: int) 
     if not masked:
         return enc.vaddps(acc, acc, mem, width)
     if mask_vector is not None:
-        return enc.vmaskmovps_load(spare, mask_vector, mem, width) + enc.vaddps(acc, acc, spare, width)
+        return (enc.vmaskmovps_load(spare, mask_vector, mem, width)
+                + enc.vaddps(acc, acc, spare, width))
     return enc.vaddps(acc, acc, mem, width, mask=1)     # masked lanes are not read
 
 

@@ -7,7 +7,7 @@ import functools
 import os
 
 from einjit.backends.x86_64 import encode as enc
-from einjit.backends.x86_64.encode import RAX, RCX, RDI, RDX, RSI, R8, Mem, RBX
+from einjit.backends.x86_64.encode import R8, RAX, RBX, RCX, RDI, RDX, RSI, Mem
 from einjit.errors import KernelParameterError, UnsupportedCpuError
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
@@ -117,7 +117,8 @@ def variant() -> str:
     forced = os.environ.get(VARIANT_ENV, "")
     if forced:
         if forced not in VARIANTS:
-            raise KernelParameterError(f"{VARIANT_ENV}={forced!r}: expected one of {sorted(VARIANTS)}")
+            raise KernelParameterError(f"{VARIANT_ENV}={forced!r}: expected one of "
+                                       f"{sorted(VARIANTS)}")
         missing = _missing(VARIANTS[forced], have)
         if missing and host_isa() == "x86_64":
             raise UnsupportedCpuError(f"{VARIANT_ENV}={forced} but the host CPU lacks "

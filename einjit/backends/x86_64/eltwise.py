@@ -608,7 +608,7 @@ class TransposedSweep:
         return self.vector.stream(mem, reg)
 
     def _streaming(self, static: Label) -> None:
-        asm, vector, g, lanes = self.asm, self.vector, self.g, self.vector.lanes
+        asm, g, lanes = self.asm, self.g, self.vector.lanes
         group = STREAM_GROUP_COLUMNS
         asm(enc.mov_rr(g.scratch, g.ld_b), enc.and_ri(g.scratch, self.stream_stride_mask))
         asm.jcc("ne", static)

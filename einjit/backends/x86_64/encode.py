@@ -102,9 +102,11 @@ class Mem:
             if self.index == RSP:
                 raise EncodingError("Mem.index: rsp (4) cannot be an index register")
         if self.scale not in _SCALE_BITS or type(self.scale) is not int:
-            raise EncodingError(f"Mem.scale: {self.scale!r} is not a valid scale; expected 1, 2, 4 or 8")
+            raise EncodingError(f"Mem.scale: {self.scale!r} is not a valid scale; "
+                                f"expected 1, 2, 4 or 8")
         if type(self.disp) is not int or not -0x80000000 <= self.disp <= 0x7FFFFFFF:
-            raise EncodingError(f"Mem.disp: {self.disp!r} does not fit a signed 32-bit displacement")
+            raise EncodingError(f"Mem.disp: {self.disp!r} does not fit a signed 32-bit "
+                                f"displacement")
 
     def offset(self, delta: int) -> Mem:
         """The same address moved by `delta` bytes."""
@@ -163,17 +165,18 @@ def _opcode_plus_reg(opcode: int, reg: int, *, w: bool) -> bytes:
     return (bytes((0x40 | rex,)) if rex else b"") + bytes((opcode | (reg & 7),))
 
 
-def _vex(opcode: int, *, map_select: int, pp: int, w: int, l: int, reg: int, vvvv: int, rm,
+def _vex(opcode: int, *, map_select: int, pp: int, w: int, length: int, reg: int, vvvv: int,
+         rm,
          imm: bytes = b"") -> bytes:
     """VEX prefix (2-byte form when map is 0F, W=0 and no X/B extension) + opcode + ModRM."""
     r = reg >> 3 & 1
     x, b = _rm_extension_bits(rm)  # registers here are 0..15, so X is 0 for them
     vvvv_inv = ~vvvv & 15
     if map_select == 1 and not (w or x or b):
-        prefix = bytes((0xC5, (r ^ 1) << 7 | vvvv_inv << 3 | l << 2 | pp))
+        prefix = bytes((0xC5, (r ^ 1) << 7 | vvvv_inv << 3 | length << 2 | pp))
     else:
         prefix = bytes((0xC4, (r ^ 1) << 7 | (x ^ 1) << 6 | (b ^ 1) << 5 | map_select,
-                        w << 7 | vvvv_inv << 3 | l << 2 | pp))
+                        w << 7 | vvvv_inv << 3 | length << 2 | pp))
     return prefix + bytes((opcode,)) + _modrm(reg, rm) + imm
 
 
@@ -181,7 +184,8 @@ def _evex(opcode: int, map_select: int, pp: int, w: int, ll: int, reg: int, vvvv
           mask: int, zeroing: bool, bcst: bool, disp_scale: int, imm: bytes = b"") -> bytes:
     """EVEX prefix + opcode + ModRM with compressed disp8*N (N = disp_scale)."""
     x, b = _rm_extension_bits(rm)
-    p0 = ((reg >> 3 & 1) ^ 1) << 7 | (x ^ 1) << 6 | (b ^ 1) << 5 | ((reg >> 4 & 1) ^ 1) << 4 | map_select
+    p0 = (((reg >> 3 & 1) ^ 1) << 7 | (x ^ 1) << 6 | (b ^ 1) << 5 | ((reg >> 4 & 1) ^ 1) << 4
+          | map_select)
     p1 = w << 7 | (~vvvv & 15) << 3 | 0x04 | pp
     p2 = zeroing << 7 | ll << 5 | bcst << 4 | ((vvvv >> 4 & 1) ^ 1) << 3 | mask
     return bytes((0x62, p0, p1, p2, opcode)) + _modrm(reg, rm, disp_scale) + imm
@@ -405,7 +409,8 @@ def sfence() -> bytes:
 def jcc(cond: str, rel32: int) -> bytes:
     """Conditional jump; rel32 counts from the end of this 6-byte instruction."""
     if cond not in CONDITION_CODES:
-        raise EncodingError(f"jcc cond: {cond!r} is not a condition; expected one of {sorted(CONDITION_CODES)}")
+        raise EncodingError(f"jcc cond: {cond!r} is not a condition; expected one of "
+                            f"{sorted(CONDITION_CODES)}")
     return bytes((0x0F, 0x80 | CONDITION_CODES[cond])) + _imm("jcc rel32", rel32, 32, signed=True)
 
 
@@ -457,7 +462,7 @@ def prefetcht2(mem: Mem) -> bytes:
 # ---------------------------------------------------------------- mask registers (AVX-512)
 
 def _kmov(pp: int, w: int, opcode: int, reg: int, rm: int) -> bytes:
-    return _vex(opcode, map_select=1, pp=pp, w=w, l=0, reg=reg, vvvv=0, rm=rm)
+    return _vex(opcode, map_select=1, pp=pp, w=w, length=0, reg=reg, vvvv=0, rm=rm)
 
 
 def kmovb_kr(k: int, src: int) -> bytes:
@@ -502,7 +507,7 @@ def kxnorw(dst: int, a: int, b: int) -> bytes:
     """dst := ~(a ^ b); kxnorw(k, k, k) sets k to all ones."""
     for name, reg in (("dst", dst), ("a", a), ("b", b)):
         _check_kreg(f"kxnorw {name}", reg)
-    return _vex(0x46, map_select=1, pp=0, w=0, l=1, reg=dst, vvvv=a, rm=b)
+    return _vex(0x46, map_select=1, pp=0, w=0, length=1, reg=dst, vvvv=a, rm=b)
 
 
 # ---------------------------------------------------------------- vector instructions
@@ -519,7 +524,7 @@ class _VectorOp:
     evex_w: int | None          # EVEX.W of the EVEX form; None if there is no EVEX form
     widths: tuple = (128, 256, 512)
     broadcast: bool = False     # memory operand may be a {1toN} broadcast of one element
-    tuple_bytes: int | None = None  # fixed disp8*N for tuple types (T1S, T4, ...); None: full vector
+    tuple_bytes: int | None = None  # disp8*N for tuple types (T1S, T4, ...); None: full vector
 
 
 def _needs_evex(width, vector_regs, mask, zeroing, bcst, evex) -> bool:
@@ -541,7 +546,8 @@ def _evex_reason(width, named_regs: dict, mask, zeroing, bcst) -> str:
 
 
 def _vector(op: _VectorOp, width: int, *, reg, vvvv, rm, names: dict, mask: int = 0,
-            zeroing: bool = False, bcst: bool = False, evex: bool = False, imm: bytes = b"") -> bytes:
+            zeroing: bool = False, bcst: bool = False, evex: bool = False,
+            imm: bytes = b"") -> bytes:
     """Encode `op` with VEX if possible, else EVEX.
 
     names maps the user's operand names to the vector registers (or Mem) among reg/vvvv/rm,
@@ -549,7 +555,8 @@ def _vector(op: _VectorOp, width: int, *, reg, vvvv, rm, names: dict, mask: int 
     extension, a general or a mask register (validated by the caller).
     """
     if width not in op.widths:
-        raise EncodingError(f"{op.name} width: {width!r} not supported; expected one of {op.widths}")
+        raise EncodingError(f"{op.name} width: {width!r} not supported; expected one of "
+                            f"{op.widths}")
     high_register = False
     for name, value in names.items():
         if type(value) is int and 0 <= value <= 31:
@@ -565,14 +572,16 @@ def _vector(op: _VectorOp, width: int, *, reg, vvvv, rm, names: dict, mask: int 
                             f"VEX form (registers 0..15, width <= 256, no mask or broadcast)")
     if not use_evex and op.vex_w is not None:
         return _vex(op.opcode, map_select=op.map_select, pp=op.pp, w=op.vex_w,
-                    l=int(width == 256), reg=reg, vvvv=vvvv, rm=rm, imm=imm)
+                    length=int(width == 256), reg=reg, vvvv=vvvv, rm=rm, imm=imm)
     if zeroing and not mask:
-        raise EncodingError(f"{op.name} zeroing: zeroing-masking needs a write mask k1..k7, got mask=0")
+        raise EncodingError(f"{op.name} zeroing: zeroing-masking needs a write mask k1..k7, "
+                            f"got mask=0")
     if bcst:
         if not op.broadcast:
             raise EncodingError(f"{op.name} bcst: {op.name} has no broadcast form")
         if not isinstance(rm, Mem):
-            raise EncodingError(f"{op.name} bcst: broadcast needs a memory operand, got register {rm!r}")
+            raise EncodingError(f"{op.name} bcst: broadcast needs a memory operand, got "
+                                f"register {rm!r}")
     disp_scale = op.tuple_bytes or ((4 << op.evex_w) if bcst else width >> 3)
     return _evex(op.opcode, op.map_select, op.pp, op.evex_w, width >> 8, reg, vvvv, rm,
                  mask, zeroing, bcst, disp_scale, imm)
@@ -627,7 +636,8 @@ def _move_rr(load: _VectorOp, store: _VectorOp, dst, src, width, mask, zeroing, 
     _check_vreg(f"{load.name} dst", dst)
     _check_vreg(f"{load.name} src", src)
     vex = not _needs_evex(width, (dst, src), mask, zeroing, False, evex)
-    if vex and src >= 8 > dst:  # store form keeps the extension in VEX.R: 2-byte VEX, as GNU as does
+    # the store form keeps the extension in VEX.R: 2-byte VEX, as GNU as does
+    if vex and src >= 8 > dst:
         return _vector(store, width, reg=src, vvvv=0, rm=dst, names={"dst": dst, "src": src})
     return _vector(load, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
                    mask=mask, zeroing=zeroing, evex=evex)
@@ -731,12 +741,14 @@ def _three_operand(op: _VectorOp):
         return _vector(op, width, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
                        mask=mask, zeroing=zeroing, bcst=bcst, evex=evex)
     encode.__name__ = encode.__qualname__ = op.name
-    encode.__doc__ = f"{op.name} dst, a, b (b: vector register or Mem; bcst=True broadcasts one element)."
+    encode.__doc__ = (f"{op.name} dst, a, b (b: vector register or Mem; bcst=True broadcasts "
+                      f"one element).")
     return encode
 
 
 def _arith(name, opcode, map_select=1, pp=0, vex_w=0, evex_w=0, **kwargs):
-    return _three_operand(_op(name, opcode, map_select, pp, vex_w, evex_w, broadcast=True, **kwargs))
+    return _three_operand(_op(name, opcode, map_select, pp, vex_w, evex_w, broadcast=True,
+                              **kwargs))
 
 
 vaddps = _arith("vaddps", 0x58)
@@ -804,7 +816,8 @@ _VRNDSCALEPS = _op("vrndscaleps", 0x08, 3, 1, vex_w=None, broadcast=True)
 
 
 def vroundps(dst: int, src, imm: int, width: int) -> bytes:
-    """AVX round: imm bits 1:0 mode (0 nearest, 1 down, 2 up, 3 truncate), bit 3 no precision exception."""
+    """AVX round: imm bits 1:0 mode (0 nearest, 1 down, 2 up, 3 truncate), bit 3 no precision
+    exception."""
     return _vector(_VROUNDPS, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
                    imm=_imm8("vroundps imm", imm))
 
@@ -824,7 +837,8 @@ def _shift_imm(op: _VectorOp, ext: int):
                        mask=mask, zeroing=zeroing, bcst=bcst, evex=evex or isinstance(src, Mem),
                        imm=_imm8(f"{op.name} n", n))
     encode.__name__ = encode.__qualname__ = op.name
-    encode.__doc__ = f"{op.name} dst, src, n: shift each dword of src by n bits (n >= 32 gives 0 or the sign)."
+    encode.__doc__ = (f"{op.name} dst, src, n: shift each dword of src by n bits (n >= 32 "
+                      f"gives 0 or the sign).")
     return encode
 
 
@@ -866,11 +880,13 @@ def vperm2f128(dst: int, a: int, b, imm: int) -> bytes:
 _VINSERTF128 = _op("vinsertf128", 0x18, 3, 1, widths=(256, 512), tuple_bytes=16)
 _VINSERTF64X4 = _op("vinsertf64x4", 0x1A, 3, 1, vex_w=None, evex_w=1, widths=(512,), tuple_bytes=32)
 _VEXTRACTF128 = _op("vextractf128", 0x19, 3, 1, widths=(256, 512), tuple_bytes=16)
-_VEXTRACTF64X4 = _op("vextractf64x4", 0x1B, 3, 1, vex_w=None, evex_w=1, widths=(512,), tuple_bytes=32)
+_VEXTRACTF64X4 = _op("vextractf64x4", 0x1B, 3, 1, vex_w=None, evex_w=1, widths=(512,),
+                     tuple_bytes=32)
 
 
 def vinsertf128(dst: int, a: int, b, imm: int) -> bytes:
-    """ymm dst := a with its 128-bit half imm replaced by xmm/m128 b (EVEX vinsertf32x4 for registers >= 16)."""
+    """ymm dst := a with its 128-bit half imm replaced by xmm/m128 b (EVEX vinsertf32x4 for
+    registers >= 16)."""
     return _vector(_VINSERTF128, 256, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
                    imm=_imm8("vinsertf128 imm", imm))
 
@@ -918,7 +934,8 @@ def vblendvps(dst: int, a: int, b, maskvec: int, width: int) -> bytes:
     """AVX: dst[i] := b[i] where the sign bit of maskvec[i] is set, else a[i]."""
     _check_vreg("vblendvps maskvec", maskvec)
     if maskvec >= 16:
-        raise EncodingError(f"vblendvps maskvec: register {maskvec} (>= 16) has no VEX encoding; expected 0..15")
+        raise EncodingError(f"vblendvps maskvec: register {maskvec} (>= 16) has no VEX "
+                            f"encoding; expected 0..15")
     return _vector(_VBLENDVPS, width, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
                    imm=bytes((maskvec << 4,)))
 
@@ -944,7 +961,8 @@ def _compare(op: _VectorOp, with_predicate: bool):
             return _vector(op, width, reg=dst, vvvv=a, rm=b, names=names, mask=mask, bcst=bcst,
                            evex=True, imm=imm)
         if _is_int(dst) and dst >= 16:
-            raise EncodingError(f"{op.name} dst: vector register {dst} (>= 16) is a VEX destination; "
+            raise EncodingError(f"{op.name} dst: vector register {dst} (>= 16) is a VEX "
+                                f"destination; "
                                 f"expected 0..15 (the EVEX form writes a mask register)")
         return _vector(op, width, reg=dst, vvvv=a, rm=b, names={"dst": dst, **names}, imm=imm)
     encode.__name__ = encode.__qualname__ = op.name
@@ -955,8 +973,11 @@ vcmpps = _compare(_op("vcmpps", 0xC2, 1, 0, broadcast=True), with_predicate=True
 vcmpps.__doc__ = ("vcmpps dst, a, b, pred, width: VEX form (width <= 256, registers < 16, no mask) "
                   "sets vector dst lanes to all-ones where `a pred b`; the EVEX form (width 512, "
                   "registers >= 16, mask, bcst or evex=True) sets bits of mask register dst. "
-                  "pred: 0 eq, 1 lt, 2 le, 3 unord, 4 neq, 5 nlt, 6 nle, 7 ord (+16: signalling/quiet swap).")
+                  "pred: 0 eq, 1 lt, 2 le, 3 unord, 4 neq, 5 nlt, 6 nle, 7 ord "
+                  "(+16: signalling/quiet swap).")
 vpcmpeqd = _compare(_op("vpcmpeqd", 0x76, 1, 1, broadcast=True), with_predicate=False)
-vpcmpeqd.__doc__ = "vpcmpeqd dst, a, b, width: dword equality (vector dst with VEX, mask dst with EVEX)."
+vpcmpeqd.__doc__ = ("vpcmpeqd dst, a, b, width: dword equality (vector dst with VEX, mask dst "
+                    "with EVEX).")
 vpcmpgtd = _compare(_op("vpcmpgtd", 0x66, 1, 1, broadcast=True), with_predicate=False)
-vpcmpgtd.__doc__ = "vpcmpgtd dst, a, b, width: signed dword a > b (vector dst with VEX, mask dst with EVEX)."
+vpcmpgtd.__doc__ = ("vpcmpgtd dst, a, b, width: signed dword a > b (vector dst with VEX, mask "
+                    "dst with EVEX).")

@@ -6,8 +6,21 @@ import pytest
 
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
-from einjit.backends.x86_64.encode import (R8, R9, R12, R13, R15, RAX, RBP, RBX, RCX, RDI, RDX,
-                                           RSI, Mem)
+from einjit.backends.x86_64.encode import (
+    R8,
+    R9,
+    R12,
+    R13,
+    R15,
+    RAX,
+    RBP,
+    RBX,
+    RCX,
+    RDI,
+    RDX,
+    RSI,
+    Mem,
+)
 from einjit.errors import EncodingError
 from einjit.runtime.host import host_isa
 

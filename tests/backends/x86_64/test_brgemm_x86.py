@@ -14,14 +14,14 @@ import threading
 import numpy as np
 import pytest
 
-from einjit.backends.x86_64 import cpu
+from einjit.backends.x86_64 import VARIANTS, cpu
 from einjit.backends.x86_64 import encode as enc
-from einjit.backends.x86_64 import VARIANTS
 from einjit.backends.x86_64.brgemm import generate_brgemm, max_cols, plan
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
+
 from support import CANARY, guarded, run_guarded, strided
 
 pytestmark = pytest.mark.skipif(host_isa() != "x86_64", reason="runs x86-64 code")

@@ -82,7 +82,8 @@ def test_bad_environment_value(host, monkeypatch):
 @pytest.mark.parametrize("have, missing", [
     (frozenset(), "lacks avx2, fma; the AVX-512 path lacks avx512f, avx512vl, avx512bw, avx512dq"),
     ({"avx2"}, "AVX2 path lacks fma"),
-    ({"fma", "avx512f", "avx512vl"}, "AVX2 path lacks avx2; the AVX-512 path lacks avx512bw, avx512dq"),
+    ({"fma", "avx512f", "avx512vl"},
+     "AVX2 path lacks avx2; the AVX-512 path lacks avx512bw, avx512dq"),
 ])
 def test_unsupported_host_names_what_is_missing(host, have, missing):
     host(have)

@@ -10,12 +10,19 @@ import ctypes
 import numpy as np
 import pytest
 
-from einjit.backends.x86_64 import (VARIANTS, cpu, emit_binary, emit_brgemm, emit_unary,
-                                    generate_binary, generate_brgemm, generate_unary)
+from einjit.backends.x86_64 import (
+    VARIANTS,
+    cpu,
+    emit_binary,
+    emit_brgemm,
+    emit_unary,
+    generate_binary,
+    generate_brgemm,
+    generate_unary,
+)
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
-from einjit.backends.x86_64.encode import (R8, R9, R12, R13, RAX, RBP, RBX, RCX, RDI, RDX, RSI,
-                                           RSP)
+from einjit.backends.x86_64.encode import R8, R9, R12, R13, RAX, RBP, RBX, RCX, RDI, RDX, RSI, RSP
 from einjit.runtime.host import host_isa
 
 from support import CANARY
