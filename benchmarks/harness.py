@@ -106,7 +106,8 @@ class RepeatDriver:
         for i, reg in enumerate((e.RDI, e.RSI, e.RDX, e.RCX, e.R8, e.R9)):
             asm(e.mov_rm(reg, e.Mem(args, disp=8 * i)))
         for i in (6, 7):
-            asm(e.mov_rm(e.RAX, e.Mem(args, disp=8 * i)), e.mov_mr(e.Mem(e.RSP, disp=8 * (i - 6)), e.RAX))
+            asm(e.mov_rm(e.RAX, e.Mem(args, disp=8 * i)),
+                e.mov_mr(e.Mem(e.RSP, disp=8 * (i - 6)), e.RAX))
         asm(e.call_r(kernel), e.dec(count))
         asm.jcc("ne", top)
         asm(e.add_ri(e.RSP, 24))

@@ -37,6 +37,7 @@ import pytest
 
 import einjit
 from einjit.ops import BINARY, UNARY
+
 from support import CANARY, guarded, mixed_data, run_in_child
 
 SEED = 7_2026
@@ -67,7 +68,7 @@ BAD_DTYPES = (np.float64, np.float16, np.int32, np.uint32, np.complex64, np.dtyp
 def _variants() -> list[str]:
     """The targets this host runs, each named as a user would pass isa=."""
     if HOST == "x86_64":
-        from einjit.backends import why_not_runnable, resolve_target
+        from einjit.backends import resolve_target, why_not_runnable
         names = [f"x86_64:{v}" for v in ("avx512", "avx2")]
         return [name for name in names if why_not_runnable(resolve_target(name)) is None]
     return [HOST]
