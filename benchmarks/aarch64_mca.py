@@ -96,12 +96,19 @@ def innermost_loops(code, containing="fmla"):
     return [["1:"] + body for body in loops]
 
 
+NEON = aarch64.VARIANTS["neon"]
+
+
+def generate(kind, *params):
+    """The A64 code of primitive `kind` with `params` (after the target)."""
+    return getattr(aarch64, f"generate_{kind}")(NEON, *params)
+
+
 def generation_ms(kind, *params):
     """(first generation in a fresh process, later generations) in milliseconds."""
-    generate = getattr(aarch64, f"generate_{kind}")
     cold = cold_ms("from einjit.backends import aarch64",
-                   f"aarch64.generate_{kind}{params!r}")
-    return cold, 1e3 * best_seconds(lambda: generate(*params), 10)
+                   f"aarch64.generate_{kind}(aarch64.VARIANTS['neon'], *{params!r})")
+    return cold, 1e3 * best_seconds(lambda: generate(kind, *params), 10)
 
 
 def report():
@@ -109,7 +116,7 @@ def report():
     peak = model_peak()
     rows = []
     for shape in SHAPES:
-        code = aarch64.generate_brgemm(*shape)
+        code = generate("brgemm", *shape)
         seen = set()
         for body in innermost_loops(code):
             fmlas = sum(t.startswith("fmla") for t in body)
@@ -134,7 +141,7 @@ def report():
     lines += ["", "element-wise kernels, 2048x2048: their main (most storing) inner loop",
               f"{'kernel':<26}{'insns/iter':>11}{'cycles/iter':>12}{'stored B/cycle':>15}"]
     for kind, params in ELTWISE:
-        body = max(innermost_loops(getattr(aarch64, f"generate_{kind}")(*params), "st"),
+        body = max(innermost_loops(generate(kind, *params), "st"),
                    key=stored_bytes)
         cycles = cycles_per_iteration(body)
         name = f"{kind} {params[0]}" + (" trans" if params[-1] is True else "")

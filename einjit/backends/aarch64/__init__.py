@@ -23,7 +23,8 @@ def missing_features(variant: str) -> tuple[str, ...]:
     return ()   # Advanced SIMD is part of every AArch64 application processor
 
 
-from einjit.backends.aarch64.loops import generate_loop_nest  # noqa: E402  (imports the generators above)
+# last: the loop nests import the generators above
+from einjit.backends.aarch64.loops import generate_loop_nest  # noqa: E402
 
-__all__ = ["generate_loop_nest", "VARIANTS", "default_variant", "missing_features", "generate_brgemm",
-           "generate_unary", "generate_binary", "emit_brgemm", "emit_unary", "emit_binary"]
+__all__ = ["VARIANTS", "default_variant", "missing_features", "generate_brgemm", "generate_unary",
+           "generate_binary", "generate_loop_nest", "emit_brgemm", "emit_unary", "emit_binary"]

@@ -14,7 +14,7 @@ from einjit.backends import Target
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler, Label
 from einjit.backends.aarch64.eltwise import ARR, ColumnSweep, Stream, VectorOp
-from einjit.backends.aarch64.target import check_target
+from einjit.backends.aarch64.target import check_op, check_sizes, check_target
 
 A, B, C, LD_A, LD_B, LD_C = 0, 1, 2, 3, 4, 5
 
@@ -40,6 +40,8 @@ def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int) -> Labe
     """Emit the function C := A op B for M x N column-major operands (see the module
     docstring) at the current position of `asm`; returns the Label of its entry."""
     check_target(target)
+    check_op("binary", op, OPS)
+    check_sizes(m=m, n=n)
     sweep = ColumnSweep(OPS[op], m, n, [Stream(A, LD_A), Stream(B, LD_B)], Stream(C, LD_C),
                         counters=(6, 7), scratch_gpr=8)
     entry = asm.label(f"binary_{op}_{m}x{n}")

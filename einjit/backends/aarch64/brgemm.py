@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from einjit.backends import Target
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler, Label
-from einjit.backends.aarch64.target import check_target
+from einjit.backends.aarch64.target import check_sizes, check_target
 
 BLOCK_ROWS = 16
 BLOCK_COLS = 6
@@ -195,6 +195,7 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n (see the module
     docstring) at the current position of `asm`; returns the Label of its entry."""
     check_target(target)
+    check_sizes(m=m, n=n, k=k, br_size=br_size)
     groups = _row_groups(m)
     column_blocks, column_rest = divmod(n, BLOCK_COLS)
     column_shapes = ([BLOCK_COLS] if column_blocks else []) + ([column_rest] if column_rest else [])

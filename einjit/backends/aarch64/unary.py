@@ -24,7 +24,8 @@ from einjit.backends.aarch64.asm import Assembler, Label
 from einjit.backends.aarch64.eltwise import (ARR, LOOP_ALIGN, VECTOR_REGISTERS, ColumnSweep,
                                              Stream, VectorOp, apply, interleave,
                                              scale_to_bytes)
-from einjit.backends.aarch64.target import check_target
+from einjit.backends.aarch64.target import check_op, check_sizes, check_target
+from einjit.errors import KernelParameterError
 
 A, B, LD_A, LD_B = 0, 1, 2, 3
 
@@ -157,6 +158,10 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b:
     """Emit the function B := op(A) for an M x N column-major A (see the module docstring) at
     the current position of `asm`; returns the Label of its entry."""
     check_target(target)
+    check_op("unary", op, OPS)
+    check_sizes(m=m, n=n)
+    if trans_b not in (True, False):
+        raise KernelParameterError(f"trans_b={trans_b!r}: expected True or False")
     vector_op = OPS[op]
     entry = asm.label(f"unary_{op}_{m}x{n}{'_t' if trans_b else ''}")
     if op == "zero" and trans_b:

@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 import einjit
+from einjit import ops
 from einjit.backends import Target, resolve_target
 from einjit.backends.aarch64 import (emit_binary, emit_brgemm, emit_unary, generate_binary,
                                      generate_brgemm, generate_unary)
+from einjit.backends.aarch64 import binary, unary
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler
 from einjit.errors import KernelParameterError
@@ -61,6 +63,29 @@ def test_emitters_refuse_another_target():
             generate_unary(target, "relu", 4, 4, False)
         with pytest.raises(KernelParameterError, match="target"):
             emit_binary(Assembler(), target, "add", 4, 4)
+
+
+def test_emitters_check_their_parameters():
+    for bad in (0, -3, 2.0, True, "4", None):
+        with pytest.raises(KernelParameterError, match="expected an integer >= 1"):
+            emit_brgemm(Assembler(), NEON, 4, 4, bad, 1)
+        with pytest.raises(KernelParameterError, match="expected an integer >= 1"):
+            emit_unary(Assembler(), NEON, "relu", bad, 4, False)
+        with pytest.raises(KernelParameterError, match="expected an integer >= 1"):
+            emit_binary(Assembler(), NEON, "add", 4, bad)
+    with pytest.raises(KernelParameterError, match="'tanh' is not a unary op"):
+        emit_unary(Assembler(), NEON, "tanh", 4, 4, False)
+    with pytest.raises(KernelParameterError, match="'relu' is not a binary op"):
+        emit_binary(Assembler(), NEON, "relu", 4, 4)
+    with pytest.raises(KernelParameterError, match="trans_b"):
+        emit_unary(Assembler(), NEON, "relu", 4, 4, "yes")
+    # numpy integers are sizes too
+    assert generate_brgemm(NEON, np.int64(5), 3, 2, 1) == generate_brgemm(NEON, 5, 3, 2, 1)
+
+
+def test_backend_ops_are_the_op_table():
+    assert set(unary.OPS) == set(ops.UNARY)
+    assert set(binary.OPS) == set(ops.BINARY)
 
 
 def test_a_second_function_needs_the_first_ones_epilogue():

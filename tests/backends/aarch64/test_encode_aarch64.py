@@ -1,7 +1,7 @@
 """A64 encoders against the GNU binutils golden table, and operand checks.
 
-tests/backends/aarch64/golden.txt is produced by scripts/gen_golden_aarch64.py from aarch64-linux-gnu-as;
-this test only reads it, so binutils is not needed at run time.
+tests/backends/aarch64/golden.txt is produced by scripts/gen_golden_aarch64.py from
+aarch64-linux-gnu-as; this test only reads it, so binutils is not needed at run time.
 """
 
 import inspect
