@@ -10,9 +10,8 @@ the other (a loop nest and the kernels it calls): each starts with its own prolo
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Callable
 
 from einjit.backends.aarch64 import encode
 from einjit.backends.aarch64.encode import Reg

@@ -15,9 +15,8 @@ add per block instead of a chain through every load and store.)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable
 
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler

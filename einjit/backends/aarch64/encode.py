@@ -1078,12 +1078,12 @@ def not_v(vd: int, vn: int, arr: str) -> int:
 def _fp_by_element(base: int, vd: int, vn: int, vm: int, index: int, arr: str) -> int:
     q, sz = _fp_arrangement(arr)
     if sz:
-        h, l = _unsigned("index", index, 1), 0
+        h, low = _unsigned("index", index, 1), 0
     else:
         i = _unsigned("index", index, 2)
-        h, l = i >> 1, i & 1
+        h, low = i >> 1, i & 1
     # the element register is M:Rm, all 32 registers for single and double precision
-    return (base | q << 30 | sz << 22 | l << 21 | _vreg("vm", vm) << 16 | h << 11
+    return (base | q << 30 | sz << 22 | low << 21 | _vreg("vm", vm) << 16 | h << 11
             | _vreg("vn", vn) << 5 | _vreg("vd", vd))
 
 

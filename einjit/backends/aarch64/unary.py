@@ -15,15 +15,22 @@ TransposedSweep. zero ignores A, so its transposed form is the plain zero kernel
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from typing import Callable
+from collections.abc import Callable, Sequence
 
 from einjit.backends import Target
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler, Label
-from einjit.backends.aarch64.eltwise import (ARR, LOOP_ALIGN, VECTOR_REGISTERS, ColumnSweep,
-                                             Stream, VectorOp, apply, interleave,
-                                             scale_to_bytes)
+from einjit.backends.aarch64.eltwise import (
+    ARR,
+    LOOP_ALIGN,
+    VECTOR_REGISTERS,
+    ColumnSweep,
+    Stream,
+    VectorOp,
+    apply,
+    interleave,
+    scale_to_bytes,
+)
 from einjit.backends.aarch64.target import check_op, check_sizes, check_target
 from einjit.errors import KernelParameterError
 

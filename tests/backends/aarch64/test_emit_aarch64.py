@@ -17,9 +17,16 @@ import pytest
 import einjit
 from einjit import ops
 from einjit.backends import Target, resolve_target
-from einjit.backends.aarch64 import (emit_binary, emit_brgemm, emit_unary, generate_binary,
-                                     generate_brgemm, generate_unary)
-from einjit.backends.aarch64 import binary, unary
+from einjit.backends.aarch64 import (
+    binary,
+    emit_binary,
+    emit_brgemm,
+    emit_unary,
+    generate_binary,
+    generate_brgemm,
+    generate_unary,
+    unary,
+)
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler
 from einjit.errors import KernelParameterError
