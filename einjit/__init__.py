@@ -6,7 +6,8 @@ Public API so far: the JIT primitives and the objects they return.
 from .backends import Target, resolve_target
 from .einsum import ContractExpression, contract_expression, einsum
 from .errors import (EinjitError, EncodingError, IsaMismatchError, KernelParameterError,
-                     OperandError, OperandValueError, UnsupportedCpuError)
+                     KernelParameterTypeError, OperandError, OperandValueError,
+                     UnsupportedCpuError)
 from .ir import Dim, TensorOperation
 from .frontend.errors import EinsumSyntaxError, EinsumTypeError, EinsumValueError
 from .frontend.tree import EinsumTree
@@ -18,7 +19,8 @@ from .runtime.host import host_isa
 __all__ = [
     "brgemm", "unary", "binary", "Kernel", "Target", "resolve_target", "host_isa",
     "UNARY_OPS", "BINARY_OPS",
-    "EinjitError", "EncodingError", "KernelParameterError", "OperandError", "OperandValueError",
+    "EinjitError", "EncodingError", "KernelParameterError", "KernelParameterTypeError",
+    "OperandError", "OperandValueError",
     "IsaMismatchError", "UnsupportedCpuError",
     "TensorOperation", "Dim",
     "einsum", "contract_expression", "ContractExpression", "EinsumTree",

@@ -19,6 +19,10 @@ class KernelParameterError(EinjitError, ValueError):
     """A kernel parameter (size, op, dtype, leading dimension, stride) is out of range."""
 
 
+class KernelParameterTypeError(EinjitError, TypeError):
+    """A kernel parameter (size, op, trans_b, dtype, isa) has the wrong type."""
+
+
 class OperandError(EinjitError, TypeError):
     """A kernel argument has the wrong type or dtype."""
 

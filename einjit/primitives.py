@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backends import Target, backend, resolve_target
-from .errors import KernelParameterError
+from .errors import KernelParameterError, KernelParameterTypeError
 from .kernel import Kernel, Layout, Signature
 from .ops import BINARY_OPS, UNARY_OPS
 from .runtime.cache import BoundedCache, kernel_cache_size
@@ -26,7 +26,7 @@ _cache = BoundedCache(kernel_cache_size())
 
 def _check_size(primitive, name, value, limit):
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise KernelParameterError(f"{primitive}: {name} must be an integer; got {value!r}")
+        raise KernelParameterTypeError(f"{primitive}: {name} must be an integer; got {value!r}")
     if not 1 <= value <= limit:
         raise KernelParameterError(
             f"{primitive}: {name}={value} is out of range; expected 1 <= {name} <= {limit}")
@@ -34,6 +34,9 @@ def _check_size(primitive, name, value, limit):
 
 
 def _check_dtype(primitive, dtype):
+    if not isinstance(dtype, (str, type, np.dtype)):
+        raise KernelParameterTypeError(f"{primitive}: dtype must be a dtype or its name; "
+                                       f"got {dtype!r}")
     try:
         is_float32 = np.dtype(dtype) == np.float32
     except TypeError:
@@ -44,8 +47,11 @@ def _check_dtype(primitive, dtype):
 
 
 def _check_op(primitive, op, ops):
+    if not isinstance(op, str):
+        raise KernelParameterTypeError(f"{primitive}: op must be a str; got {op!r}")
     if op not in ops:
-        raise KernelParameterError(f"{primitive}: op={op!r} is not supported; expected one of {ops}")
+        raise KernelParameterError(f"{primitive}: op={op!r} is not supported; "
+                                   f"expected one of {ops}")
 
 
 def _kernel(target: Target, kind: str, params: tuple, signature: Signature, doc: str) -> Kernel:
@@ -100,7 +106,7 @@ def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
             for name, value in (("m", m), ("n", n)))
     _check_dtype("unary", dtype)
     if not isinstance(trans_b, bool):
-        raise KernelParameterError(f"unary: trans_b must be a bool; got {trans_b!r}")
+        raise KernelParameterTypeError(f"unary: trans_b must be a bool; got {trans_b!r}")
     target = resolve_target(isa)
     b_rows, b_cols = (n, m) if trans_b else (m, n)
     signature = Signature(

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from types import ModuleType
 
-from ..errors import KernelParameterError
+from ..errors import KernelParameterError, KernelParameterTypeError
 from ..runtime.host import host_isa
 
 ISAS = ("aarch64", "x86_64")
@@ -73,8 +73,8 @@ def resolve_target(isa: str | Target | None = None) -> Target:
         name, _, variant = isa.partition(":")
         variant = variant or None
     else:
-        raise KernelParameterError(f"isa={isa!r} is not supported; expected None, a Target "
-                                   f"or one of {ISAS} (optionally 'isa:variant')")
+        raise KernelParameterTypeError(f"isa={isa!r} is not supported; expected None, a "
+                                       f"Target or one of {ISAS} (optionally 'isa:variant')")
     module = backend(name)
     if variant is None:
         variant = module.default_variant()

@@ -677,3 +677,86 @@ def _limits(note) -> list:
 def test_every_limit_of_every_argument_raises_naming_the_value():
     problems = run_in_child(_limits)
     assert not problems, "\n".join(f"{what}: {problem}" for what, problem in problems[:10])
+
+
+def _constructor_arguments(rng: np.random.Generator, kind: str) -> tuple[dict, list]:
+    """Random parameters of brgemm/unary/binary: (keyword arguments, the rules they break
+    as (class, text naming the parameter))."""
+    limits = ({"m": 1024, "n": 1024, "k": 2048, "br_size": 1024} if kind == "brgemm"
+              else {"m": 2048, "n": 2048})
+    kwargs, broken = {}, []
+    for name, limit in limits.items():
+        roll = rng.random()
+        if roll < 0.1:
+            value = _pick(rng, (0, -1, limit + 1, 2**64, -2**63))
+            broken.append((ValueError, f"{name}={value}"))
+        elif roll < 0.2:
+            value = _pick(rng, (1.5, "4", None, True, 4.0, [4]))
+            broken.append((TypeError, name))
+        else:
+            value = _pick(rng, (1, 2, 5, 17, limit, np.int64(3), np.uint16(7)))
+        kwargs[name] = value
+    if kind != "brgemm":
+        ops = UNARY if kind == "unary" else BINARY
+        roll = rng.random()
+        if roll < 0.1:
+            kwargs["op"] = _pick(rng, ("tanh", "RELU", "", "max " if kind == "binary" else "relu "))
+            broken.append((ValueError, repr(kwargs["op"])))
+        elif roll < 0.15:
+            kwargs["op"] = _pick(rng, (3, None, b"relu", ("add",)))
+            broken.append((TypeError, "op"))
+        else:
+            kwargs["op"] = _pick(rng, tuple(ops))
+    if kind == "unary" and rng.random() < 0.5:
+        kwargs["trans_b"] = _pick(rng, (True, False, True, False, 1, "yes", None))
+        if not isinstance(kwargs["trans_b"], bool):
+            broken.append((TypeError, "trans_b"))
+    roll = rng.random()
+    if roll < 0.1:
+        kwargs["dtype"] = _pick(rng, ("float64", np.float16, "int32", "f8"))
+        broken.append((ValueError, "dtype"))
+    elif roll < 0.15:
+        kwargs["dtype"] = _pick(rng, (3, 4.0, ["float32"]))
+        broken.append((TypeError, "dtype"))
+    elif roll < 0.3:
+        kwargs["dtype"] = _pick(rng, ("float32", np.float32, np.dtype("float32"), "f4"))
+    roll = rng.random()
+    if roll < 0.1:
+        kwargs["isa"] = _pick(rng, ("arm", "x86", "x86_64:sse2", "aarch64:sve", "X86_64"))
+        broken.append((ValueError, "isa="))
+    elif roll < 0.15:
+        kwargs["isa"] = _pick(rng, (3, b"x86_64", ["aarch64"]))
+        broken.append((TypeError, "isa="))
+    elif roll < 0.5:
+        kwargs["isa"] = _pick(rng, ("aarch64", "x86_64:avx2", "x86_64:avx512", "x86_64", None))
+    return kwargs, broken
+
+
+def _constructors(note) -> list:
+    problems = []
+    rng = np.random.default_rng((SEED, 1))
+    for index in range(CONSTRUCTOR_CASES):
+        kind = ("brgemm", "unary", "binary")[index % 3]
+        kwargs, broken = _constructor_arguments(rng, kind)
+        what = f"einjit.{kind}(**{kwargs!r})"
+        note(what)
+        try:
+            kernel = getattr(einjit, kind)(**kwargs)
+        except einjit.EinjitError as exc:
+            if not any(isinstance(exc, cls) and text in str(exc) for cls, text in broken):
+                problems.append(f"{what}: raised {type(exc).__name__}({exc}); it breaks "
+                                f"{[(cls.__name__, text) for cls, text in broken]}")
+            continue
+        except Exception as exc:
+            problems.append(f"{what}: raised {type(exc).__name__}, not an EinjitError: {exc}")
+            continue
+        if broken:
+            problems.append(f"{what}: accepted; it breaks {broken}")
+        elif kernel.isa != (kwargs.get("isa") or HOST).split(":")[0]:
+            problems.append(f"{what}: made a kernel for {kernel.target}")
+    return problems
+
+
+def test_random_constructor_arguments_raise_by_the_rule_or_make_a_kernel():
+    problems = run_in_child(_constructors)
+    assert not problems, "\n".join(problems[:10])
