@@ -299,10 +299,13 @@ def test_kernels_generated_together_share_their_executable_pages():
 
     import einjit
 
+    from einjit import primitives
+
+    primitives._cache.clear()   # the kernels below are generated now, placed one after another
     mark = memory.arena.place(return_constant(0))
     mark.address     # seals the shared arena's tail: the next block starts a fresh page
     mark.release()
-    m = 2047   # a size no other test asks for: fresh kernels, placed one after another
+    m = 2047
     kernels = [einjit.unary("identity", m, n) for n in range(1, 5)]
     blocks = [k._memory for k in kernels]
     assert len({b._chunk for b in blocks}) == 1 and not any(b.sealed for b in blocks)
