@@ -46,8 +46,8 @@ class CompiledOperation:
         self.threads = check_threads(op.num_threads)
         work = _work_per_iteration(self.plan) * self.plan.seq_iterations
         total = self.plan.shared_iterations
-        self._shares = split_range(total, min(self.threads,
-                                              max(1, work * total // MIN_WORK_PER_THREAD)))
+        worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
+        self._shares = split_range(total, min(self.threads, max(1, worth)))
         self._not_runnable = why_not_runnable(self.target)
         self._block = None
         self.function = None

@@ -91,6 +91,12 @@ class WorkerPool:
     def __init__(self):
         self._queues: list[queue.SimpleQueue] = []
         self._lock = threading.Lock()
+        # a forked child has none of the parent's threads: start its own on first need
+        os.register_at_fork(after_in_child=self._forget_workers)
+
+    def _forget_workers(self) -> None:
+        self._queues = []
+        self._lock = threading.Lock()
 
     def _ensure(self, workers: int) -> None:
         with self._lock:

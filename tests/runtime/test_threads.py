@@ -79,3 +79,18 @@ def test_thread_count_defaults_and_checks(monkeypatch):
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(KernelParameterError, match="num_threads="):
             check_threads(bad)
+
+
+def test_pool_works_in_a_forked_child():
+    """A child process inherits none of the parent's worker threads; the pool starts its own
+    there instead of queueing work for threads that do not exist."""
+    import os
+    pool = WorkerPool()
+    pool.run(lambda i: None, [(0,), (1,)])          # the parent's worker exists now
+    pid = os.fork()
+    if pid == 0:
+        out = [0, 0, 0]
+        pool.run(lambda i: out.__setitem__(i, 1), [(0,), (1,), (2,)])
+        os._exit(0 if out == [1, 1, 1] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0

@@ -14,7 +14,10 @@ from __future__ import annotations
 from einjit.backends import Target
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler
+from einjit.backends.aarch64.binary import emit_binary
+from einjit.backends.aarch64.brgemm import emit_brgemm
 from einjit.backends.aarch64.encode import SP, XZR
+from einjit.backends.aarch64.unary import emit_unary
 from einjit.codegen.loop_nest import KernelCall, NestPlan
 
 POINTERS = (19, 20, 21)               # in0, in1, out: live across calls
@@ -121,13 +124,8 @@ def _start(asm: Assembler, plan: NestPlan) -> None:
         asm.bind(found)
 
 
-def _words(code: bytes) -> list[int]:
-    return [int.from_bytes(code[i:i + 4], "little") for i in range(0, len(code), 4)]
-
-
 def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     """Emit the nest function at the current position, its kernels after it."""
-    from einjit.backends.aarch64 import generate_binary, generate_brgemm, generate_unary
 
     frame = -(-8 * len(plan.loops) // 16) * 16
     entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
@@ -151,11 +149,11 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     if frame:
         asm(enc.add_imm(SP, SP, frame))
     asm.epilogue()
-    generators = {"brgemm": generate_brgemm, "unary": generate_unary, "binary": generate_binary}
+    emitters = {"brgemm": emit_brgemm, "unary": emit_unary, "binary": emit_binary}
     for kernel, entry in entries.items():
         asm.align(KERNEL_ALIGN)
         asm.bind(entry)
-        asm(_words(generators[kernel[0]](target, *kernel[1])))
+        emitters[kernel[0]](asm, target, *kernel[1])
 
 
 def generate_loop_nest(target: Target, plan: NestPlan) -> bytes:

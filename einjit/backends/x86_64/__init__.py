@@ -12,6 +12,7 @@ from einjit.backends import Target
 from einjit.backends.x86_64 import cpu
 from einjit.backends.x86_64.binary import emit_binary, generate_binary
 from einjit.backends.x86_64.brgemm import emit_brgemm, generate_brgemm
+from einjit.backends.x86_64.loops import generate_loop_nest
 from einjit.backends.x86_64.unary import emit_unary, generate_unary
 
 VARIANTS = {
@@ -31,4 +32,5 @@ def missing_features(variant: str) -> tuple[str, ...]:
 
 
 __all__ = ["VARIANTS", "default_variant", "missing_features", "emit_brgemm", "emit_unary",
-           "emit_binary", "generate_brgemm", "generate_unary", "generate_binary"]
+           "emit_binary", "generate_brgemm", "generate_unary", "generate_binary",
+           "generate_loop_nest"]

@@ -14,8 +14,11 @@ from __future__ import annotations
 from einjit.backends import Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
+from einjit.backends.x86_64.binary import emit_binary
+from einjit.backends.x86_64.brgemm import emit_brgemm
 from einjit.backends.x86_64.encode import (R8, R9, R10, R11, R12, R13, RAX, RBP, RBX, RCX, RDI,
                                            RDX, RSI, RSP, Mem)
+from einjit.backends.x86_64.unary import emit_unary
 from einjit.codegen.loop_nest import KernelCall, NestPlan
 
 POINTERS = (RBX, RBP, R12)            # in0, in1, out: live across calls
@@ -138,7 +141,6 @@ def _start(asm: Assembler, plan: NestPlan) -> None:
 
 def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     """Emit the nest function at the current position, its kernels after it."""
-    from einjit.backends.x86_64 import generate_binary, generate_brgemm, generate_unary
 
     frame = _Frame(len(plan.loops))
     entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
@@ -166,11 +168,11 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
             _step_odometer(asm, plan)
     asm(enc.add_ri(RSP, frame.size))
     asm.epilogue()
-    generators = {"brgemm": generate_brgemm, "unary": generate_unary, "binary": generate_binary}
+    emitters = {"brgemm": emit_brgemm, "unary": emit_unary, "binary": emit_binary}
     for kernel, entry in entries.items():
         asm.align(KERNEL_ALIGN)
         asm.bind(entry)
-        asm(generators[kernel[0]](target, *kernel[1]))
+        emitters[kernel[0]](asm, target, *kernel[1])
 
 
 def generate_loop_nest(target: Target, plan: NestPlan) -> bytes:

@@ -1,0 +1,213 @@
+"""TensorOperation benchmarks (issue: JIT'd loop nests, threads, optimizer).
+
+Every figure is a ratio to a reference measured in the same run: the FMA peak of one core and
+of all cores (a JIT'd FMA loop on every thread at once), numpy's transposed copy, numpy's and
+torch's einsum on the same contraction, np.matmul's call time.
+
+    python -m benchmarks.tensor_operation [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+import einjit
+from einjit.backends import resolve_target
+from einjit.runtime.threads import default_threads
+
+from .harness import best_seconds, fma_peak_gflops, seconds_per_call, write_result
+
+try:
+    import torch
+except ImportError:     # an optional peer
+    torch = None
+
+
+def all_core_peak_gflops(variant: str, threads: int) -> float:
+    """FMA GFLOPS of `threads` cores running the peak loop at once."""
+    results = [0.0] * threads
+
+    def run(i):
+        results[i] = fma_peak_gflops(variant)
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return sum(results)
+
+
+@dataclass
+class Case:
+    name: str
+    op: einjit.TensorOperation
+    flops: float
+    equation: str            # the same contraction for numpy/torch einsum
+    shapes: tuple            # (in0 view shape, in1 view shape, out view shape)
+
+
+def _views(op, in0, in1, out):
+    """Logical einsum views of the operands: one axis per dim (k dims absent from out)."""
+    def view(array, strides, skip):
+        shape = [d.size for d, s in zip(op.dims, strides) if not skip(d, s)]
+        steps = [s * 4 for d, s in zip(op.dims, strides) if not skip(d, s)]
+        return np.lib.stride_tricks.as_strided(array, shape, steps)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    a = view(in0, [d.stride_in0 for d in op.dims], lambda d, s: s == 0)
+    b = view(in1, [d.stride_in1 for d in op.dims], lambda d, s: s == 0)
+    c = view(out, [d.stride_out for d in op.dims], lambda d, s: s == 0)
+    sub = lambda pick: "".join(l for l, d, s in zip(letters, op.dims, pick) if s != 0)
+    eq = (f"{sub([d.stride_in0 for d in op.dims])},{sub([d.stride_in1 for d in op.dims])}"
+          f"->{sub([d.stride_out for d in op.dims])}")
+    return a, b, c, eq
+
+
+def _buffer(op, stride_name):
+    extent = 1 + sum((d.size - 1) * getattr(d, stride_name) for d in op.dims)
+    return np.random.default_rng(0).uniform(-1, 1, extent).astype(np.float32)
+
+
+SEEDS = dict(dim_types=("m", "n", "k", "m", "n", "k"), dim_sizes=(32, 32, 8, 32, 32, 32),
+             strides_in0=(8192, 0, 1024, 1, 0, 32), strides_in1=(0, 8192, 1024, 0, 32, 1),
+             strides_out=(32768, 1024, 0, 1, 32, 0))
+SEEDS_CONFIGS = [
+    ("seeds GEMM", "none", "gemm", "none", ("seq", "seq", "seq", "prim", "prim", "prim")),
+    ("seeds BRGEMM", "none", "brgemm", "none", ("seq", "seq", "prim", "prim", "prim", "prim")),
+    ("seeds BRGEMM zero/relu", "zero", "brgemm", "relu",
+     ("seq", "seq", "prim", "prim", "prim", "prim")),
+]
+
+
+def contraction_cases(threads: int, quick: bool) -> list[tuple[str, einjit.TensorOperation]]:
+    cases = []
+    for name, first, main, last, exec_types in SEEDS_CONFIGS:
+        for t in sorted({1, threads}):
+            shared = exec_types if t == 1 else ("shared", "shared") + exec_types[2:]
+            cases.append((f"{name}, {t} thread{'s' * (t > 1)}", einjit.TensorOperation(
+                "float32", first, main, last, exec_types=shared, num_threads=t, **SEEDS)))
+    size = 800 if quick else 1600
+    for t in sorted({1, threads}):
+        plain = einjit.TensorOperation(
+            "float32", "none", "gemm", "none", ("m", "n", "k"), None, (size,) * 3,
+            (1, 0, size), (0, size, 1), (1, size, 0), num_threads=t)
+        cases.append((f"optimize {size}^3 matmul, {t} thread{'s' * (t > 1)}",
+                      einjit.optimize(plain, num_threads=t)))
+        # (64, 25, 64, 25, 64, 25): m, m, n, n, k, k with awkward sizes, column-major tensors
+        sizes = (64, 25, 64, 25, 64, 25)
+        m0, m1, n0, n1, k0, k1 = sizes
+        awkward = einjit.TensorOperation(
+            "float32", "none", "gemm", "none", ("m", "m", "n", "n", "k", "k"), None, sizes,
+            (1, m0, 0, 0, m0 * m1, m0 * m1 * k0), (0, 0, k0 * k1, k0 * k1 * n0, 1, k0),
+            (1, m0, m0 * m1, m0 * m1 * n0, 0, 0), num_threads=t)
+        cases.append((f"optimize (64,25)x3 m/n/k, {t} thread{'s' * (t > 1)}",
+                      einjit.optimize(awkward, num_threads=t)))
+    return cases
+
+
+def _peers(equation, a, b):
+    peers = {"np.einsum": lambda: np.einsum(equation, a, b, optimize=True)}
+    if torch is not None:
+        ta, tb = torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b))
+        peers["torch.einsum"] = lambda: torch.einsum(equation, ta, tb)
+    return peers
+
+
+def run_contractions(threads, quick, peak1, peak_all, lines, rows):
+    for name, op in contraction_cases(threads, quick):
+        in0, in1 = _buffer(op, "stride_in0"), _buffer(op, "stride_in1")
+        out = np.zeros(1 + sum((d.size - 1) * d.stride_out for d in op.dims), np.float32)
+        flops = 2.0 * np.prod([d.size for d in op.dims], dtype=np.float64)
+        a, b, c, equation = _views(op, in0, in1, out)
+        op.execute(in0, in1, out)            # once into zeros: checked before it is timed
+        expected = np.einsum(equation, a.astype(np.float64), b.astype(np.float64))
+        if op.prim_last_touch == "relu":
+            expected = np.maximum(expected, 0)
+        scale = np.einsum(equation, np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+        if np.any(np.abs(c - expected) > 1e-5 * scale + 1e-30):
+            raise AssertionError(f"{name}: einjit's result differs from numpy's")
+        seconds = best_seconds(lambda: op.execute(in0, in1, out), 5)
+        gflops = flops / seconds / 1e9
+        peak = peak1 if op.num_threads == 1 else peak_all
+        peer_seconds = {peer: best_seconds(function, 3)
+                        for peer, function in _peers(equation, a, b).items()}
+        best_peer = min(peer_seconds.values())
+        lines.append(f"{name:<40} {gflops:8.1f} GFLOPS {100 * gflops / peak:5.1f}% of peak; "
+                     + ", ".join(f"vs {p} {s / seconds:5.2f}x" for p, s in peer_seconds.items()))
+        rows.append(f"{name},{gflops:.2f},{100 * gflops / peak:.1f},{best_peer / seconds:.3f}")
+
+
+def run_permutations(threads, quick, lines, rows):
+    t, r, u, s = (64, 64, 64, 64) if not quick else (32, 32, 64, 64)  # 64 MiB at full size
+    a = np.random.default_rng(1).uniform(-1, 1, (t, r, u, s)).astype(np.float32)
+    cases = {
+        "trus -> turs": (0, 2, 1, 3),
+        "trus -> stru (unit-stride dim moves)": (3, 0, 1, 2),
+    }
+    for name, axes in cases.items():
+        out = np.empty([a.shape[i] for i in axes], np.float32)
+        out_strides = [st // 4 for st in out.strides]
+        # dims in a's order (t, r, u, s); out stride of input axis i is out's stride at its position
+        position = {axis: p for p, axis in enumerate(axes)}
+        plain = einjit.TensorOperation(
+            "float32", "none", "identity", "none", ("c",) * 4, None, a.shape,
+            [st // 4 for st in a.strides], (0,) * 4,
+            [out_strides[position[i]] for i in range(4)], num_threads=threads)
+        op = einjit.optimize(plain, num_threads=threads)
+        op.execute(a, None, out)
+        assert np.array_equal(out, a.transpose(axes)), name
+        moved = 2 * a.nbytes
+        ours = best_seconds(lambda: op.execute(a, None, out), 5)
+        numpy = best_seconds(lambda: np.copyto(out, a.transpose(axes)), 5)
+        lines.append(f"{name:<40} {moved / ours / 2**30:6.1f} GiB/s, numpy "
+                     f"{moved / numpy / 2**30:6.1f} GiB/s: {numpy / ours:5.2f}x numpy "
+                     f"({threads} threads)")
+        rows.append(f"permutation {name},{moved / ours / 2**30:.2f},,{numpy / ours:.3f}")
+
+
+def run_overhead(lines, rows):
+    op = einjit.TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"),
+                                ("prim",) * 3, (4, 4, 4), (1, 0, 4), (0, 4, 1), (1, 4, 0),
+                                num_threads=1)
+    a, b = np.ones((4, 4), np.float32), np.ones((4, 4), np.float32)
+    c = np.zeros((4, 4), np.float32)
+    times = seconds_per_call({"execute": lambda: op.execute(a, b, c),
+                              "np.matmul": lambda: np.matmul(a, b, out=c)})
+    ratio = times["execute"] / times["np.matmul"]
+    lines.append(f"execute of a 4x4x4 GEMM: {1e6 * times['execute']:.2f} us, np.matmul "
+                 f"{1e6 * times['np.matmul']:.2f} us: {ratio:.2f}x numpy's call time")
+    rows.append(f"overhead 4x4x4,{1e6 * times['execute']:.3f},,{ratio:.3f}")
+
+
+def run(quick: bool = False) -> tuple[list[str], str]:
+    target = resolve_target(None)
+    threads = default_threads()
+    lines, rows = [], ["case,gflops_or_gibs,percent_of_peak,speedup_vs_best_peer"]
+    if target.isa == "x86_64":
+        peak1 = fma_peak_gflops(target.variant)
+        peak_all = all_core_peak_gflops(target.variant, threads)
+        lines.append(f"FMA peak ({target}): 1 core {peak1:.1f} GFLOPS, {threads} cores "
+                     f"{peak_all:.1f} GFLOPS")
+        run_contractions(threads, quick, peak1, peak_all, lines, rows)
+    run_permutations(threads, quick, lines, rows)
+    run_overhead(lines, rows)
+    return lines, "\n".join(rows) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    options = parser.parse_args(argv)
+    lines, table = run(options.quick)
+    print("\n".join(lines))
+    print(f"written: {write_result('tensor_operation.csv', table)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

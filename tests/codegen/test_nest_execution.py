@@ -1,0 +1,199 @@
+"""JIT'd loop nests against numpy: TensorOperation.execute runs the nest einjit generated
+for the op (both ISAs: this module runs on the host and in the aarch64 lane) and must give
+what the numpy reference executor computes from the strides (itself checked against an
+element-by-element oracle in tests/ir), leaving every element it does not own untouched
+(the buffers are padded, and gaps between strided elements are compared too), on 1, 2 and 3
+threads, without ever touching memory past the operands (guard pages)."""
+
+import itertools
+import os
+import platform
+
+import numpy as np
+import pytest
+
+import einjit
+from einjit.codegen import compile as compile_module
+from einjit.codegen import compile_operation, plan_nest
+from einjit.ir import TensorOperation
+from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
+from einjit.ir.reference import execute_reference
+from ir_support import assert_same, buffers
+from support import guarded, run_in_child
+
+IN_LANE = platform.machine() == "aarch64"
+SEEDS = dict(dim_types=("m", "n", "k", "m", "n", "k"), dim_sizes=(32, 32, 8, 32, 32, 32),
+             strides_in0=(8192, 0, 1024, 1, 0, 32), strides_in1=(0, 8192, 1024, 0, 32, 1),
+             strides_out=(32768, 1024, 0, 1, 32, 0))
+SEEDS_CONFIGS = {
+    "gemm": ("none", "gemm", "none", ("seq", "seq", "seq", "prim", "prim", "prim")),
+    "brgemm": ("none", "brgemm", "none", ("seq", "seq", "prim", "prim", "prim", "prim")),
+    "brgemm zero relu": ("zero", "brgemm", "relu", ("seq", "seq", "prim", "prim", "prim", "prim")),
+}
+
+
+@pytest.fixture
+def every_share_threaded(monkeypatch):
+    """Split shared iterations across threads however little work they hold."""
+    monkeypatch.setattr(compile_module, "MIN_WORK_PER_THREAD", 0)
+    compile_module.compile_operation.cache_clear()
+    yield
+    compile_module.compile_operation.cache_clear()
+
+
+def assert_matches(op, got, expected, in0, in1, start):
+    """Element-wise: bit-exact. Contractions: within the float32 rounding bound of a sum of
+    `length` products in any order, (length + 1) * eps * (|c| + sum |a| |b|)."""
+    if op.kind != "contraction":
+        chain = [name for name in (op.prim_first_touch, op.prim_main, op.prim_last_touch)
+                 if name != "none"]
+        if all(lookup(name).exact for name in chain):
+            assert_same(op, got, expected)
+        else:   # reciprocal within 1 ulp, sigmoid within 1e-6 (README), then exact ops
+            np.testing.assert_allclose(got, expected, rtol=8 * np.finfo(np.float32).eps,
+                                       atol=2e-6, equal_nan=True)
+        return
+    magnitude = np.abs(start)
+    plain = op.replace(prim_first_touch="none", prim_last_touch="none")
+    execute_reference(plain, np.abs(in0), np.abs(in1), magnitude)
+    length = int(np.prod([d.size for d in op.dims if d.type == "k"]))
+    bound = (length + 1) * np.finfo(np.float32).eps * magnitude.astype(np.float64) + 1e-30
+    error = np.abs(got.astype(np.float64) - expected)
+    assert np.all(error <= bound), f"max error {error.max()} beyond the rounding bound"
+
+
+def run_and_check(op, seed=0):
+    rng = np.random.default_rng(seed)
+    in0, in1, out = buffers(op, rng)
+    start, expected = out.copy(), out.copy()
+    execute_reference(op, in0, in1, expected)
+    op.execute(in0, in1 if op.kind == "binary" or op.kind == "contraction" else None, out)
+    assert_matches(op, out, expected, in0, in1, start)
+
+
+@pytest.mark.parametrize("name", list(SEEDS_CONFIGS))
+@pytest.mark.parametrize("placement", ["seq", "shared m", "shared m n"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_seeds_configurations(name, placement, threads, every_share_threaded):
+    first, main, last, exec_types = SEEDS_CONFIGS[name]
+    shared = {"seq": 0, "shared m": 1, "shared m n": 2}[placement]
+    exec_types = ("shared",) * shared + exec_types[shared:]
+    op = TensorOperation("float32", first, main, last, exec_types=exec_types,
+                         num_threads=threads, **SEEDS)
+    run_and_check(op, seed=threads)
+    assert len(compile_operation(op)._shares) == (min(threads, 32 ** shared) if shared else 1)
+
+
+@pytest.mark.parametrize("t, r, u, s", list(itertools.product((3, 4, 7), repeat=4)))
+def test_seeds_permutation_trus_to_turs(t, r, u, s):
+    op = TensorOperation("float32", "none", "identity", "none", ("c",) * 4,
+                         ("shared", "seq", "prim", "prim"), (t, r, u, s),
+                         (r * u * s, u * s, s, 1), (0,) * 4, (u * r * s, s, r * s, 1),
+                         num_threads=2)
+    a = np.random.default_rng(t * r * u * s).uniform(-10, 10, t * r * u * s).astype(np.float32)
+    out = np.full(t * r * u * s, np.nan, np.float32)
+    op.execute(a, None, out)
+    np.testing.assert_array_equal(out.reshape(t, u, r, s), a.reshape(t, r, u, s).transpose(0, 2, 1, 3))
+
+
+def test_k_loops_outside_the_output_loops_touch_each_block_once():
+    """First touch (zero) before a block's first update and last touch (relu) after its last,
+    with seq k dims outer to seq m/n dims: the nest decides on the k indices."""
+    op = TensorOperation("float32", "zero", "gemm", "relu", ("k", "m", "k", "n", "m", "n", "k"),
+                         ("seq", "seq", "seq", "seq", "prim", "prim", "prim"),
+                         (3, 2, 2, 3, 8, 4, 5),
+                         (5 * 8 * 2, 8, 5 * 8 * 2 * 3, 0, 1, 0, 16),
+                         (5 * 4 * 3, 0, 5 * 4 * 3 * 3, 5 * 4, 0, 5, 1),
+                         (0, 8, 0, 8 * 2 * 4, 1, 16, 0))
+    run_and_check(op)
+
+
+def _executable_cases():
+    """Ops covering every unary and binary op as main and as touches, placements with
+    shared/seq/prim dims, transposed and plain unary outputs, gaps in every tensor."""
+    cases = []
+    for i, main in enumerate(UNARY_OPS + BINARY_OPS):
+        first, last = UNARY_OPS[i % len(UNARY_OPS)], UNARY_OPS[(i + 3) % len(UNARY_OPS)]
+        binary = main in BINARY_OPS
+        # dims (c shared 3, c seq 5, c prim M 7 or 19, c prim N 6); in0 column-major with gaps
+        for rows, transposed in ((7, False), (19, False), (7, True)):
+            sizes = (3, 5, rows, 6)
+            ld_a = rows + 2
+            in0 = (ld_a * 6 * 5 + 3, ld_a * 6, 1, ld_a)
+            in1 = (ld_a * 6 * 5 + 1, ld_a * 6, 1, ld_a) if binary else (0,) * 4
+            if transposed and not binary:
+                out = ((7 * rows + 2) * 5, 7 * rows + 2, 7, 1)        # N unit stride
+            else:
+                out = ((rows + 1) * 6 * 5, (rows + 1) * 6, 1, rows + 1)
+            if transposed and binary:
+                continue
+            cases.append(TensorOperation("float32", first, main, last, ("c",) * 4,
+                                         ("shared", "seq", "prim", "prim"), sizes, in0, in1,
+                                         out, num_threads=2))
+    for first, last in zip(("none",) + UNARY_OPS, UNARY_OPS + ("none",)):
+        cases.append(TensorOperation("float32", first, "none", last, ("c", "c", "c"),
+                                     ("seq", "prim", "prim"), (4, 9, 3), (0,) * 3, (0,) * 3,
+                                     (9 * 3 + 5, 1, 9 + 1)))
+    return cases
+
+
+@pytest.mark.parametrize("op", _executable_cases(), ids=lambda op: f"{op.prim_first_touch}-"
+                         f"{op.prim_main}-{op.prim_last_touch}-{op.dims[2].size}")
+def test_elementwise_mains_and_touches(op, every_share_threaded):
+    run_and_check(op)
+
+
+def test_plans_skip_size_one_loops_and_call_each_kernel_once():
+    op = TensorOperation("float32", "zero", "gemm", "zero", ("m", "n", "k", "m", "n", "k"),
+                         ("shared", "seq", "seq", "prim", "prim", "prim"), (1, 3, 1, 4, 5, 6),
+                         (0, 0, 0, 1, 0, 4), (0, 30, 0, 0, 6, 1), (0, 20, 0, 1, 4, 0))
+    plan = plan_nest(op)
+    assert [dim.size for dim in plan.loops] == [3]
+    assert plan.kernels == (("unary", ("zero", 4, 5, False)), ("brgemm", (4, 5, 6, 1)))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_nests_never_touch_memory_past_the_operands():
+    """Each tensor ends right before a no-access page; a fault fails the case it hit."""
+    ops = _executable_cases()[::3] + [
+        TensorOperation("float32", first, main, last, exec_types=("shared",) * 2 + types[2:],
+                        num_threads=2, **SEEDS)
+        for first, main, last, types in SEEDS_CONFIGS.values()]
+
+    def work(note):
+        results = []
+        for index, op in enumerate(ops):
+            note(f"op {index}: {op.prim_first_touch}/{op.prim_main}/{op.prim_last_touch}")
+            rng = np.random.default_rng(index)
+            in0, in1, out = (guarded(op.extent(name)) for name in ("in0", "in1", "out"))
+            for array, source in zip((in0, in1, out), buffers(op, rng, pad=0)):
+                array[...] = source
+            start, expected = out.copy(), out.copy()
+            execute_reference(op, in0, in1, expected)
+            op.execute(in0, in1 if op.kind in ("binary", "contraction") else None, out)
+            assert_matches(op, out, expected, in0, in1, start)
+            results.append(True)
+        return results
+
+    assert run_in_child(work) == [True] * len(ops)
+
+
+def test_compiled_nest_ends_in_ret_and_calls_its_kernels():
+    op = TensorOperation("float32", "zero", "brgemm", "relu", exec_types=(
+        "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
+    compiled = compile_operation(op)
+    lines = compiled.disassemble().splitlines()
+    calls = [line for line in lines if line.split()[2:3] in (["call"], ["bl"])]
+    assert len(calls) == 3
+    assert any(line.split()[-1] == "ret" for line in lines)
+    assert compiled is compile_operation(op)          # cached per op
+
+
+def test_code_for_the_other_isa_is_inspectable_not_runnable():
+    other = "aarch64" if einjit.host_isa() == "x86_64" else "x86_64"
+    op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), ("prim",) * 3,
+                         (4, 4, 4), (1, 0, 4), (0, 4, 1), (1, 4, 0), isa=other)
+    compiled = compile_operation(op)
+    assert compiled.code and compiled.address is None
+    with pytest.raises(einjit.IsaMismatchError, match=other):
+        compiled.run(4096, 4096, 4096)
