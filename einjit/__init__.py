@@ -9,6 +9,7 @@ from .errors import (EinjitError, EncodingError, IsaMismatchError, KernelParamet
                      KernelParameterTypeError, OperandError, OperandValueError,
                      UnsupportedCpuError)
 from .ir import Dim, TensorOperation
+from .passes import optimize
 from .frontend.errors import EinsumSyntaxError, EinsumTypeError, EinsumValueError
 from .frontend.tree import EinsumTree
 from .kernel import Kernel
@@ -22,7 +23,7 @@ __all__ = [
     "EinjitError", "EncodingError", "KernelParameterError", "KernelParameterTypeError",
     "OperandError", "OperandValueError",
     "IsaMismatchError", "UnsupportedCpuError",
-    "TensorOperation", "Dim",
+    "TensorOperation", "Dim", "optimize",
     "einsum", "contract_expression", "ContractExpression", "EinsumTree",
     "EinsumSyntaxError", "EinsumValueError", "EinsumTypeError",
 ]

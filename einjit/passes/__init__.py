@@ -1,0 +1,21 @@
+"""The optimizer (seeds 5.5): passes, each a pure function from a TensorOperation to a new one.
+
+    fuse(op, min_size)        fuse small dims that continue each other in every tensor (5.5.4)
+    split(op, max_size, min_size)  split dims too large for a kernel block (5.5.2)
+    identify(op)              choose the prim dims and the primitive (5.5.1)
+    reorder(op)               order the seq loops for locality
+    shared(op, num_threads)   share the outer loops among threads (5.5.3)
+    optimize(op, num_threads=None, **pass_options)   all of them, in that order
+
+Every pass keeps what the op computes (the reference executor gives the same result, up to
+the order of the k sums); the tests check that on random operations.
+"""
+
+from einjit.passes.fuse import fuse
+from einjit.passes.identify import identify
+from einjit.passes.optimize import optimize
+from einjit.passes.reorder import reorder
+from einjit.passes.shared import default_num_threads, shared
+from einjit.passes.split import split
+
+__all__ = ["fuse", "split", "identify", "reorder", "shared", "optimize", "default_num_threads"]

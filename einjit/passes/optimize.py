@@ -1,0 +1,45 @@
+"""einjit.optimize: fuse -> split -> identify -> reorder -> shared.
+
+An op may come with all exec types "undefined" (exec_types=None): the passes decide them. An
+op that already has prim dims (and no undefined dim) keeps them; its seq loops are still
+fused, reordered and shared.
+
+pass_options: min_size (both fuse and split), fuse_min_size, split_min_size, max_size (split:
+an int or {dim type: size}), iterations_per_thread (shared).
+"""
+
+from __future__ import annotations
+
+from einjit.errors import OperationTypeError
+from einjit.ir import TensorOperation
+from einjit.passes.fuse import DEFAULT_MIN_SIZE as FUSE_MIN_SIZE
+from einjit.passes.fuse import fuse
+from einjit.passes.identify import identify
+from einjit.passes.reorder import reorder
+from einjit.passes.shared import DEFAULT_ITERATIONS_PER_THREAD, shared
+from einjit.passes.split import DEFAULT_MIN_SIZE as SPLIT_MIN_SIZE
+from einjit.passes.split import split
+
+OPTIONS = ("min_size", "fuse_min_size", "split_min_size", "max_size", "iterations_per_thread")
+
+
+def optimize(op: TensorOperation, *, num_threads: int | None = None,
+             **pass_options) -> TensorOperation:
+    """The optimized operation (a new TensorOperation), ready to execute."""
+    if not isinstance(op, TensorOperation):
+        raise OperationTypeError(f"optimize() takes a TensorOperation; got {type(op).__name__}")
+    unknown = sorted(set(pass_options) - set(OPTIONS))
+    if unknown:
+        raise OperationTypeError(f"optimize() got unknown pass options {unknown}; expected "
+                                 f"some of {OPTIONS}")
+    common = pass_options.get("min_size")
+    fuse_min = pass_options.get("fuse_min_size",
+                                FUSE_MIN_SIZE if common is None else common)
+    split_min = pass_options.get("split_min_size",
+                                 SPLIT_MIN_SIZE if common is None else common)
+    op = fuse(op, min_size=fuse_min)
+    op = split(op, max_size=pass_options.get("max_size"), min_size=split_min)
+    op = identify(op)
+    op = reorder(op)
+    return shared(op, num_threads, iterations_per_thread=pass_options.get(
+        "iterations_per_thread", DEFAULT_ITERATIONS_PER_THREAD))

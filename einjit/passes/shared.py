@@ -1,0 +1,66 @@
+"""Shared-memory parallelization (seeds 5.5.3): mark outer loops "shared" so that threads
+split their iterations.
+
+Starting from the outermost loop, seq dims become shared until the shared iterations reach
+`iterations_per_thread` x num_threads (default 4 per thread, so that a flattened range split
+into equal slices loses at most a quarter of a slice to imbalance) or no candidate is left.
+Never a k dim (threads would race on the same out elements) and never a dim of size 1 or with
+out stride 0. Shared dims move to the front, keeping their order. The op records num_threads.
+
+num_threads None means the op's num_threads, else the environment variable
+EINJIT_NUM_THREADS, else the CPUs this process may run on (os.sched_getaffinity).
+"""
+
+from __future__ import annotations
+
+import os
+
+from einjit.errors import OperationError
+from einjit.ir import TensorOperation
+from einjit.ir.dims import check_int
+
+DEFAULT_ITERATIONS_PER_THREAD = 4
+ENVIRONMENT = "EINJIT_NUM_THREADS"
+
+
+def default_num_threads() -> int:
+    """EINJIT_NUM_THREADS if set, else the number of CPUs this process may use."""
+    value = os.environ.get(ENVIRONMENT)
+    if value:
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise OperationError(f"{ENVIRONMENT}={value!r} is not a thread count; expected an "
+                                 f"integer >= 1")
+        return count
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:      # platforms without affinity masks
+        return os.cpu_count() or 1
+
+
+def shared(op: TensorOperation, num_threads: int | None = None, *,
+           iterations_per_thread: int = DEFAULT_ITERATIONS_PER_THREAD) -> TensorOperation:
+    """A new op whose outer non-k seq loops are shared among `num_threads` threads."""
+    if num_threads is None:
+        num_threads = op.num_threads if op.num_threads is not None else default_num_threads()
+    num_threads = check_int("num_threads", num_threads, 1)
+    iterations_per_thread = check_int("iterations_per_thread", iterations_per_thread, 1)
+    dims = list(op.dims)
+    iterations = 1
+    for dim in dims:
+        if dim.exec_type == "shared":
+            iterations *= dim.size
+    target = iterations_per_thread * num_threads if num_threads > 1 else 1
+    for index, dim in enumerate(dims):
+        if iterations >= target:
+            break
+        if (dim.exec_type == "seq" and dim.type != "k" and dim.size > 1
+                and dim.stride_out != 0):
+            dims[index] = dim.with_(exec_type="shared")
+            iterations *= dim.size
+    dims = [d for d in dims if d.exec_type == "shared"] + \
+           [d for d in dims if d.exec_type != "shared"]
+    return op.replace(dims=dims, num_threads=num_threads)

@@ -1,0 +1,107 @@
+"""Dimension splitting (seeds 5.5.2, with the min_kernel_size fix of 5.5.4).
+
+A dim larger than the maximum size of its type is split into an outer dim of size s0 and an
+inner dim of size s1 (s0·s1 = size; the outer dim's strides are s1 times the inner's), so the
+inner part stays a large block the primitive can take. The inner size is the largest multiple
+of a preferred divisor (m: 16, 12, 8, 4, 2 — full vector registers; n and k: 4, 2; then 1) that
+divides the size, is at most the maximum, and leaves both parts at least `min_size`; without
+such a split, the largest divisor <= the maximum. The seeds' example: 1600 with maximum 1024
+gave 2 x 800 before the fix (a 2-iteration loop); with min_size 16 this rule gives 20 x 80,
+and with maximum 32 (or up to 63) the seeds' quoted 50 x 32.
+
+The outer part is inserted before the dim (before the first prim dim when the dim is prim, as
+a "seq" dim; an undefined dim's outer part stays "undefined"); shared dims are not split. A
+size with no divisor <= the maximum (a large prime) stays whole: primitive identification
+then leaves it to a seq loop.
+
+Default maxima (elements) give the kernels large blocks within their limits
+(einjit.primitives.BRGEMM_LIMITS, ELTWISE_LIMITS): contractions m 128, n 64, k 512 (c dims of
+a contraction are never prim: not split); element-wise ops 1024 for every type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from einjit.errors import OperationError, OperationTypeError
+from einjit.ir import Dim, TensorOperation
+from einjit.ir.dims import DIM_TYPES, check_int
+
+CONTRACTION_MAX_SIZE = {"m": 128, "n": 64, "k": 512, "c": None}
+ELTWISE_MAX_SIZE = {"c": 1024, "m": 1024, "n": 1024, "k": None}
+DEFAULT_MIN_SIZE = 16
+DIVISORS = {"m": (16, 12, 8, 4, 2, 1), "n": (4, 2, 1), "k": (4, 2, 1), "c": (16, 8, 4, 2, 1)}
+
+
+def largest_multiple_split(divisor: int, size: int, max_size: int,
+                           min_size: int) -> tuple[int, int] | None:
+    """(size // s1, s1) for the largest multiple s1 of `divisor` with s1 <= max_size that
+    divides `size` and leaves both parts >= min_size; None if there is none (the seeds'
+    findLargestMultipleOfDivisor)."""
+    least = max(min_size, 2)      # a part of size 1 is no split
+    if divisor > max_size or size < least:
+        return None
+    for inner in range(max_size // divisor * divisor, 0, -divisor):
+        if size % inner == 0 and size // inner >= least and inner >= least:
+            return size // inner, inner
+    return None
+
+
+def best_split(size: int, max_size: int, dim_type: str,
+               min_size: int = DEFAULT_MIN_SIZE) -> tuple[int, int] | None:
+    """(outer, inner) sizes for a dim of `size` > max_size, or None if no divisor fits."""
+    for divisor in DIVISORS[dim_type]:
+        found = largest_multiple_split(divisor, size, max_size, min_size)
+        if found:
+            return found
+    return largest_multiple_split(1, size, max_size, 1)
+
+
+def max_sizes(op: TensorOperation, max_size: int | Mapping | None) -> dict:
+    """The maximum size per dim type: defaults by the op's kind, overridden by an int (every
+    type) or a mapping {type: size or None}."""
+    sizes = dict(CONTRACTION_MAX_SIZE if op.kind == "contraction" else ELTWISE_MAX_SIZE)
+    if max_size is None:
+        return sizes
+    if isinstance(max_size, Mapping):
+        for key, value in max_size.items():
+            if key not in DIM_TYPES:
+                raise OperationError(f"max_size key {key!r} is not a dim type; expected one of "
+                                     f"{DIM_TYPES}")
+            sizes[key] = None if value is None else check_int(f"max_size[{key!r}]", value, 1)
+        return sizes
+    if isinstance(max_size, bool) or not isinstance(max_size, int):
+        raise OperationTypeError(f"max_size must be an int, a mapping of dim type to int, or "
+                                 f"None; got {max_size!r}")
+    value = check_int("max_size", max_size, 1)
+    return {key: value for key in DIM_TYPES}
+
+
+def split(op: TensorOperation, max_size: int | Mapping | None = None,
+          min_size: int = DEFAULT_MIN_SIZE) -> TensorOperation:
+    """A new op whose dims larger than their type's maximum are split (see the module doc)."""
+    limits = max_sizes(op, max_size)
+    min_size = check_int("min_size", min_size, 1)
+    dims = list(op.dims)
+    index = 0
+    while index < len(dims):
+        dim = dims[index]
+        limit = limits[dim.type]
+        found = None
+        if limit is not None and dim.size > limit and dim.exec_type != "shared":
+            found = best_split(dim.size, limit, dim.type, min_size)
+        if found is None:
+            index += 1
+            continue
+        outer_size, inner_size = found
+        outer = Dim(dim.type, "seq" if dim.exec_type == "prim" else dim.exec_type, outer_size,
+                    *(stride * inner_size for stride in dim.strides))
+        dims[index] = dim.with_(size=inner_size)
+        if dim.exec_type == "prim":
+            position = next(i for i, d in enumerate(dims) if d.exec_type == "prim")
+        else:
+            position = index
+        dims.insert(position, outer)
+        # the outer part is looked at again (it may still be too large); the inner fits
+        index = position
+    return op.replace(dims=dims)
