@@ -30,7 +30,13 @@ class Step:
 
 def _optimizer():
     import einjit
-    return getattr(einjit, "optimize", None)
+    optimize = getattr(einjit, "optimize", None)
+    if optimize is None:
+        try:
+            from einjit.passes import optimize
+        except ImportError:       # the optimizer is not there: ops stay undefined
+            return None
+    return optimize
 
 
 class Plan:
