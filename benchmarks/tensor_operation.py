@@ -10,7 +10,6 @@ torch's einsum on the same contraction, np.matmul's call time.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import sys
 import threading
 from dataclasses import dataclass
@@ -62,7 +61,9 @@ def _views(op, in0, in1, out):
     a = view(in0, [d.stride_in0 for d in op.dims], lambda d, s: s == 0)
     b = view(in1, [d.stride_in1 for d in op.dims], lambda d, s: s == 0)
     c = view(out, [d.stride_out for d in op.dims], lambda d, s: s == 0)
-    sub = lambda pick: "".join(l for l, d, s in zip(letters, op.dims, pick) if s != 0)
+
+    def sub(pick):
+        return "".join(letter for letter, s in zip(letters, pick) if s != 0)
     eq = (f"{sub([d.stride_in0 for d in op.dims])},{sub([d.stride_in1 for d in op.dims])}"
           f"->{sub([d.stride_out for d in op.dims])}")
     return a, b, c, eq
@@ -113,7 +114,8 @@ def contraction_cases(threads: int, quick: bool) -> list[tuple[str, einjit.Tenso
 def _peers(equation, a, b):
     peers = {"np.einsum": lambda: np.einsum(equation, a, b, optimize=True)}
     if torch is not None:
-        ta, tb = torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b))
+        ta = torch.from_numpy(np.ascontiguousarray(a))
+        tb = torch.from_numpy(np.ascontiguousarray(b))
         peers["torch.einsum"] = lambda: torch.einsum(equation, ta, tb)
     return peers
 

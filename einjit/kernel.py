@@ -165,7 +165,8 @@ class Kernel:
         try:
             bound = self.__signature__.bind(*args, **kwargs)
         except TypeError as exc:
-            raise OperandError(f"kernel {self.name} takes ({', '.join(sig.names)}): {exc}") from None
+            raise OperandError(f"kernel {self.name} takes ({', '.join(sig.names)}): "
+                               f"{exc}") from None
         values = {name: _check_integer(name, bound.arguments[name], sig.lower_bounds[name])
                   for name in sig.integers}
         extents = sig.extents(values)
@@ -179,7 +180,8 @@ class Kernel:
         sig = self.signature
         if isinstance(value, np.ndarray):
             if value.dtype != self._dtype:
-                raise OperandError(f"operand {name} has dtype {value.dtype}; expected {self._dtype}")
+                raise OperandError(f"operand {name} has dtype {value.dtype}; "
+                                   f"expected {self._dtype}")
             if not (value.flags.c_contiguous or value.flags.f_contiguous):
                 raise OperandValueError(f"operand {name} must be a contiguous array (C or "
                                         f"Fortran order); got strides {value.strides}")

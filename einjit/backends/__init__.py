@@ -17,7 +17,6 @@ Nothing above this package imports a specific backend: it asks `backend(target.i
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass
 from types import ModuleType
 

@@ -25,7 +25,6 @@ from math import prod
 
 import numpy as np
 
-
 IN0, IN1, OUT = 0, 1, 2      # operand numbers in the nest's argument order
 
 

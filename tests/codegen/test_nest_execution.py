@@ -16,8 +16,9 @@ import einjit
 from einjit.codegen import compile as compile_module
 from einjit.codegen import compile_operation, plan_nest
 from einjit.ir import TensorOperation
-from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
 from einjit.ir.reference import execute_reference
+from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
+
 from ir_support import assert_same, buffers
 from support import guarded, run_in_child
 
@@ -93,7 +94,8 @@ def test_seeds_permutation_trus_to_turs(t, r, u, s):
     a = np.random.default_rng(t * r * u * s).uniform(-10, 10, t * r * u * s).astype(np.float32)
     out = np.full(t * r * u * s, np.nan, np.float32)
     op.execute(a, None, out)
-    np.testing.assert_array_equal(out.reshape(t, u, r, s), a.reshape(t, r, u, s).transpose(0, 2, 1, 3))
+    np.testing.assert_array_equal(out.reshape(t, u, r, s),
+                                  a.reshape(t, r, u, s).transpose(0, 2, 1, 3))
 
 
 def test_k_loops_outside_the_output_loops_touch_each_block_once():

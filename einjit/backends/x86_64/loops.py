@@ -16,8 +16,23 @@ from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.binary import emit_binary
 from einjit.backends.x86_64.brgemm import emit_brgemm
-from einjit.backends.x86_64.encode import (R8, R9, R10, R11, R12, R13, RAX, RBP, RBX, RCX, RDI,
-                                           RDX, RSI, RSP, Mem)
+from einjit.backends.x86_64.encode import (
+    R8,
+    R9,
+    R10,
+    R11,
+    R12,
+    R13,
+    RAX,
+    RBP,
+    RBX,
+    RCX,
+    RDI,
+    RDX,
+    RSI,
+    RSP,
+    Mem,
+)
 from einjit.backends.x86_64.unary import emit_unary
 from einjit.codegen.loop_nest import KernelCall, NestPlan
 
