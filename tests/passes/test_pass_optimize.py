@@ -1,0 +1,80 @@
+"""einjit.optimize on operations given without exec types: the seeds' configurations, the
+seeds' trus -> turs permutation, a 1600^3 matmul, and its options."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import einjit
+from einjit.errors import OperationError, OperationTypeError
+from einjit.ir import TensorOperation
+from einjit.ir.reference import execute_reference
+from ir_support import assert_same, buffers
+from test_ir_validation import BRGEMM, GEMM, build, edit
+
+SEEDS = {"gemm": GEMM, "brgemm": BRGEMM,
+         "brgemm zero relu": edit(BRGEMM, prim_first_touch="zero", prim_last_touch="relu")}
+
+
+@pytest.mark.parametrize("name", list(SEEDS))
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_seeds_configurations_without_exec_types(name, num_threads):
+    op = build(edit(SEEDS[name], exec_types=None))
+    new = einjit.optimize(op, num_threads=num_threads)
+    assert new.is_defined and new.num_threads == num_threads
+    assert new.prim_main == "brgemm"                  # the k of size 8 becomes the batch dim
+    main = [call for call in new.kernel_calls if call.role == "main"][0]
+    assert main.m * main.n * main.k * main.br_size >= 32 * 32 * 32 * 8
+    assert ("shared" in new.exec_types) == (num_threads > 1)
+    # the index space (2^28 points) is too large for the gather oracle: compare with the
+    # unoptimized op, which tests/ir checks against np.einsum on these configurations
+    rng = np.random.default_rng(num_threads)
+    in0, in1, out = buffers(op, rng, pad=0)
+    expected = out.copy()
+    execute_reference(op, in0, in1, expected)
+    execute_reference(new, in0, in1, out)
+    assert_same(op, out, expected)
+
+
+@pytest.mark.parametrize("t, r, u, s", list(itertools.product((3, 4, 7), repeat=4)))
+def test_seeds_permutation(t, r, u, s):
+    op = TensorOperation("float32", "none", "identity", "none", ("c",) * 4, None, (t, r, u, s),
+                         (r * u * s, u * s, s, 1), (0,) * 4, (u * r * s, s, r * s, 1))
+    new = einjit.optimize(op, num_threads=2)
+    a = np.random.default_rng(t + r + u + s).standard_normal(t * r * u * s).astype(np.float32)
+    out = np.full(a.size, np.nan, np.float32)
+    execute_reference(new, a, None, out)
+    np.testing.assert_array_equal(out.reshape(t, u, r, s),
+                                  a.reshape(t, r, u, s).transpose(0, 2, 1, 3))
+
+
+def test_matmul_1600():
+    n = 1600
+    op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None, (n, n, n),
+                         (1, 0, n), (0, n, 1), (1, n, 0))
+    new = einjit.optimize(op, num_threads=2)
+    (main,) = new.kernel_calls
+    # blocks that divide 1600, m a multiple of 16, the whole k in one BRGEMM call
+    assert (main.op, main.m, main.n, main.k * main.br_size) == ("brgemm", 80, 64, 1600)
+    assert new.exec_types == ("shared", "seq", "prim", "prim", "prim", "prim")
+
+
+def test_contiguous_elementwise_op_becomes_large_blocks():
+    op = TensorOperation("float32", "none", "add", "none", ("c",) * 3, None, (64, 50, 40),
+                         (2000, 40, 1), (2000, 40, 1), (2000, 40, 1))
+    new = einjit.optimize(op, num_threads=1)
+    (main,) = new.kernel_calls
+    assert main.m * main.n == 64 * 50 * 40 and main.m <= 1024
+
+
+def test_options():
+    op = build(edit(GEMM, exec_types=None))
+    small = einjit.optimize(op, num_threads=1, max_size=16, min_size=4)
+    assert all(d.size <= 16 for d in small.dims)
+    with pytest.raises(OperationTypeError, match=r"unknown pass options \['fast'\]"):
+        einjit.optimize(op, fast=True)
+    with pytest.raises(OperationTypeError, match="takes a TensorOperation; got str"):
+        einjit.optimize("gemm")
+    with pytest.raises(OperationError, match="num_threads=0"):
+        einjit.optimize(op, num_threads=0)

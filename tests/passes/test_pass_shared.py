@@ -1,0 +1,63 @@
+"""Shared-loop selection (seeds 5.5.3): enough iterations per thread, never a k dim, shared
+dims in front, the thread count recorded on the op."""
+
+import pytest
+
+from einjit.errors import OperationError
+from einjit.ir import TensorOperation
+from einjit.passes import shared
+from einjit.passes.shared import default_num_threads
+from test_ir_validation import BRGEMM, build, edit
+
+
+def test_seeds_brgemm_on_two_threads():
+    new = shared(build(BRGEMM), 2)
+    # the outer m loop alone has 32 >= 4 * 2 iterations
+    assert new.exec_types == ("shared", "seq", "prim", "prim", "prim", "prim")
+    assert new.num_threads == 2
+
+
+def test_enough_iterations_for_many_threads():
+    new = shared(build(BRGEMM), 16)          # needs 64 iterations: m (32) and n (32)
+    assert new.exec_types[:2] == ("shared", "shared")
+
+
+def test_never_a_k_dim_and_shared_dims_move_to_the_front():
+    op = build(edit(BRGEMM, prim_main="gemm", dim_types=("k", "n", "m", "m", "n", "k"),
+                    exec_types=("seq", "seq", "seq", "prim", "prim", "prim"),
+                    dim_sizes=(8, 2, 32, 32, 32, 32),
+                    strides_in0=(1024, 0, 8192, 1, 0, 32), strides_in1=(1024, 8192, 0, 0, 32, 1),
+                    strides_out=(0, 1024, 32768, 1, 32, 0)))
+    new = shared(op, 4)
+    assert [(d.type, d.exec_type, d.size) for d in new.dims[:3]] == [
+        ("n", "shared", 2), ("m", "shared", 32), ("k", "seq", 8)]
+
+
+def test_one_thread_adds_no_shared_loop():
+    new = shared(build(BRGEMM), 1)
+    assert "shared" not in new.exec_types and new.num_threads == 1
+
+
+def test_num_threads_from_the_op_and_the_environment(monkeypatch):
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "3")
+    assert default_num_threads() == 3
+    assert shared(build(BRGEMM)).num_threads == 3
+    assert shared(build(edit(BRGEMM, num_threads=5))).num_threads == 5
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "many")
+    with pytest.raises(OperationError, match="EINJIT_NUM_THREADS='many'"):
+        default_num_threads()
+    monkeypatch.delenv("EINJIT_NUM_THREADS")
+    import os
+    assert default_num_threads() == len(os.sched_getaffinity(0))
+
+
+def test_size_one_dims_are_not_shared():
+    op = TensorOperation("float32", "none", "relu", "none", ("c", "c", "c"),
+                         ("seq", "seq", "prim"), (1, 3, 8), (0, 8, 1), (0, 0, 0), (0, 8, 1))
+    assert shared(op, 2).exec_types == ("shared", "seq", "prim")
+    assert shared(op, 2).dims[0].size == 3
+
+
+def test_bad_thread_count():
+    with pytest.raises(OperationError, match="num_threads=0"):
+        shared(build(BRGEMM), 0)

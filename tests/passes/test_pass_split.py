@@ -1,0 +1,90 @@
+"""Dimension splitting (seeds 5.5.2 and the min_kernel_size fix of 5.5.4)."""
+
+import pytest
+
+from einjit.errors import OperationError, OperationTypeError
+from einjit.ir import Dim, TensorOperation
+from einjit.passes import split
+from einjit.passes.split import best_split
+
+
+@pytest.mark.parametrize("size, max_size, dim_type, min_size, expected", [
+    # the seeds, before the fix: the largest multiple of 16 <= 1024 dividing 1600 -> 2 x 800
+    (1600, 1024, "m", 1, (2, 800)),
+    # the seeds' rule with min_kernel_size 16: 800, 400, 320, 160 leave outer parts < 16
+    (1600, 1024, "m", 16, (20, 80)),
+    # the seeds' quoted 50 x 32 comes from a maximum between 32 and 63
+    (1600, 32, "m", 16, (50, 32)),
+    (1600, 63, "m", 16, (50, 32)),
+    (1600, 64, "m", 16, (25, 64)),
+    (1600, 64, "n", 16, (25, 64)),
+    # n prefers multiples of 4, k takes any divisor
+    (1000, 512, "n", 16, (25, 40)),
+    (1575, 512, "k", 16, (21, 75)),
+    # no split leaves both parts >= min_size: the largest divisor <= the maximum
+    (1030, 1024, "m", 16, (2, 515)),
+    # a prime has no split
+    (2053, 1024, "k", 16, None),
+])
+def test_best_split(size, max_size, dim_type, min_size, expected):
+    assert best_split(size, max_size, dim_type, min_size) == expected
+
+
+def gemm(n, exec_types=None):
+    return TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), exec_types,
+                           (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0))
+
+
+def test_split_structure_with_defaults():
+    op = split(gemm(1600))
+    # m: max 128 -> 20 x 80; n: max 64 -> 25 x 64; k: max 512 -> 16 x 100
+    assert [(d.type, d.size, d.strides, d.exec_type) for d in op.dims] == [
+        ("m", 20, (80, 0, 80), "undefined"), ("m", 80, (1, 0, 1), "undefined"),
+        ("n", 25, (0, 102400, 102400), "undefined"), ("n", 64, (0, 1600, 1600), "undefined"),
+        ("k", 16, (160000, 100, 0), "undefined"), ("k", 100, (1600, 1, 0), "undefined")]
+
+
+def test_split_repeats_until_every_part_fits():
+    op = split(gemm(4096), max_size=16, min_size=2)
+    assert all(d.size <= 16 for d in op.dims)
+    for dim_type in "mnk":
+        sizes = [d.size for d in op.dims if d.type == dim_type]
+        assert len(sizes) > 2 and eval("*".join(map(str, sizes))) == 4096
+
+
+def test_split_a_prim_dim_keeps_the_op_valid():
+    op = TensorOperation("float32", "none", "relu", "none", ("c", "c"), ("prim", "prim"),
+                         (2048, 8), (1, 2048), (0, 0), (1, 2048))
+    new = split(op, max_size=1024)
+    assert [(d.exec_type, d.size, d.stride_in0) for d in new.dims] == [
+        ("seq", 16, 128), ("prim", 128, 1), ("prim", 8, 2048)]
+    assert new.kernel_calls[0].m == 128
+
+
+def test_shared_dims_are_not_split():
+    op = TensorOperation("float32", "none", "relu", "none", ("c", "c"), ("shared", "undefined"),
+                         (4096, 8), (8, 1), (0, 0), (8, 1))
+    assert split(op, max_size=64).dims[0] == op.dims[0]
+
+
+def test_contraction_c_dims_are_not_split_by_default():
+    op = TensorOperation("float32", "none", "gemm", "none", ("c", "m"), None, (5000, 8),
+                         (8, 1), (1, 0), (8, 1))
+    assert split(op).dims == op.dims
+
+
+@pytest.mark.parametrize("max_size, error, fragment", [
+    ({"x": 4}, OperationError, "max_size key 'x'"),
+    ({"m": 0}, OperationError, "max_size['m']=0"),
+    ("big", OperationTypeError, "got 'big'"),
+    (True, OperationTypeError, "got True"),
+])
+def test_max_size_validation(max_size, error, fragment):
+    with pytest.raises(error) as info:
+        split(gemm(64), max_size=max_size)
+    assert fragment in str(info.value)
+
+
+def test_min_size_validation():
+    with pytest.raises(OperationError, match="min_size=0"):
+        split(gemm(64), min_size=0)
