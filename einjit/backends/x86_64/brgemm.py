@@ -37,6 +37,7 @@ base+3L (through a register holding 3L) and base+4L, where L is ld_b in bytes.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -138,7 +139,8 @@ def max_cols(target: Target, vectors: int, tail_rows: int) -> int:
 SPLIT_ACCESSES = {512: 2.0, 256: 1.5}       # by vector width in bits
 
 
-def _step_counts(target, vectors, cols, tail_rows, group):
+def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
+                 group: int) -> tuple[int, int, float]:
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
     full = vectors - (1 if tail_rows else 0)
     fmas = _accumulators(vectors, cols, group)
@@ -149,7 +151,8 @@ def _step_counts(target, vectors, cols, tail_rows, group):
     return fmas, fmas + shuffles, loads
 
 
-def _block_cycles(target, vectors, cols, tail_rows, group, k, br) -> float:
+def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group: int, k: int,
+                  br: int) -> float:
     """One register block: k-steps of 2 FMAs a cycle, 4 vector instructions a cycle (FMAs on
     two of the four pipes), 4 cycles of FMA latency per accumulator chain, 2 L1 accesses a
     cycle shared with the update of C (a load and a store per vector of C), which the next
@@ -174,7 +177,8 @@ def _block_cycles(target, vectors, cols, tail_rows, group, k, br) -> float:
     return max(compute, memory) + 4 * br + 12 + latency
 
 
-def _sweep_n(target, vectors, tail_rows, n, k, br):
+def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int,
+             br: int) -> tuple[float, int, int, int, int]:
     """Best (cycles, cols, n_blocks, n_tail, group) for one block row of `vectors` vectors;
     on a tie the tail is not packed (no lane shuffles for nothing)."""
     best = None
@@ -191,7 +195,7 @@ def _sweep_n(target, vectors, tail_rows, n, k, br):
     return best
 
 
-def _row_partitions(total: int):
+def _row_partitions(total: int) -> Iterator[tuple[int, ...]]:
     """Ways to cut `total` vectors into blocks: greedy by a height, and evenly balanced."""
     seen = set()
     for height in range(1, min(MAX_VECTORS, total) + 1):
@@ -492,7 +496,7 @@ class _VectorRegisters:
         # bytes the tail vector starts before the end of the full vectors
         self.tail_back = 4 * (target.lanes() - tail_rows) if tail_rows and vectors > 1 else 0
 
-    def accumulators(self):
+    def accumulators(self) -> list[int]:
         return [acc for accs in self.acc for acc in accs] + self.packed_acc
 
     def _masked(self, i: int) -> bool:
@@ -559,7 +563,7 @@ class _VectorRegisters:
 # the same few hundred instructions recur in every kernel: encode each once per process
 
 @lru_cache(maxsize=8192)
-def _fma(acc: int, a: int, b, width: int, bcst: bool) -> bytes:
+def _fma(acc: int, a: int, b: int | Mem, width: int, bcst: bool) -> bytes:
     return enc.vfmadd231ps(acc, a, b, width, bcst=bcst)
 
 
@@ -601,7 +605,7 @@ def _permute(reg: int, indices: int, width: int) -> bytes:
 
 
 @lru_cache(maxsize=8192)
-def _load(dst: int, mem: Mem, width: int, masked: bool, mask_vector) -> bytes:
+def _load(dst: int, mem: Mem, width: int, masked: bool, mask_vector: int | None) -> bytes:
     if not masked:
         return enc.vmovups_load(dst, mem, width)
     if mask_vector is not None:
@@ -610,7 +614,8 @@ def _load(dst: int, mem: Mem, width: int, masked: bool, mask_vector) -> bytes:
 
 
 @lru_cache(maxsize=8192)
-def _add(acc: int, mem: Mem, width: int, masked: bool, mask_vector, spare: int) -> bytes:
+def _add(acc: int, mem: Mem, width: int, masked: bool, mask_vector: int | None,
+         spare: int) -> bytes:
     if not masked:
         return enc.vaddps(acc, acc, mem, width)
     if mask_vector is not None:
@@ -636,7 +641,7 @@ def _zero(reg: int) -> bytes:
 
 
 @lru_cache(maxsize=8192)
-def _store(src: int, mem: Mem, width: int, masked: bool, mask_vector) -> bytes:
+def _store(src: int, mem: Mem, width: int, masked: bool, mask_vector: int | None) -> bytes:
     if not masked:
         return enc.vmovups_store(mem, src, width)
     if mask_vector is not None:

@@ -369,7 +369,10 @@ class ColumnSweep:
 
 # ---------------------------------------------------------------- in-register transpose
 
-def _pairwise(asm: Assembler, regs: list, pairs: list, emit_pair, free: list) -> None:
+Pair = Callable[..., None]    # (dst, a, b, low=bool): one of a pair's two results into dst
+
+def _pairwise(asm: Assembler, regs: list[int], pairs: list[tuple[int, int]], emit_pair: Pair,
+              free: list[int]) -> None:
     """Replace regs[i], regs[j] by (lo, hi) = emit_pair results for each (i, j) in pairs.
 
     lo goes to a free register, hi overwrites regs[i] (the instruction reads it first), and
@@ -383,7 +386,7 @@ def _pairwise(asm: Assembler, regs: list, pairs: list, emit_pair, free: list) ->
         free.append(b)
 
 
-def transpose(asm: Assembler, vector: Vector, regs: list, free: list) -> list:
+def transpose(asm: Assembler, vector: Vector, regs: list[int], free: list[int]) -> list[int]:
     """Transpose the lanes x lanes matrix whose row c is register regs[c] (lanes 0..lanes-1).
 
     Returns the registers holding the rows of the transpose: out[r][c] = in[c][r]. Uses the
@@ -392,10 +395,10 @@ def transpose(asm: Assembler, vector: Vector, regs: list, free: list) -> list:
     regs = list(regs)
     quads = vector.lanes // 4
 
-    def unpack_ps(dst, a, b, low):
+    def unpack_ps(dst: int, a: int, b: int, low: bool) -> None:
         asm((enc.vunpcklps if low else enc.vunpckhps)(dst, a, b, width))
 
-    def unpack_pd(dst, a, b, low):
+    def unpack_pd(dst: int, a: int, b: int, low: bool) -> None:
         asm((enc.vunpcklpd if low else enc.vunpckhpd)(dst, a, b, width))
 
     # within each 128-bit lane: 4 x 4 transposes of rows 4g..4g+3
@@ -408,10 +411,10 @@ def transpose(asm: Assembler, vector: Vector, regs: list, free: list) -> list:
     # 4L + q of rows 4g..4g+3, with q' = (0, 2, 1, 3)[q]
     order = (0, 2, 1, 3)
     if vector.width == 512:
-        def shuffle_pairs(dst, a, b, low):
+        def shuffle_pairs(dst: int, a: int, b: int, low: bool) -> None:
             asm(enc.vshuff32x4(dst, a, b, 0x44 if low else 0xEE, 512))
 
-        def shuffle_evens(dst, a, b, low):
+        def shuffle_evens(dst: int, a: int, b: int, low: bool) -> None:
             asm(enc.vshuff32x4(dst, a, b, 0x88 if low else 0xDD, 512))
 
         out = [None] * 16
@@ -426,7 +429,7 @@ def transpose(asm: Assembler, vector: Vector, regs: list, free: list) -> list:
                 out[4 * lane + q] = group[order[lane]]
         return out
 
-    def swap_halves(dst, a, b, low):
+    def swap_halves(dst: int, a: int, b: int, low: bool) -> None:
         asm(enc.vperm2f128(dst, a, b, 0x20 if low else 0x31))
 
     out = [None] * 8

@@ -15,6 +15,7 @@ when that allows the 2-byte VEX prefix.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from einjit.errors import EncodingError
@@ -48,21 +49,21 @@ CONDITION_CODES = {
 _SCALE_BITS = {1: 0, 2: 1, 4: 2, 8: 3}
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return type(value) is int  # exact type: rejects bool (and is fast on the hot path)
 
 
-def _check_gpr(name: str, reg) -> None:
+def _check_gpr(name: str, reg: object) -> None:
     if (type(reg) is not Reg and type(reg) is not int) or not 0 <= reg <= 15:
         raise EncodingError(f"{name}: {reg!r} is not a general register; expected 0..15")
 
 
-def _check_kreg(name: str, reg) -> None:
+def _check_kreg(name: str, reg: object) -> None:
     if type(reg) is not int or not 0 <= reg <= 7:
         raise EncodingError(f"{name}: {reg!r} is not a mask register; expected 0..7")
 
 
-def _check_vreg(name: str, reg, allow_mem: bool = False) -> None:
+def _check_vreg(name: str, reg: object, allow_mem: bool = False) -> None:
     if allow_mem and isinstance(reg, Mem):
         return
     if not _is_int(reg) or not 0 <= reg <= 31:
@@ -70,19 +71,19 @@ def _check_vreg(name: str, reg, allow_mem: bool = False) -> None:
         raise EncodingError(f"{name}: {reg!r} is not {expected}")
 
 
-def _check_mem(name: str, mem) -> None:
+def _check_mem(name: str, mem: object) -> None:
     if not isinstance(mem, Mem):
         raise EncodingError(f"{name}: {mem!r} is not a memory operand; expected a Mem")
 
 
-def _imm(name: str, value, bits: int, signed: bool) -> bytes:
+def _imm(name: str, value: object, bits: int, signed: bool) -> bytes:
     low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     if not _is_int(value) or not low <= value <= high:
         raise EncodingError(f"{name}: {value!r} does not fit; expected an integer in {low}..{high}")
     return (value & ((1 << bits) - 1)).to_bytes(bits // 8, "little")
 
 
-def _imm8(name: str, value) -> bytes:
+def _imm8(name: str, value: object) -> bytes:
     return _imm(name, value, 8, signed=False)
 
 
@@ -95,7 +96,7 @@ class Mem:
     scale: int = 1
     disp: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_gpr("Mem.base", self.base)
         if self.index is not None:
             _check_gpr("Mem.index", self.index)
@@ -113,9 +114,13 @@ class Mem:
         return replace(self, disp=self.disp + delta)
 
 
+Operand = int | Mem    # a register number or a memory operand
+Encoder = Callable[..., bytes]
+
+
 # ---------------------------------------------------------------- field packers
 
-def _modrm(reg: int, rm, disp_scale: int = 1) -> bytes:
+def _modrm(reg: int, rm: Operand, disp_scale: int = 1) -> bytes:
     """ModRM, SIB and displacement for register field `reg` and operand `rm` (register or Mem).
 
     Only the low 3 bits of the registers go here; the prefix carries the rest. disp_scale is
@@ -144,14 +149,15 @@ def _modrm(reg: int, rm, disp_scale: int = 1) -> bytes:
     return bytes((mod | reg_bits | 0x04, sib)) + tail
 
 
-def _rm_extension_bits(rm) -> tuple[int, int]:
+def _rm_extension_bits(rm: Operand) -> tuple[int, int]:
     """(X, B): bit 3 of the index and base registers, or for a register rm X = bit 4, B = bit 3."""
     if isinstance(rm, Mem):
         return (rm.index or 0) >> 3 & 1, rm.base >> 3 & 1
     return rm >> 4 & 1, rm >> 3 & 1
 
 
-def _legacy(opcode: bytes, reg: int, rm, *, w: bool = True, imm: bytes = b"") -> bytes:
+def _legacy(opcode: bytes, reg: int, rm: Operand, *, w: bool = True,
+            imm: bytes = b"") -> bytes:
     """REX (only if needed) + opcode + ModRM/SIB/disp + immediate; W=1 means 64-bit operands."""
     x, b = _rm_extension_bits(rm)  # registers here are 0..15, so X is 0 for them
     rex = w << 3 | (reg >> 3 & 1) << 2 | x << 1 | b
@@ -166,8 +172,7 @@ def _opcode_plus_reg(opcode: int, reg: int, *, w: bool) -> bytes:
 
 
 def _vex(opcode: int, *, map_select: int, pp: int, w: int, length: int, reg: int, vvvv: int,
-         rm,
-         imm: bytes = b"") -> bytes:
+         rm: Operand, imm: bytes = b"") -> bytes:
     """VEX prefix (2-byte form when map is 0F, W=0 and no X/B extension) + opcode + ModRM."""
     r = reg >> 3 & 1
     x, b = _rm_extension_bits(rm)  # registers here are 0..15, so X is 0 for them
@@ -180,8 +185,9 @@ def _vex(opcode: int, *, map_select: int, pp: int, w: int, length: int, reg: int
     return prefix + bytes((opcode,)) + _modrm(reg, rm) + imm
 
 
-def _evex(opcode: int, map_select: int, pp: int, w: int, ll: int, reg: int, vvvv: int, rm,
-          mask: int, zeroing: bool, bcst: bool, disp_scale: int, imm: bytes = b"") -> bytes:
+def _evex(opcode: int, map_select: int, pp: int, w: int, ll: int, reg: int, vvvv: int,
+          rm: Operand, mask: int, zeroing: bool, bcst: bool, disp_scale: int,
+          imm: bytes = b"") -> bytes:
     """EVEX prefix + opcode + ModRM with compressed disp8*N (N = disp_scale)."""
     x, b = _rm_extension_bits(rm)
     p0 = (((reg >> 3 & 1) ^ 1) << 7 | (x ^ 1) << 6 | (b ^ 1) << 5 | ((reg >> 4 & 1) ^ 1) << 4
@@ -198,7 +204,7 @@ def _check_regs(instr: str, **regs) -> None:
         _check_gpr(f"{instr} {name}", reg)
 
 
-def _check_reg_or_mem(instr: str, name: str, src) -> None:
+def _check_reg_or_mem(instr: str, name: str, src: object) -> None:
     if not isinstance(src, Mem):
         _check_gpr(f"{instr} {name}", src)
 
@@ -255,7 +261,7 @@ def _alu_ri(operation: str, dst: int, imm: int) -> bytes:
     return _legacy(b"\x81", ext, dst, imm=imm32)
 
 
-def _alu_rr(operation: str, dst: int, src) -> bytes:
+def _alu_rr(operation: str, dst: int, src: Operand) -> bytes:
     instr = f"{operation}_rr"
     _check_gpr(f"{instr} dst", dst)
     _check_reg_or_mem(instr, "src", src)
@@ -289,28 +295,28 @@ def cmp_ri(dst: int, imm: int) -> bytes:
     return _alu_ri("cmp", dst, imm)
 
 
-def add_rr(dst: int, src) -> bytes:
+def add_rr(dst: int, src: Operand) -> bytes:
     """dst += src (register or Mem)."""
     return _alu_rr("add", dst, src)
 
 
-def sub_rr(dst: int, src) -> bytes:
+def sub_rr(dst: int, src: Operand) -> bytes:
     return _alu_rr("sub", dst, src)
 
 
-def and_rr(dst: int, src) -> bytes:
+def and_rr(dst: int, src: Operand) -> bytes:
     return _alu_rr("and", dst, src)
 
 
-def or_rr(dst: int, src) -> bytes:
+def or_rr(dst: int, src: Operand) -> bytes:
     return _alu_rr("or", dst, src)
 
 
-def xor_rr(dst: int, src) -> bytes:
+def xor_rr(dst: int, src: Operand) -> bytes:
     return _alu_rr("xor", dst, src)
 
 
-def cmp_rr(dst: int, src) -> bytes:
+def cmp_rr(dst: int, src: Operand) -> bytes:
     return _alu_rr("cmp", dst, src)
 
 
@@ -319,14 +325,14 @@ def test_rr(a: int, b: int) -> bytes:
     return _legacy(b"\x85", b, a)
 
 
-def imul_rr(dst: int, src) -> bytes:
+def imul_rr(dst: int, src: Operand) -> bytes:
     """dst *= src (register or Mem)."""
     _check_gpr("imul_rr dst", dst)
     _check_reg_or_mem("imul_rr", "src", src)
     return _legacy(b"\x0f\xaf", dst, src)
 
 
-def imul_rri(dst: int, src, imm: int) -> bytes:
+def imul_rri(dst: int, src: Operand, imm: int) -> bytes:
     """dst := src * imm (src register or Mem)."""
     _check_gpr("imul_rri dst", dst)
     _check_reg_or_mem("imul_rri", "src", src)
@@ -527,12 +533,13 @@ class _VectorOp:
     tuple_bytes: int | None = None  # disp8*N for tuple types (T1S, T4, ...); None: full vector
 
 
-def _needs_evex(width, vector_regs, mask, zeroing, bcst, evex) -> bool:
+def _needs_evex(width: int, vector_regs: Iterable[object], mask: int, zeroing: bool,
+                bcst: bool, evex: bool) -> bool:
     return bool(evex or width == 512 or mask or zeroing or bcst
                 or any(type(r) is int and r >= 16 for r in vector_regs))
 
 
-def _evex_reason(width, named_regs: dict, mask, zeroing, bcst) -> str:
+def _evex_reason(width: int, named_regs: dict, mask: int, zeroing: bool, bcst: bool) -> str:
     high = [f"{name}={reg}" for name, reg in named_regs.items() if _is_int(reg) and reg >= 16]
     if high:
         return f"register {high[0]} (>= 16)"
@@ -545,7 +552,8 @@ def _evex_reason(width, named_regs: dict, mask, zeroing, bcst) -> str:
     return "evex=True"
 
 
-def _vector(op: _VectorOp, width: int, *, reg, vvvv, rm, names: dict, mask: int = 0,
+def _vector(op: _VectorOp, width: int, *, reg: int, vvvv: int, rm: Operand, names: dict,
+            mask: int = 0,
             zeroing: bool = False, bcst: bool = False, evex: bool = False,
             imm: bytes = b"") -> bytes:
     """Encode `op` with VEX if possible, else EVEX.
@@ -587,7 +595,8 @@ def _vector(op: _VectorOp, width: int, *, reg, vvvv, rm, names: dict, mask: int 
                  mask, zeroing, bcst, disp_scale, imm)
 
 
-def _op(name, opcode, map_select, pp, vex_w=0, evex_w=0, **kwargs) -> _VectorOp:
+def _op(name: str, opcode: int, map_select: int, pp: int, vex_w: int | None = 0,
+        evex_w: int | None = 0, **kwargs: object) -> _VectorOp:
     return _VectorOp(name, opcode, map_select, pp, vex_w, evex_w, **kwargs)
 
 
@@ -632,7 +641,8 @@ def vmovntps_store(mem: Mem, src: int, width: int, *, evex: bool = False) -> byt
     return _vector(_VMOVNTPS, width, reg=src, vvvv=0, rm=mem, names={"src": src}, evex=evex)
 
 
-def _move_rr(load: _VectorOp, store: _VectorOp, dst, src, width, mask, zeroing, evex) -> bytes:
+def _move_rr(load: _VectorOp, store: _VectorOp, dst: int, src: int, width: int, mask: int,
+             zeroing: bool, evex: bool) -> bytes:
     _check_vreg(f"{load.name} dst", dst)
     _check_vreg(f"{load.name} src", src)
     vex = not _needs_evex(width, (dst, src), mask, zeroing, False, evex)
@@ -653,7 +663,7 @@ def vmovaps_rr(dst: int, src: int, width: int, *, mask: int = 0, zeroing: bool =
     return _move_rr(_VMOVAPS_RR, _VMOVAPS_RR_STORE_FORM, dst, src, width, mask, zeroing, evex)
 
 
-def vbroadcastss(dst: int, src, width: int, *, mask: int = 0, zeroing: bool = False,
+def vbroadcastss(dst: int, src: Operand, width: int, *, mask: int = 0, zeroing: bool = False,
                  evex: bool = False) -> bytes:
     """Broadcast the float at src (Mem, or element 0 of an xmm register) to every lane of dst."""
     return _vector(_VBROADCASTSS, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
@@ -664,7 +674,7 @@ _VBROADCASTSD = _op("vbroadcastsd", 0x19, 2, 1, evex_w=1, widths=(256, 512), tup
 _VBROADCASTF128 = _op("vbroadcastf128", 0x1A, 2, 1, evex_w=None, widths=(256,))
 
 
-def vbroadcastsd(dst: int, src, width: int, *, mask: int = 0, zeroing: bool = False,
+def vbroadcastsd(dst: int, src: Operand, width: int, *, mask: int = 0, zeroing: bool = False,
                  evex: bool = False) -> bytes:
     """Broadcast the 64 bits at src (Mem, or element 0 of an xmm register) to every 64-bit
     lane of dst (256/512 bits)."""
@@ -678,7 +688,7 @@ def vbroadcastf128(dst: int, mem: Mem) -> bytes:
     return _vector(_VBROADCASTF128, 256, reg=dst, vvvv=0, rm=mem, names={"dst": dst})
 
 
-def vpbroadcastd(dst: int, src, width: int, *, mask: int = 0, zeroing: bool = False,
+def vpbroadcastd(dst: int, src: Operand, width: int, *, mask: int = 0, zeroing: bool = False,
                  evex: bool = False) -> bytes:
     """Broadcast the dword at src (Mem, or element 0 of an xmm register) to every lane of dst."""
     return _vector(_VPBROADCASTD, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
@@ -735,8 +745,8 @@ def vmaskmovps_store(mem: Mem, maskreg: int, src: int, width: int) -> bytes:
 
 # ---- three-operand arithmetic: dst := a op b (b a register or Mem, optionally broadcast)
 
-def _three_operand(op: _VectorOp):
-    def encode(dst: int, a: int, b, width: int, *, mask: int = 0, zeroing: bool = False,
+def _three_operand(op: _VectorOp) -> Encoder:
+    def encode(dst: int, a: int, b: Operand, width: int, *, mask: int = 0, zeroing: bool = False,
                bcst: bool = False, evex: bool = False) -> bytes:
         return _vector(op, width, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
                        mask=mask, zeroing=zeroing, bcst=bcst, evex=evex)
@@ -746,7 +756,8 @@ def _three_operand(op: _VectorOp):
     return encode
 
 
-def _arith(name, opcode, map_select=1, pp=0, vex_w=0, evex_w=0, **kwargs):
+def _arith(name: str, opcode: int, map_select: int = 1, pp: int = 0, vex_w: int | None = 0,
+           evex_w: int | None = 0, **kwargs: object) -> Encoder:
     return _three_operand(_op(name, opcode, map_select, pp, vex_w, evex_w, broadcast=True,
                               **kwargs))
 
@@ -786,7 +797,7 @@ vscalefps.__doc__ = "vscalefps dst, a, b: dst = a * 2**floor(b) (AVX-512)."
 _VBLENDMPS = _op("vblendmps", 0x65, 2, 1, vex_w=None, broadcast=True)
 
 
-def vblendmps(dst: int, a: int, b, width: int, mask: int, *, zeroing: bool = False,
+def vblendmps(dst: int, a: int, b: Operand, width: int, mask: int, *, zeroing: bool = False,
               bcst: bool = False) -> bytes:
     """dst[i] := b[i] where mask bit i is set, else a[i] (AVX-512)."""
     return _vector(_VBLENDMPS, width, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
@@ -795,8 +806,8 @@ def vblendmps(dst: int, a: int, b, width: int, mask: int, *, zeroing: bool = Fal
 
 # ---- two-operand (dst := op(src)) and immediate forms
 
-def _two_operand(op: _VectorOp):
-    def encode(dst: int, src, width: int, *, mask: int = 0, zeroing: bool = False,
+def _two_operand(op: _VectorOp) -> Encoder:
+    def encode(dst: int, src: Operand, width: int, *, mask: int = 0, zeroing: bool = False,
                bcst: bool = False, evex: bool = False) -> bytes:
         return _vector(op, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
                        mask=mask, zeroing=zeroing, bcst=bcst, evex=evex)
@@ -815,22 +826,23 @@ _VROUNDPS = _op("vroundps", 0x08, 3, 1, evex_w=None)
 _VRNDSCALEPS = _op("vrndscaleps", 0x08, 3, 1, vex_w=None, broadcast=True)
 
 
-def vroundps(dst: int, src, imm: int, width: int) -> bytes:
+def vroundps(dst: int, src: Operand, imm: int, width: int) -> bytes:
     """AVX round: imm bits 1:0 mode (0 nearest, 1 down, 2 up, 3 truncate), bit 3 no precision
     exception."""
     return _vector(_VROUNDPS, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
                    imm=_imm8("vroundps imm", imm))
 
 
-def vrndscaleps(dst: int, src, imm: int, width: int, *, mask: int = 0, zeroing: bool = False,
+def vrndscaleps(dst: int, src: Operand, imm: int, width: int, *, mask: int = 0,
+                zeroing: bool = False,
                 bcst: bool = False) -> bytes:
     """AVX-512 round to 2**-imm[7:4] precision; imm[3:0] as in vroundps."""
     return _vector(_VRNDSCALEPS, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
                    mask=mask, zeroing=zeroing, bcst=bcst, imm=_imm8("vrndscaleps imm", imm))
 
 
-def _shift_imm(op: _VectorOp, ext: int):
-    def encode(dst: int, src, n: int, width: int, *, mask: int = 0, zeroing: bool = False,
+def _shift_imm(op: _VectorOp, ext: int) -> Encoder:
+    def encode(dst: int, src: Operand, n: int, width: int, *, mask: int = 0, zeroing: bool = False,
                bcst: bool = False, evex: bool = False) -> bytes:
         # the VEX form only shifts a register; the memory-source form is EVEX only
         return _vector(op, width, reg=ext, vvvv=dst, rm=src, names={"dst": dst, "src": src},
@@ -847,8 +859,8 @@ vpsrld_ri = _shift_imm(_op("vpsrld_ri", 0x72, 1, 1, broadcast=True), 2)
 vpsrad_ri = _shift_imm(_op("vpsrad_ri", 0x72, 1, 1, broadcast=True), 4)
 
 
-def _three_operand_imm(op: _VectorOp):
-    def encode(dst: int, a: int, b, imm: int, width: int, *, mask: int = 0,
+def _three_operand_imm(op: _VectorOp) -> Encoder:
+    def encode(dst: int, a: int, b: Operand, imm: int, width: int, *, mask: int = 0,
                zeroing: bool = False, bcst: bool = False, evex: bool = False) -> bytes:
         return _vector(op, width, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
                        mask=mask, zeroing=zeroing, bcst=bcst, evex=evex,
@@ -871,7 +883,7 @@ vblendps.__doc__ = ("vblendps dst, a, b, imm, width: dst[i] := b[i] where bit i 
 _VPERM2F128 = _op("vperm2f128", 0x06, 3, 1, evex_w=None, widths=(256,))
 
 
-def vperm2f128(dst: int, a: int, b, imm: int) -> bytes:
+def vperm2f128(dst: int, a: int, b: Operand, imm: int) -> bytes:
     """AVX 256-bit: each 128-bit half of dst picks a half of a or b (or zero) by imm."""
     return _vector(_VPERM2F128, 256, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
                    imm=_imm8("vperm2f128 imm", imm))
@@ -884,33 +896,34 @@ _VEXTRACTF64X4 = _op("vextractf64x4", 0x1B, 3, 1, vex_w=None, evex_w=1, widths=(
                      tuple_bytes=32)
 
 
-def vinsertf128(dst: int, a: int, b, imm: int) -> bytes:
+def vinsertf128(dst: int, a: int, b: Operand, imm: int) -> bytes:
     """ymm dst := a with its 128-bit half imm replaced by xmm/m128 b (EVEX vinsertf32x4 for
     registers >= 16)."""
     return _vector(_VINSERTF128, 256, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
                    imm=_imm8("vinsertf128 imm", imm))
 
 
-def vinsertf32x4(dst: int, a: int, b, imm: int, width: int, *, mask: int = 0,
+def vinsertf32x4(dst: int, a: int, b: Operand, imm: int, width: int, *, mask: int = 0,
                  zeroing: bool = False) -> bytes:
     """dst := a with its 128-bit lane imm replaced by xmm/m128 b (AVX-512)."""
     return _vector(_VINSERTF128, width, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
                    mask=mask, zeroing=zeroing, evex=True, imm=_imm8("vinsertf32x4 imm", imm))
 
 
-def vinsertf64x4(dst: int, a: int, b, imm: int, *, mask: int = 0, zeroing: bool = False) -> bytes:
+def vinsertf64x4(dst: int, a: int, b: Operand, imm: int, *, mask: int = 0,
+                 zeroing: bool = False) -> bytes:
     """zmm dst := a with its 256-bit half imm replaced by ymm/m256 b (AVX-512)."""
     return _vector(_VINSERTF64X4, 512, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
                    mask=mask, zeroing=zeroing, imm=_imm8("vinsertf64x4 imm", imm))
 
 
-def vextractf128(dst, src: int, imm: int) -> bytes:
+def vextractf128(dst: Operand, src: int, imm: int) -> bytes:
     """xmm/m128 dst := 128-bit half imm of ymm src (EVEX vextractf32x4 for registers >= 16)."""
     return _vector(_VEXTRACTF128, 256, reg=src, vvvv=0, rm=dst, names={"dst": dst, "src": src},
                    imm=_imm8("vextractf128 imm", imm))
 
 
-def vextractf32x4(dst, src: int, imm: int, width: int, *, mask: int = 0,
+def vextractf32x4(dst: Operand, src: int, imm: int, width: int, *, mask: int = 0,
                   zeroing: bool = False) -> bytes:
     """xmm/m128 dst := 128-bit lane imm of src (AVX-512; zeroing only for a register dst)."""
     if zeroing and isinstance(dst, Mem):
@@ -919,7 +932,8 @@ def vextractf32x4(dst, src: int, imm: int, width: int, *, mask: int = 0,
                    mask=mask, zeroing=zeroing, evex=True, imm=_imm8("vextractf32x4 imm", imm))
 
 
-def vextractf64x4(dst, src: int, imm: int, *, mask: int = 0, zeroing: bool = False) -> bytes:
+def vextractf64x4(dst: Operand, src: int, imm: int, *, mask: int = 0,
+                  zeroing: bool = False) -> bytes:
     """ymm/m256 dst := 256-bit half imm of zmm src (AVX-512)."""
     if zeroing and isinstance(dst, Mem):
         raise EncodingError("vextractf64x4 zeroing: a memory destination only allows merge masking")
@@ -930,7 +944,7 @@ def vextractf64x4(dst, src: int, imm: int, *, mask: int = 0, zeroing: bool = Fal
 _VBLENDVPS = _op("vblendvps", 0x4A, 3, 1, evex_w=None)
 
 
-def vblendvps(dst: int, a: int, b, maskvec: int, width: int) -> bytes:
+def vblendvps(dst: int, a: int, b: Operand, maskvec: int, width: int) -> bytes:
     """AVX: dst[i] := b[i] where the sign bit of maskvec[i] is set, else a[i]."""
     _check_vreg("vblendvps maskvec", maskvec)
     if maskvec >= 16:
@@ -942,8 +956,8 @@ def vblendvps(dst: int, a: int, b, maskvec: int, width: int) -> bytes:
 
 # ---- compares: the VEX form writes a vector of all-ones/zeros, the EVEX form a mask register
 
-def _compare(op: _VectorOp, with_predicate: bool):
-    def encode(dst: int, a: int, b, *args, mask: int = 0, bcst: bool = False,
+def _compare(op: _VectorOp, with_predicate: bool) -> Encoder:
+    def encode(dst: int, a: int, b: Operand, *args, mask: int = 0, bcst: bool = False,
                evex: bool = False) -> bytes:
         if with_predicate:
             pred, width = args

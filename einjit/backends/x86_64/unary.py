@@ -20,7 +20,7 @@ sees 1 + NaN.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from einjit.backends import Target
@@ -80,7 +80,8 @@ EXPONENT_SHIFT = 23
 class UnaryOp:
     """How one op transforms a vector register x in place.
 
-    emit(asm, vector, x, scratch, constant, masks): `scratch` are `temps` free vector
+    emit(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
+     constant: int | None, masks: Sequence[int]) -> None: `scratch` are `temps` free vector
     registers, `constant` the register holding `register_constant` (None if the op needs
     none) and `masks` free mask registers (AVX-512); frame constants (`frame_constants`) are
     used as memory operands. Ops that are not compute_bound run the plain sweep with
@@ -94,31 +95,38 @@ class UnaryOp:
     compute_bound: bool = False
 
 
-def _nothing(asm, vector, x, scratch, constant, masks):
+def _nothing(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
+             constant: int | None, masks: Sequence[int]) -> None:
     pass
 
 
-def _relu(asm, vector, x, scratch, constant, masks):
+def _relu(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
+          constant: int | None, masks: Sequence[int]) -> None:
     asm(enc.vmaxps(x, constant, x, vector.width))   # second source: a NaN in x is returned
 
 
-def _square(asm, vector, x, scratch, constant, masks):
+def _square(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
+            constant: int | None, masks: Sequence[int]) -> None:
     asm(enc.vmulps(x, x, x, vector.width))
 
 
-def _reciprocal(asm, vector, x, scratch, constant, masks):
+def _reciprocal(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
+                constant: int | None, masks: Sequence[int]) -> None:
     asm(enc.vdivps(x, constant, x, vector.width))
 
 
-def _increment(asm, vector, x, scratch, constant, masks):
+def _increment(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
+               constant: int | None, masks: Sequence[int]) -> None:
     asm(enc.vaddps(x, x, constant, vector.width))
 
 
-def _decrement(asm, vector, x, scratch, constant, masks):
+def _decrement(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
+               constant: int | None, masks: Sequence[int]) -> None:
     asm(enc.vsubps(x, x, constant, vector.width))
 
 
-def _sigmoid(asm, vector, x, scratch, constant, masks):
+def _sigmoid(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
+             constant: int | None, masks: Sequence[int]) -> None:
     a, n, p, q = scratch
     op = vector.op
     asm(op(enc.vorps, a, x, SIGN),                          # a = -|x|
