@@ -14,8 +14,8 @@ import pytest
 from einjit.errors import EinjitError
 from einjit.runtime import memory
 from einjit.runtime.memory import BLOCK_ALIGN, PAGE_SIZE, CodeArena, ExecutableMemory
-from procmaps import (call_int, mapping_of, permissions, return_constant,
-                      writable_and_executable)
+
+from procmaps import call_int, mapping_of, permissions, return_constant, writable_and_executable
 
 # small chunks so that tests cross chunk boundaries often
 SMALL_CHUNK = 4 * PAGE_SIZE
@@ -248,7 +248,8 @@ def test_sealed_code_runs_in_threads_while_new_blocks_are_placed_and_sealed(spy)
     assert len(keep) == 751 and [f() for f, _ in ready] == [e for _, e in ready]
     assert arena.stats().live_blocks == 751
     assert sum(kind == "munmap" for kind, *_ in spy.calls) >= 10
-    del keep, ready
+    ready.clear()
+    keep.clear()
     assert arena.stats().chunks == 0
 
 
@@ -298,7 +299,6 @@ def test_kernels_generated_together_share_their_executable_pages():
     import numpy as np
 
     import einjit
-
     from einjit import primitives
 
     primitives._cache.clear()   # the kernels below are generated now, placed one after another

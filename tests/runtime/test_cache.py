@@ -7,8 +7,13 @@ import pytest
 
 import einjit
 from einjit import primitives
-from einjit.runtime.cache import (DEFAULT_KERNEL_CACHE_SIZE, BoundedCache, CacheSizeError,
-                                  RecursiveCreationError, kernel_cache_size)
+from einjit.runtime.cache import (
+    DEFAULT_KERNEL_CACHE_SIZE,
+    BoundedCache,
+    CacheSizeError,
+    RecursiveCreationError,
+    kernel_cache_size,
+)
 
 JOIN_TIMEOUT = 60   # seconds; a thread still alive after it is a deadlock
 

@@ -18,6 +18,7 @@ import numpy as np
 import einjit
 from einjit import primitives
 from einjit.runtime.memory import arena
+
 from procmaps import mapping_count, rss_bytes, writable_and_executable
 
 if einjit.host_isa() == "x86_64":
