@@ -20,8 +20,7 @@ import numpy as np
 
 from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
 
-from .harness import (JitFunction, RepeatDriver, best_seconds, cold_ms, fma_peak_gflops,
-                      write_result)
+from .harness import JitFunction, RepeatDriver, best_seconds, cold_ms, fma_peak_gflops, write_result
 
 K_VALUES = (1, 16, 32, 64, 128)
 BATCH_SHAPES = [(16, 16, 16), (32, 32, 32), (64, 64, 64), (64, 64, 128), (48, 24, 64)]
