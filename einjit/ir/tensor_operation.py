@@ -24,6 +24,8 @@ another with the same fields; `replace` makes a changed copy, validated again.
 
 from __future__ import annotations
 
+import ctypes
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,7 +33,7 @@ import numpy as np
 from einjit.backends import Target, resolve_target
 from einjit.errors import (OperandError, OperandValueError, OperationError,
                            OperationTypeError)
-from einjit.kernel import ADDRESS_LIMIT, MIN_ADDRESS
+from einjit.kernel import ADDRESS_LIMIT, MIN_ADDRESS, data_address
 from einjit.ops import BINARY_OPS, CONTRACTION_OPS, DTYPES, UNARY_OPS
 
 from einjit.ir.dims import DIM_TYPES, EXEC_TYPES, Dim, check_int, check_name
@@ -63,6 +65,41 @@ def _num_threads(value) -> int | None:
     if value is None:
         return None
     return check_int("num_threads", value, 1)
+
+
+def _plain_addresses(execution: list, in0, in1, out) -> list | None:
+    """The operands' addresses when every used one is a writable, C-ordered array of the op's
+    dtype large enough for its extent, unused ones are None and out overlaps no input: the
+    common case, checked without a call per operand. None for anything else.
+
+    Repeated calls on the same arrays (weakly remembered: an array's data never moves while
+    its size stays) reuse the addresses found last time."""
+    _, extents, used, dtype, last = execution
+    values = (in0, in1, out)
+    for value, flag, extent in zip(values, used, extents):
+        if not flag:
+            if value is not None:
+                return None
+            continue
+        if type(value) is not np.ndarray or value.dtype is not dtype or value.size < extent:
+            return None
+        flags = value.flags
+        if not (flags.c_contiguous and flags.writeable):
+            return None
+    if last is not None and all(ref is None or ref() is value
+                                for ref, value in zip(last[0], values)):
+        return last[1]
+    addresses = [ctypes.addressof(ctypes.c_byte.from_buffer(value)) if flag else 0
+                 for value, flag in zip(values, used)]
+    item = dtype.itemsize
+    out_start = addresses[2]
+    out_end = out_start + extents[2] * item
+    for address, extent, flag in zip(addresses[:2], extents[:2], used[:2]):
+        if flag and address < out_end and out_start < address + extent * item:
+            return None
+    execution[4] = (tuple(weakref.ref(value) if flag else None
+                          for value, flag in zip(values, used)), addresses)
+    return addresses
 
 
 class TensorOperation:
@@ -104,6 +141,7 @@ class TensorOperation:
         self._kernel_calls = check_operation(self._first, self._main, self._last, self._dims)
         self._target = resolve_target(isa)
         self._num_threads = _num_threads(num_threads)
+        self._execution = None      # (compiled nest, extents, operands used), on first execute
 
     @classmethod
     def from_dims(cls, dtype, prim_first_touch: str, prim_main: str, prim_last_touch: str,
@@ -237,41 +275,56 @@ class TensorOperation:
         bases) or integer addresses; `in1` may be None for unary and "none" ops, `in0` for
         "none". Arrays must reach the highest offset the strides address; out must be
         writable."""
+        execution = self._execution or self._prepare()
+        addresses = _plain_addresses(execution, in0, in1, out)
+        if addresses is None:       # anything unusual: the full checks, which name the problem
+            compiled, extents, used = execution[:3]
+            values = (in0, in1, out)
+            addresses = [self._address(name, value, flag, extent) for name, value, flag, extent
+                         in zip(("in0", "in1", "out"), values, used, extents)]
+            if type(out) is np.ndarray:
+                self._check_overlap(values, addresses, extents, used)
+        execution[0].run(*addresses)
+
+    def _prepare(self) -> tuple:
+        """What every execute needs, computed once: the compiled loop nest, each tensor's
+        extent, which tensors the op uses, the dtype."""
         if not self.is_defined:
             undefined = [i for i, dim in enumerate(self._dims) if dim.exec_type == "undefined"]
             raise OperationError(f"dims {undefined} have exec_type 'undefined'; run "
                                  f"einjit.optimize(op) first to decide how each dim executes")
-        used = self.operands
-        addresses = [self._address(name, value, name in used)
-                     for name, value in (("in0", in0), ("in1", in1), ("out", out))]
-        self._check_overlap(dict(zip(("in0", "in1", "out"), (in0, in1, out))), used)
         from einjit.codegen import compile_operation
-        compile_operation(self).run(*addresses)
+        used = tuple(name in self.operands for name in ("in0", "in1", "out"))
+        extents = tuple(self.extent(name) if flag else 0
+                        for name, flag in zip(("in0", "in1", "out"), used))
+        # the last element remembers the arrays of the last plain call (see _plain_addresses)
+        self._execution = [compile_operation(self), extents, used, np.dtype(self._dtype), None]
+        return self._execution
 
-    def _address(self, name: str, value, used: bool) -> int:
+    def _address(self, name: str, value, used: bool, extent: int) -> int:
         dtype = np.dtype(self._dtype)
         if value is None:
             if used:
                 raise OperandError(f"operand {name} is None but prim_main={self._main!r} "
                                    f"uses it; expected a {dtype} array or an address")
             return 0
-        extent = self.extent(name) if used else 0
         if isinstance(value, np.ndarray):
             if value.dtype != dtype:
                 raise OperandError(f"operand {name} has dtype {value.dtype}; expected {dtype}")
             if not used:
                 return 0
-            if not (value.flags.c_contiguous or value.flags.f_contiguous):
+            flags = value.flags
+            if not (flags.c_contiguous or flags.f_contiguous):
                 raise OperandValueError(f"operand {name} must be a contiguous array (C or "
                                         f"Fortran order); got strides {value.strides}")
             if value.size < extent:
                 raise OperandValueError(
                     f"operand {name} has {value.size} elements but the operation's strides "
                     f"reach {extent} elements from its base")
-            if name == "out" and not value.flags.writeable:
+            if name == "out" and not flags.writeable:
                 raise OperandValueError(f"operand {name} is read-only but the operation "
                                         f"writes it")
-            return value.__array_interface__["data"][0]
+            return data_address(value)
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
             address = int(value)
             end = address + extent * dtype.itemsize
@@ -283,21 +336,18 @@ class TensorOperation:
         raise OperandError(f"operand {name} must be a {dtype} numpy array, an integer address "
                            f"or None; got {type(value).__name__}")
 
-    def _check_overlap(self, values: dict, used: tuple) -> None:
+    def _check_overlap(self, values: tuple, addresses: list, extents: tuple,
+                       used: tuple) -> None:
         """out may share memory with an input only as the same elements in the same order
         (element-wise ops in place); contractions never."""
-        out = values["out"]
-        if not isinstance(out, np.ndarray):
-            return
-        item = out.itemsize
-        out_start = out.__array_interface__["data"][0]
-        out_end = out_start + self.extent("out") * item
-        for name in ("in0", "in1"):
-            other = values[name]
-            if name not in used or not isinstance(other, np.ndarray):
+        item = np.dtype(self._dtype).itemsize
+        out_start = addresses[2]
+        out_end = out_start + extents[2] * item
+        for index, name in enumerate(("in0", "in1")):
+            if not used[index] or not isinstance(values[index], np.ndarray):
                 continue
-            start = other.__array_interface__["data"][0]
-            end = start + self.extent(name) * item
+            start = addresses[index]
+            end = start + extents[index] * item
             if start >= out_end or out_start >= end:
                 continue
             field = "stride_" + name
