@@ -2,8 +2,9 @@
 
 Each validates its parameters (raising KernelParameterError, a ValueError, that names the bad
 one), resolves the target (`isa=None` is the host; "x86_64:avx2" names a variant), asks that
-target's backend for the code and returns a Kernel. Kernels are cached: asking twice for the
-same parameters returns the same Kernel, generated once.
+target's backend for the code and returns a Kernel. Kernels are cached: asking again for the
+same parameters returns the same Kernel while it is among the most recently used
+(einjit.runtime.cache: 1024 by default, EINJIT_KERNEL_CACHE_SIZE).
 """
 
 from __future__ import annotations
