@@ -5,15 +5,22 @@ Public API so far: the JIT primitives and the objects they return.
 
 from .backends import Target, resolve_target
 from .einsum import ContractExpression, contract_expression, einsum
-from .errors import (EinjitError, EncodingError, IsaMismatchError, KernelParameterError,
-                     KernelParameterTypeError, OperandError, OperandValueError,
-                     UnsupportedCpuError)
-from .ir import Dim, TensorOperation
-from .passes import optimize
+from .errors import (
+                     EinjitError,
+                     EncodingError,
+                     IsaMismatchError,
+                     KernelParameterError,
+                     KernelParameterTypeError,
+                     OperandError,
+                     OperandValueError,
+                     UnsupportedCpuError,
+)
 from .frontend.errors import EinsumSyntaxError, EinsumTypeError, EinsumValueError
 from .frontend.tree import EinsumTree
+from .ir import Dim, TensorOperation
 from .kernel import Kernel
 from .ops import BINARY_OPS, UNARY_OPS
+from .passes import optimize
 from .primitives import binary, brgemm, unary
 from .runtime.host import host_isa
 

@@ -56,7 +56,8 @@ def parse_tree(expression: str) -> lark.Tree:
         hint = ("subscripts must be letters" if char not in ".-"
                 else "'.' only as part of an ellipsis '...', '-' only in '->'")
         raise EinsumSyntaxError(point_at(
-            expression, column, f"invalid character {char!r} in einsum expression ({hint})")) from None
+            expression, column,
+            f"invalid character {char!r} in einsum expression ({hint})")) from None
     except lark.exceptions.UnexpectedToken as error:
         token = error.token
         column = len(expression) if token.type == "$END" or token.start_pos is None \

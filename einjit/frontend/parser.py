@@ -135,7 +135,8 @@ def from_sublists(arguments: Sequence[Any]) -> tuple[str, list[Any]]:
             items = list(output)
         except TypeError:
             raise EinsumTypeError(
-                f"the output sublist must be a list of integers or Ellipsis, got {output!r}") from None
+                f"the output sublist must be a list of integers or Ellipsis, "
+                f"got {output!r}") from None
         expression += "->" + "".join(_letter(v) for v in items)
     return expression, operands
 

@@ -113,8 +113,9 @@ class _Rewriter:
         else:
             m_order = m_dims
         k_rest = [d for d in k_dims if d != k_prim]
-        a_order = tuple(c_dims + only_a + k_rest + ([k_prim] if k_prim is not None else []) + m_order)
-        b_order = tuple(c_dims + n_dims + only_b + k_rest + ([k_prim] if k_prim is not None else []))
+        k_last = [k_prim] if k_prim is not None else []
+        a_order = tuple(c_dims + only_a + k_rest + k_last + m_order)
+        b_order = tuple(c_dims + n_dims + only_b + k_rest + k_last)
         a_new = self.arrange(a, a_order) if not a.is_leaf or (m_order and unit is not None) \
             else a
         b_new = self.arrange(b, b_order) if not b.is_leaf or k_prim is not None else b

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from einjit.frontend.errors import EinsumValueError
-from einjit.frontend.parser import ELLIPSIS, Label, Subscripts, check_subscripts
+from einjit.frontend.parser import ELLIPSIS, Subscripts, check_subscripts
 
 
 @dataclass(frozen=True)

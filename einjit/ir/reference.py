@@ -21,9 +21,8 @@ import string
 import numpy as np
 
 from einjit.errors import OperandError, OperandValueError
-from einjit.ops import lookup
-
 from einjit.ir.tensor_operation import TensorOperation
+from einjit.ops import lookup
 
 FIELD = {"in0": "stride_in0", "in1": "stride_in1", "out": "stride_out"}
 

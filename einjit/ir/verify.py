@@ -35,11 +35,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from einjit.errors import OperationError
+from einjit.ir.dims import Dim
 from einjit.kernel import INTEGER_LIMIT
 from einjit.ops import BINARY, CONTRACTION, UNARY
 from einjit.primitives import BRGEMM_LIMITS, ELTWISE_LIMITS
-
-from einjit.ir.dims import Dim
 
 EXEC_RANK = {"shared": 0, "seq": 1, "prim": 2}
 

@@ -35,7 +35,7 @@ def oracle(op, in0, in1, out):
         a = in0[offsets(op, "stride_in0")].astype(np.float64)
         b = in1[offsets(op, "stride_in1")].astype(np.float64)
         letters = string.ascii_letters[:len(op.dims)]
-        kept = "".join(l for l, d in zip(letters, op.dims) if d.type != "k")
+        kept = "".join(letter for letter, d in zip(letters, op.dims) if d.type != "k")
         total = np.einsum(f"{letters},{letters}->{kept}", a, b)
         start = _apply(op.prim_first_touch, current).astype(np.float64)
         result = _apply(op.prim_last_touch, (start + total).astype(np.float32))

@@ -10,6 +10,7 @@ import einjit
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
+
 from ir_support import buffers, random_operation
 
 EXACT_UNARY = tuple(op for op in UNARY_OPS if lookup(op).exact)

@@ -7,13 +7,14 @@ import itertools
 
 import numpy as np
 import pytest
+from test_ir_validation import BRGEMM, GEMM, build, edit
 
 from einjit.errors import OperandError, OperandValueError
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS
+
 from ir_support import assert_same, buffers, oracle, random_operation
-from test_ir_validation import BRGEMM, GEMM, build, edit
 
 SEEDS = {
     "gemm": GEMM,

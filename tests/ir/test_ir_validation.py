@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 import einjit
-from einjit.errors import (EinjitError, KernelParameterError, OperandError, OperandValueError,
-                           OperationError, OperationTypeError)
+from einjit.errors import (
+    EinjitError,
+    KernelParameterError,
+    OperandError,
+    OperandValueError,
+    OperationError,
+    OperationTypeError,
+)
 from einjit.ir import Dim, TensorOperation
 
 BRGEMM = dict(dtype="float32", prim_first_touch="none", prim_main="brgemm",

@@ -10,6 +10,7 @@ import pytest
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS
 from einjit.passes import fuse, identify, optimize, reorder, shared, split
+
 from ir_support import assert_same, buffers, oracle, random_operation
 
 PASSES = {

@@ -3,7 +3,7 @@
 import pytest
 
 from einjit.errors import OperationError, OperationTypeError
-from einjit.ir import Dim, TensorOperation
+from einjit.ir import TensorOperation
 from einjit.passes import split
 from einjit.passes.split import best_split
 

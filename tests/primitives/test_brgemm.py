@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import einjit
+
 from support import CANARY, assert_well_formed, canary_buffer, guarded, run_guarded, strided
 
 C_PADDING = 19                    # canary elements before and after C's extent
@@ -191,7 +192,7 @@ def test_no_access_past_the_last_element_of_any_operand():
     run_guarded(GUARD_CASES, problems, kernels, lambda case: f"kernel (m, n, k, br_size) = {case}")
 
 
-# --- parameter validation and the A64 code, inspected on any host ----------------------------------
+# --- parameter validation and the A64 code, inspected on any host ---------------------------
 
 @pytest.mark.parametrize("name, value", [
     ("m", 0), ("m", 1025), ("n", 0), ("n", 1025), ("k", 0), ("k", 2049),

@@ -22,9 +22,17 @@ import numpy as np
 import pytest
 
 import einjit
+
+from support import (
+    CANARY,
+    assert_well_formed,
+    canary_buffer,
+    column_major,
+    guarded,
+    mixed_data,
+    run_guarded,
+)
 from support import SPECIALS as BASE_SPECIALS
-from support import (CANARY, assert_well_formed, canary_buffer, column_major, guarded,
-                     mixed_data, run_guarded)
 
 OPS = ("zero", "identity", "relu", "square", "reciprocal", "increment", "decrement",
        "sigmoid")
