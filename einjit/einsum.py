@@ -8,7 +8,14 @@ dtypes and errors are numpy's and no precision is silently lost.
 
 Operands are read in place through their strides (transposes, slices, diagonals and size-1
 broadcasting are views); only operands with negative strides or strides that are not a whole
-number of elements are copied first."""
+number of elements are copied first.
+
+contract_expression also takes an `EinsumTree` (the bracket notation with its sizes): its
+operands are the tree's leaves, left to right, its result has the root's dims.
+
+Call cost: a plan is checked and compiled once; a call whose operands have the shapes, strides
+and dtype the plan was made for (checked in a few comparisons per operand) runs each step's
+JIT'd code on the operands' addresses (Plan.run_addresses)."""
 
 from __future__ import annotations
 
@@ -20,13 +27,16 @@ from einjit.frontend.errors import EinsumTypeError, EinsumValueError
 from einjit.frontend.parser import check_subscripts, from_sublists
 from einjit.frontend.plan import ITEMSIZE, Plan
 from einjit.frontend.rewrite import dense_strides, optimize_tree
-from einjit.frontend.subscripts import Resolved, resolve
+from einjit.frontend.subscripts import resolve
 from einjit.frontend.tree import EinsumTree
 from einjit.plan_cache import PlanCache
+from einjit.runtime.host import host_isa
 
 _PLANS = PlanCache()
 _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 _FLOAT32 = np.dtype(np.float32)
+_HOST = host_isa()
+_PLAIN_OPTIMIZE = (bool, str)     # optimize= values the fast path's key takes as they are
 
 
 def plan_cache() -> PlanCache:
@@ -86,14 +96,56 @@ class _Prepared:
                 out_strides = _dense(self.shape, order)
             root = {d: out_strides[p] for p, d in enumerate(resolved.full_output) if sizes[d] > 1}
             self.tree = optimize_tree(tree, leaf_strides=leaf_strides, out_strides=root)
-        self.out_strides = out_strides
         root = {d: out_strides[p] for p, d in enumerate(resolved.full_output) if sizes[d] > 1}
-        self.plan = Plan(self.tree, leaf_strides, root, optimize_ops=optimize_ops)
+        self._finish(Plan(self.tree, leaf_strides, root, optimize_ops=optimize_ops),
+                     out_strides)
+
+    @classmethod
+    def for_tree(cls, tree: EinsumTree, strides: Sequence[tuple[int, ...]],
+                 out_strides: tuple[int, ...] | None, optimize: bool) -> "_Prepared":
+        """The plan of a bracket-notation tree: operands are its leaves (strides per leaf in
+        its dims order), the result has the root's dims (dense row-major unless out_strides).
+        optimize: rewrite the tree for the primitives first (the course's OPT), or lower it
+        as written (LOWER)."""
+        self = cls.__new__(cls)
+        self.resolved = None
+        sizes = tree.sizes
+        self.shape = tuple(sizes[d] for d in tree.root.dims)
+        self.free = False
+        leaf_strides = {leaf.operand: dict(zip(leaf.dims, s))
+                        for leaf, s in zip(tree.leaves, strides)}
+        if out_strides is None:
+            out_strides = _dense(self.shape, "C")
+        root = {d: s for d, s in zip(tree.root.dims, out_strides)}
+        self.tree = optimize_tree(tree, leaf_strides=leaf_strides, out_strides=root) \
+            if optimize else tree
+        self._finish(Plan(self.tree, leaf_strides, root), out_strides)
+        return self
+
+    def _finish(self, plan: Plan, out_strides: tuple[int, ...]) -> None:
+        self.plan = plan
+        self.out_strides = tuple(out_strides)
+        # how a result is allocated: np.empty in C order, else a buffer viewed with strides
+        self.c_order = self.out_strides == _dense(self.shape, "C")
+        self.byte_strides = tuple(s * ITEMSIZE for s in self.out_strides)
+        self.size = max(int(np.prod(self.shape)), 1)
+
+    def allocate(self, order: str) -> np.ndarray:
+        """A new result array laid out as this plan writes it (order: the caller's C/F/K)."""
+        if self.free:
+            if self.c_order:
+                return np.empty(self.shape, _FLOAT32)
+            return np.ndarray(self.shape, _FLOAT32, buffer=np.empty(self.size, _FLOAT32),
+                              strides=self.byte_strides)
+        return np.empty(self.shape, _FLOAT32, order="F" if order == "F" else "C")
 
     def __str__(self) -> str:
-        letters = self.resolved.letters
-        legend = ", ".join(f"{d}={name}({size})" for d, (name, size) in
-                           enumerate(zip(letters, self.resolved.sizes)))
+        if self.resolved is None:
+            legend = ", ".join(f"{d}({size})" for d, size in enumerate(self.tree.sizes))
+        else:
+            letters = self.resolved.letters
+            legend = ", ".join(f"{d}={name}({size})" for d, (name, size) in
+                               enumerate(zip(letters, self.resolved.sizes)))
         return f"dims: {legend}\n{self.plan.describe()}"
 
 
@@ -106,16 +158,21 @@ def _dense(shape: tuple[int, ...], order: str) -> tuple[int, ...]:
     return tuple(strides)
 
 
+def _in_place(out: np.ndarray | None, arrays: Sequence[np.ndarray]) -> bool:
+    """Whether the plan may write straight into `out` (else a result is copied there)."""
+    return out is not None and _writable_in_place(out) and not any(
+        np.may_share_memory(out, a) for a in arrays)
+
+
 def _run(prepared: _Prepared, arrays: Sequence[np.ndarray], out: np.ndarray | None,
          order: str) -> np.ndarray:
-    target = out if out is not None and _writable_in_place(out) and not any(
-        np.may_share_memory(out, a) for a in arrays) else None
-    if target is None and prepared.free:
-        memory = np.empty(max(int(np.prod(prepared.shape)), 1), _FLOAT32)
-        target = np.lib.stride_tricks.as_strided(
-            memory, prepared.shape, [s * ITEMSIZE for s in prepared.out_strides])
-    elif target is None:
-        target = np.empty(prepared.shape, _FLOAT32, order="F" if order == "F" else "C")
+    """Compute into `out` when prepared was made for out's strides and nothing overlaps it,
+    else into a new array (copied into `out` if given)."""
+    if _in_place(out, arrays) and tuple(s // ITEMSIZE for s in out.strides) == \
+            prepared.out_strides:
+        target = out
+    else:
+        target = prepared.allocate(order)
     prepared.plan.run(arrays, target)
     if out is not None and target is not out:
         np.copyto(out, target)
@@ -150,6 +207,12 @@ def _split(operands: Sequence[Any]) -> tuple[str, list[Any]]:
     return from_sublists(operands)
 
 
+def _result(result: np.ndarray, out: np.ndarray | None) -> Any:
+    if out is None and result.ndim == 0:
+        return result[()]
+    return result
+
+
 def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
            dtype: Any = None, order: str = "K", casting: str = "safe") -> Any:
     """numpy.einsum's signature and semantics (subscripts string or interleaved sublists,
@@ -158,6 +221,23 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
     optimize: False (operand order), True (= "greedy", as numpy), an opt_einsum path name
     ("greedy", "optimal", "dp", "auto", "branch-2", ...) or an explicit path.
     float32 runs on einjit's kernels with a cached plan; other dtypes on numpy.einsum."""
+    # the common repeated call: float32 arrays, default options, a plan in the cache
+    if out is None and dtype is None and order == "K" and casting == "safe" and operands \
+            and type(operands[0]) is str and type(optimize) in _PLAIN_OPTIMIZE:
+        arrays = operands[1:]
+        for a in arrays:
+            if type(a) is not np.ndarray or a.dtype is not _FLOAT32:
+                break
+        else:
+            entry = _PLANS.get((operands[0], tuple([a.shape for a in arrays]),
+                                tuple([a.strides for a in arrays]), optimize, "K", _HOST))
+            if entry is not None:
+                prepared, copies = entry
+                if copies:
+                    arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
+                result = prepared.allocate("K")
+                prepared.plan.run(arrays, result)
+                return result if result.ndim else result[()]
     subscripts, raw = _split(operands)
     arrays = [np.asarray(a) for a in raw]
     if not _native(arrays, out, dtype, order, casting):
@@ -165,20 +245,21 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
                          casting=casting)
     order = order.upper()
     originals = arrays
-    arrays = [a if _usable(a) else np.ascontiguousarray(a) for a in arrays]
+    copies = tuple(not _usable(a) for a in arrays)
+    arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
     strides = tuple(tuple(s // ITEMSIZE for s in a.strides) for a in arrays)
     shapes = tuple(a.shape for a in arrays)
     target_order = order if order in ("C", "F") else "K"
-    key = (subscripts, shapes, strides, _hashable(optimize), target_order)
+    key = (subscripts, shapes, tuple(a.strides for a in originals), _hashable(optimize),
+           target_order, _HOST)
     try:
         hash(key)
     except TypeError:
         raise EinsumTypeError(f"optimize must be a bool, a path name or an explicit path, "
                               f"got {optimize!r}") from None
-    from einjit.runtime.host import host_isa
-    key += (host_isa(),)
-    prepared = _PLANS.get_or_build(key, lambda: _Prepared(subscripts, shapes, strides, None,
-                                                          optimize, target_order))
+    prepared, _ = _PLANS.get_or_build(key, lambda: (_Prepared(
+        subscripts, shapes, strides, None, optimize, target_order), copies if any(copies)
+        else None))
     if out is not None:
         if out.shape != prepared.shape:
             raise EinsumValueError(
@@ -186,35 +267,69 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
                 f"{[a.shape for a in originals]} gives shape {prepared.shape}")
         if not out.flags.writeable:
             raise EinsumValueError("out is read-only; einsum writes its result there")
-    if out is not None and _writable_in_place(out) and not any(
-            np.may_share_memory(out, a) for a in arrays):
-        out_strides = tuple(s // ITEMSIZE for s in out.strides)
-        if out_strides != prepared.out_strides:
-            prepared = _PLANS.get_or_build(key + (out_strides,), lambda: _Prepared(
-                subscripts, shapes, strides, out_strides, optimize, target_order))
-    result = _run(prepared, arrays, out, target_order)
-    if out is None and result.ndim == 0:
-        return result[()]
-    return result
+        if _in_place(out, arrays):
+            out_strides = tuple(s // ITEMSIZE for s in out.strides)
+            if out_strides != prepared.out_strides:
+                prepared, _ = _PLANS.get_or_build(key + (out_strides,), lambda: (_Prepared(
+                    subscripts, shapes, strides, out_strides, optimize, target_order), None))
+    return _result(_run(prepared, arrays, out, target_order), out)
+
+
+def _tree_numpy(tree: EinsumTree, arrays: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """A tree evaluated node by node with numpy.einsum (dtypes einjit's kernels do not take)."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    if len(tree.sizes) > len(letters):
+        raise EinsumValueError(f"the tree has {len(tree.sizes)} dimension ids; numpy's einsum "
+                               f"(used for dtype {dtype}) takes at most {len(letters)}")
+
+    def value(node):
+        if node.is_leaf:
+            return arrays[node.operand].astype(dtype, copy=False)
+        terms = ",".join("".join(letters[d] for d in c.dims) for c in node.children)
+        return np.einsum(terms + "->" + "".join(letters[d] for d in node.dims),
+                         *[value(c) for c in node.children], optimize=True)
+    return np.asarray(value(tree.root))
 
 
 class ContractExpression:
     """A compiled einsum for fixed operand shapes: `expr(*arrays, out=None)`.
 
-    `expr.tree` is the optimized contraction tree; `str(expr)` the plan (tree, each node's
-    TensorOperation, flops and intermediate sizes). Arrays with other strides than the
-    C-contiguous ones the plan assumed get their own plan (cached)."""
+    Made from numpy subscripts and shapes, or from an EinsumTree (operands = its leaves, left
+    to right, each shaped by its dims' sizes; result = the root's dims). `expr.tree` is the
+    optimized contraction tree; `str(expr)` the plan (tree, each node's TensorOperation,
+    flops and intermediate sizes). Arrays with other strides than the C-contiguous ones the
+    plan assumed get their own plan (cached)."""
 
-    def __init__(self, subscripts: str, shapes: Sequence[Sequence[int]], optimize: Any,
-                 dtype: Any):
-        self.subscripts = subscripts
+    def __init__(self, subscripts: str | EinsumTree, shapes: Sequence[Sequence[int]],
+                 optimize: Any, dtype: Any):
+        self._source = subscripts if isinstance(subscripts, EinsumTree) else None
+        self.subscripts = str(subscripts)
+        if self._source is not None:
+            sizes = self._source.sizes
+            tree_shapes = tuple(tuple(sizes[d] for d in leaf.dims) for leaf in self._source.leaves)
+            if shapes and tuple(tuple(int(n) for n in s) for s in shapes) != tree_shapes:
+                raise EinsumValueError(f"shapes {[tuple(s) for s in shapes]} differ from the "
+                                       f"tree's operand shapes {list(tree_shapes)}")
+            shapes = tree_shapes
         self.shapes = tuple(tuple(int(n) for n in s) for s in shapes)
         self.optimize = optimize
-        self.dtype = np.dtype(dtype)
+        try:
+            self.dtype = np.dtype(dtype)
+        except TypeError:
+            raise EinsumTypeError(f"dtype must name a numpy dtype, got {dtype!r}") from None
         strides = tuple(_dense(s, "C") for s in self.shapes)
-        self._prepared = _Prepared(subscripts, self.shapes, strides, None, optimize, "C")
+        self._prepared = self._plan(strides, None)
         self._variants = PlanCache(32)
-        self._optimize_key = _hashable(optimize)
+        # the plain call: float32 arrays of exactly these shapes and C strides, no out=
+        native = self.dtype == _FLOAT32 and all(n > 0 for s in self.shapes for n in s)
+        self._fast = tuple(zip(self.shapes, (tuple(ITEMSIZE * x for x in s) for s in strides))) \
+            if native else None
+
+    def _plan(self, strides: tuple, out_strides: tuple | None) -> _Prepared:
+        if self._source is not None:
+            return _Prepared.for_tree(self._source, strides, out_strides,
+                                      optimize=self.optimize is not False)
+        return _Prepared(self.subscripts, self.shapes, strides, out_strides, self.optimize, "C")
 
     @property
     def tree(self) -> EinsumTree:
@@ -225,6 +340,17 @@ class ContractExpression:
         return self._prepared.shape
 
     def __call__(self, *arrays: Any, out: np.ndarray | None = None) -> Any:
+        fast = self._fast
+        if out is None and fast is not None and len(arrays) == len(fast):
+            for a, (shape, strides) in zip(arrays, fast):
+                if type(a) is not np.ndarray or a.dtype is not _FLOAT32 or a.shape != shape \
+                        or a.strides != strides:
+                    break
+            else:
+                prepared = self._prepared
+                result = np.empty(prepared.shape, _FLOAT32)
+                prepared.plan.run(arrays, result)
+                return result if result.ndim else result[()]
         if len(arrays) != len(self.shapes):
             raise EinsumValueError(f"this expression takes {len(self.shapes)} operands "
                                    f"({self.subscripts!r}), got {len(arrays)}")
@@ -234,9 +360,7 @@ class ContractExpression:
                 raise EinsumValueError(f"operand {index} has shape {array.shape}; the expression "
                                        f"was compiled for {shape}")
         if self.dtype != _FLOAT32 or not _native(arrays, out, None, "K", "safe"):
-            return np.einsum(self.subscripts, *arrays, out=out, optimize=self.optimize
-                             if not isinstance(self.optimize, str) or self.optimize in
-                             ("greedy", "optimal") else True)
+            return self._numpy(arrays, out)
         arrays = [a if _usable(a) else np.ascontiguousarray(a) for a in arrays]
         strides = tuple(tuple(s // ITEMSIZE for s in a.strides) for a in arrays)
         prepared = self._prepared
@@ -247,16 +371,25 @@ class ContractExpression:
                                        f"{prepared.shape}")
             if not out.flags.writeable:
                 raise EinsumValueError("out is read-only; the expression writes its result there")
-            if _writable_in_place(out):
+            if _in_place(out, arrays):
                 out_strides = tuple(s // ITEMSIZE for s in out.strides)
         if strides != tuple(_dense(s, "C") for s in self.shapes) or \
                 (out_strides is not None and out_strides != prepared.out_strides):
-            prepared = self._variants.get_or_build((strides, out_strides), lambda: _Prepared(
-                self.subscripts, self.shapes, strides, out_strides, self.optimize, "C"))
-        result = _run(prepared, arrays, out, "C")
-        if out is None and result.ndim == 0:
-            return result[()]
-        return result
+            prepared = self._variants.get_or_build(
+                (strides, out_strides), lambda: self._plan(strides, out_strides))
+        return _result(_run(prepared, arrays, out, "C"), out)
+
+    def _numpy(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> Any:
+        if self._source is not None:
+            dtype = np.result_type(self.dtype, *arrays)
+            result = _tree_numpy(self._source, arrays, dtype)
+            if out is None:
+                return _result(result, None)
+            np.copyto(out, result, casting="same_kind")
+            return out
+        return np.einsum(self.subscripts, *arrays, out=out, optimize=self.optimize
+                         if not isinstance(self.optimize, str) or self.optimize in
+                         ("greedy", "optimal") else True)
 
     def __str__(self) -> str:
         return f"ContractExpression({self.subscripts!r}, shapes {list(self.shapes)})\n" + \
@@ -266,10 +399,16 @@ class ContractExpression:
         return f"<ContractExpression {self.subscripts!r} shapes={list(self.shapes)}>"
 
 
-def contract_expression(subscripts: str, *shapes: Sequence[int], optimize: Any = "auto",
-                        dtype: Any = "float32") -> ContractExpression:
-    """Plan `subscripts` once for operands of `shapes` (opt_einsum's contract_expression).
-    dtype other than float32: the expression evaluates with numpy.einsum."""
-    if not isinstance(subscripts, str):
-        raise EinsumTypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
+def contract_expression(subscripts: str | EinsumTree, *shapes: Sequence[int],
+                        optimize: Any = "auto", dtype: Any = "float32") -> ContractExpression:
+    """Plan `subscripts` once for operands of `shapes` (opt_einsum's contract_expression),
+    generating all code now. dtype other than float32: the expression evaluates with numpy.
+
+    `subscripts` may be an EinsumTree (e.g. EinsumTree("[[8,4],[7,3,8]->[7,3,4]],...",
+    sizes)): shapes are then the leaves' (optional; if given they must match), and
+    optimize=False runs the tree as written, anything else rewrites it for the primitives
+    first (einjit.frontend.rewrite)."""
+    if not isinstance(subscripts, (str, EinsumTree)):
+        raise EinsumTypeError(f"subscripts must be a str or an EinsumTree, got "
+                              f"{type(subscripts).__name__}")
     return ContractExpression(subscripts, shapes, optimize, dtype)

@@ -23,6 +23,16 @@ class PlanCache:
         self.hits = 0
         self.misses = 0
 
+    def get(self, key: Hashable) -> Any:
+        """The value for `key` (a hit, made most recent), or None without counting a miss
+        (the caller goes on to get_or_build)."""
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+            return value
+
     def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
         with self._lock:
             if key in self._items:

@@ -1,9 +1,16 @@
 """An executable plan: an optimized EinsumTree lowered to one TensorOperation per node, with
 the buffers its intermediates live in. Intermediates are dense in their node's dims order,
-allocated when produced and dropped as soon as their consumer ran."""
+allocated when produced and dropped as soon as their consumer ran.
+
+Once every step's operation is defined (einjit.optimize ran), the plan compiles the steps and
+keeps a program of (entry, operand slots) so that a call costs one unchecked
+`CompiledOperation.run(in0, in1, out)` per step on addresses: the caller (einjit.einsum,
+ContractExpression) has checked the operands' shapes, strides, dtype and writability against
+the plan's, which is what makes those addresses safe."""
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -23,7 +30,8 @@ ITEMSIZE = 4                                   # float32, the one dtype the kern
 @dataclass(frozen=True)
 class Step:
     lowered: Lowered
-    sources: tuple[tuple, tuple, tuple]        # in0, in1, out: ("leaf", i) ("buf", j) ("ones", n) ("out",) ()
+    # in0, in1, out: ("leaf", i) ("buf", j) ("ones", n) ("out",) or () for unused
+    sources: tuple[tuple, tuple, tuple]
     frees: tuple[int, ...]                     # buffers no later step reads
     node: Node
 
@@ -59,7 +67,8 @@ class Plan:
                 return Tensor(node.dims, tuple(out_strides[d] for d in node.dims)), ("out",)
             if node.is_leaf:
                 strides = leaf_strides[node.operand]
-                return Tensor(node.dims, tuple(strides[d] for d in node.dims)), ("leaf", node.operand)
+                return (Tensor(node.dims, tuple(strides[d] for d in node.dims)),
+                        ("leaf", node.operand))
             strides = dense_strides(node.dims, sizes)
             return Tensor(node.dims, tuple(strides[d] for d in node.dims)), ("buf", ids[id(node)])
 
@@ -94,11 +103,68 @@ class Plan:
                 emit(node, node.children)
         if tree.root.is_leaf:                  # a single operand read as it is: copy it
             emit(tree.root, [Node(tree.root.dims, (), tree.root.operand)])
+        self.num_leaves = len(tree.leaves)
+        self._program: tuple | None = None
+        if all(step.lowered.op.is_defined for step in self.steps):
+            self.compile()
+
+    def compile(self) -> None:
+        """Generate every step's code now (einjit.codegen, cached per operation) and the
+        program run_addresses executes. Needs every operation defined (einjit.optimize)."""
+        from einjit.codegen import compile_operation
+        # slots: leaves, the result, ones vectors, a zero for "unused", intermediate buffers
+        leaves = self.num_leaves
+        out_slot = leaves
+        ones_slots = {length: leaves + 1 + i for i, length in enumerate(self.ones)}
+        zero_slot = leaves + 1 + len(self.ones)
+        first_buffer = zero_slot + 1
+        tail = [_address(self.ones[length]) for length in self.ones] + [0] + \
+            [0] * len(self.buffer_sizes)
+
+        def slot(ref: tuple) -> int:
+            if not ref:
+                return zero_slot
+            return {"leaf": lambda: ref[1], "out": lambda: out_slot,
+                    "buf": lambda: first_buffer + ref[1],
+                    "ones": lambda: ones_slots[ref[1]]}[ref[0]]()
+
+        program = []
+        for step in self.steps:
+            out_ref = step.sources[2]
+            size = self.buffer_sizes[out_ref[1]] if out_ref[0] == "buf" else 0
+            program.append((compile_operation(step.lowered.op).run, slot(step.sources[0]),
+                            slot(step.sources[1]), slot(out_ref), size,
+                            tuple(first_buffer + index for index in step.frees)))
+        self._program = (tuple(program), tuple(tail))
+
+    @property
+    def compiled(self) -> bool:
+        """Whether run_addresses can execute this plan (every step compiled)."""
+        return self._program is not None
+
+    def run_addresses(self, leaves: Sequence[int], out: int) -> None:
+        """Execute on addresses, unchecked: leaves[i] is the base of operand i laid out with
+        the plan's strides, `out` the root's base. Intermediates are allocated per call (so
+        concurrent calls share nothing) and dropped as soon as consumed."""
+        program, tail = self._program
+        slots = [*leaves, out, *tail]
+        held = {}
+        for run, in0, in1, dst, size, frees in program:
+            if size:
+                buffer = np.empty(size, np.float32)
+                held[dst] = buffer
+                slots[dst] = _address(buffer)
+            run(slots[in0], slots[in1], slots[dst])
+            for index in frees:
+                del held[index]
 
     def run(self, leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
         """Compute into `out` (its data pointer is the root's base) from `leaves` (each one's
         data pointer is its leaf's base; strides are the plan's)."""
         execute = EXECUTOR
+        if execute is None and self._program is not None:
+            self.run_addresses(list(map(_address, leaves)), _address(out))
+            return
         buffers: list[np.ndarray | None] = [None] * len(self.buffer_sizes)
         for step in self.steps:
             op = step.lowered.op
@@ -131,7 +197,8 @@ class Plan:
         for number, step in enumerate(self.steps):
             node = step.node
             elements = int(np.prod([sizes[d] for d in node.dims]))
-            where = "result" if step.sources[2] == ("out",) else f"intermediate buffer {step.sources[2][1]}"
+            where = "result" if step.sources[2] == ("out",) else \
+                f"intermediate buffer {step.sources[2][1]}"
             flops = 0
             if len(node.children) == 2:
                 flops = 2 * int(np.prod([sizes[d] for d in set(node.dims).union(
@@ -142,6 +209,20 @@ class Plan:
             lines.append(str(step.lowered.op))
             lines.append("")
         return "\n".join(lines)
+
+
+_from_buffer = ctypes.c_byte.from_buffer
+_addressof = ctypes.addressof
+
+
+def _address(array: np.ndarray) -> int:
+    """The data pointer of an array: through the buffer protocol when it is writable and
+    C-contiguous (a fraction of the cost of numpy's ctypes interface), else numpy's
+    interface (read-only, strided or empty arrays, which the buffer protocol refuses)."""
+    try:
+        return _addressof(_from_buffer(array))
+    except (TypeError, ValueError, BufferError):
+        return array.ctypes.data
 
 
 def _flat(array: np.ndarray, extent: int, writeable: bool) -> np.ndarray:
