@@ -48,6 +48,7 @@ class CompiledOperation:
         total = self.plan.shared_iterations
         worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
         self._shares = split_range(total, min(self.threads, max(1, worth)))
+        self._single = total if len(self._shares) == 1 else None   # run on the caller alone
         self._not_runnable = why_not_runnable(self.target)
         self._block = None
         self.function = None
@@ -65,8 +66,8 @@ class CompiledOperation:
         if self.function is None:
             raise IsaMismatchError(f"this operation was compiled for {self.target} and cannot "
                                    f"run here: {self._not_runnable}")
-        if len(self._shares) == 1:
-            self.function(in0, in1, out, *self._shares[0])
+        if self._single is not None:
+            self.function(in0, in1, out, 0, self._single)
         else:
             pool.run(self.function, [(in0, in1, out, begin, end) for begin, end in self._shares])
 

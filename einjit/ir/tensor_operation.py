@@ -65,28 +65,32 @@ def _num_threads(value) -> int | None:
     return check_int("num_threads", value, 1)
 
 
+def _still_plain(execution: list, *values) -> bool:
+    """Whether arrays that passed _plain_addresses before still do (an array keeps its data
+    while its size and dtype stay; writability can be switched off)."""
+    _, extents, used, dtype, _ = execution
+    for value, flag, extent in zip(values, used, extents):
+        if flag and (value.dtype is not dtype or value.size < extent
+                     or not value.flags.writeable):
+            return False
+    return True
+
+
 def _plain_addresses(execution: list, in0, in1, out) -> list | None:
     """The operands' addresses when every used one is a writable, C-ordered array of the op's
     dtype large enough for its extent, unused ones are None and out overlaps no input: the
-    common case, checked without a call per operand. None for anything else.
-
-    Repeated calls on the same arrays (weakly remembered: an array's data never moves while
-    its size stays) reuse the addresses found last time."""
-    _, extents, used, dtype, last = execution
+    common case, checked without a call per operand. None for anything else. The arrays are
+    remembered weakly, with their addresses, for the next call (execute)."""
+    _, extents, used, dtype, _ = execution
     values = (in0, in1, out)
     for value, flag, extent in zip(values, used, extents):
         if not flag:
             if value is not None:
                 return None
-            continue
-        if type(value) is not np.ndarray or value.dtype is not dtype or value.size < extent:
+        elif (type(value) is not np.ndarray or value.dtype is not dtype
+              or value.size < extent or not value.flags.c_contiguous
+              or not value.flags.writeable):
             return None
-        flags = value.flags
-        if not (flags.c_contiguous and flags.writeable):
-            return None
-    if last is not None and all(ref is None or ref() is value
-                                for ref, value in zip(last[0], values)):
-        return last[1]
     addresses = [ctypes.addressof(ctypes.c_byte.from_buffer(value)) if flag else 0
                  for value, flag in zip(values, used)]
     item = dtype.itemsize
@@ -274,6 +278,14 @@ class TensorOperation:
         "none". Arrays must reach the highest offset the strides address; out must be
         writable."""
         execution = self._execution or self._prepare()
+        last = execution[4]
+        if last is not None:    # the arrays of the last call again: only what may have changed
+            refs, addresses = last
+            if (refs[2]() is out and (refs[0] is None or refs[0]() is in0)
+                    and (refs[1] is None or refs[1]() is in1)
+                    and _still_plain(execution, in0, in1, out)):
+                execution[0].run(*addresses)
+                return
         addresses = _plain_addresses(execution, in0, in1, out)
         if addresses is None:       # anything unusual: the full checks, which name the problem
             compiled, extents, used = execution[:3]
