@@ -12,7 +12,9 @@ carry chain replaces a nest of loops (a kernel call dwarfs a carry check either 
 
 At each index tuple, in order: first touch on the out block if every k-dim index is 0 (the
 seeds' rule), the main kernel, last touch if every k-dim index is at its end. Element-wise
-main primitives have no k dims, so they touch every block.
+main primitives have no k dims, so they touch every block. A BRGEMM that reads its C block
+from memory (no first touch wrote it just before) gets the block's cache lines prefetched
+before the call: the kernel adds C only after its whole K loop, by which time they arrived.
 
 The backends turn a NestPlan into code (backends/<isa>/loops.py, generate_loop_nest); the
 primitive kernels are emitted into the same buffer and called as leaf functions.
@@ -56,12 +58,26 @@ class KernelCall:
 
 
 @dataclass(frozen=True)
+class Prefetch:
+    """Cache lines to prefetch from the out pointer: `lines` 64-byte lines from the start of
+    each of `columns` columns, `pitch` bytes apart."""
+    lines: int
+    columns: int
+    pitch: int
+
+
+MAX_PREFETCHES = 256     # beyond this many lines the prefetches cost more code than they save
+LINE = 64
+
+
+@dataclass(frozen=True)
 class NestPlan:
     shared: tuple[LoopDim, ...]      # flattened into the [begin, end) range, outermost first
     seq: tuple[LoopDim, ...]         # walked fully inside each shared iteration
     first_touch: KernelCall | None
     main: KernelCall | None
     last_touch: KernelCall | None
+    prefetch_out: Prefetch | None = None
 
     @property
     def loops(self) -> tuple[LoopDim, ...]:
@@ -113,5 +129,11 @@ def plan_nest(op) -> NestPlan:
     shared = tuple(loop(dim) for dim in op.dims if dim.exec_type == "shared" and dim.size > 1)
     seq = tuple(loop(dim) for dim in op.dims if dim.exec_type == "seq" and dim.size > 1)
     calls = {call.role: _kernel_call(call) for call in op.kernel_calls}
-    return NestPlan(shared, seq, calls.get("first_touch"), calls.get("main"),
-                    calls.get("last_touch"))
+    main, first = calls.get("main"), calls.get("first_touch")
+    prefetch = None
+    if main is not None and main.kind == "brgemm" and first is None:
+        m, n = main.params[:2]
+        lines = -(-m * itemsize // LINE) + 1        # +1: a column need not start on a line
+        if lines * n <= MAX_PREFETCHES:
+            prefetch = Prefetch(lines, n, main.integers[2] * itemsize)
+    return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch)

@@ -81,6 +81,19 @@ def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool
     asm.bind(skip)
 
 
+def _prefetch(asm: Assembler, plan: NestPlan) -> None:
+    """prfm the out block's lines (see NestPlan.prefetch_out); prefetches never fault."""
+    if plan.prefetch_out is None:
+        return
+    lines, columns, pitch = (plan.prefetch_out.lines, plan.prefetch_out.columns,
+                             plan.prefetch_out.pitch)
+    asm(enc.mov_reg(INDEX, POINTERS[2]))
+    for column in range(columns):
+        asm(*(enc.prfm("pldl1keep", INDEX, 64 * line) for line in range(lines)))
+        if column + 1 < columns:
+            _add_imm(asm, INDEX, pitch)
+
+
 def _step_odometer(asm: Assembler, plan: NestPlan) -> None:
     """Advance the index tuple by one: innermost dim first, carrying outward."""
     done = asm.label("stepped")
@@ -141,6 +154,7 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     _start(asm, plan)
     with asm.counted_loop(COUNT, COUNT):
         _touch(asm, plan, plan.first_touch, False, entries)
+        _prefetch(asm, plan)
         if plan.main is not None:
             _call(asm, plan.main, entries[plan.main.kernel])
         _touch(asm, plan, plan.last_touch, True, entries)

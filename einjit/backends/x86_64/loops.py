@@ -90,6 +90,19 @@ def _call(asm: Assembler, call: KernelCall, entry) -> None:
     asm.call(entry)
 
 
+def _prefetch(asm: Assembler, plan: NestPlan) -> None:
+    """prefetcht0 the out block's lines (see NestPlan.prefetch_out); prefetches never fault."""
+    if plan.prefetch_out is None:
+        return
+    lines, columns, pitch = (plan.prefetch_out.lines, plan.prefetch_out.columns,
+                             plan.prefetch_out.pitch)
+    asm(enc.mov_rr(RAX, POINTERS[2]))
+    for column in range(columns):
+        asm(*(enc.prefetcht0(Mem(RAX, disp=64 * line)) for line in range(lines)))
+        if column + 1 < columns:
+            _add_imm(asm, RAX, pitch)
+
+
 def _skip_unless_indices(asm: Assembler, plan: NestPlan, at_end: bool, skip) -> None:
     """Jump to `skip` unless every reduction loop's index is 0 (or its last value)."""
     for d, dim in enumerate(plan.loops):
@@ -176,6 +189,7 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     _start(asm, plan)
     with asm.counted_loop(COUNT, COUNT):
         _touch(asm, plan, plan.first_touch, False, entries)
+        _prefetch(asm, plan)
         if plan.main is not None:
             _call(asm, plan.main, entries[plan.main.kernel])
         _touch(asm, plan, plan.last_touch, True, entries)
