@@ -1,0 +1,76 @@
+"""The backend contract: the registry resolves targets, and every backend implements every
+entry of the op table with the same generator signatures (code for any ISA is generated on
+any host, so this runs everywhere)."""
+
+import inspect
+
+import pytest
+
+import einjit
+from einjit.backends import ISAS, Target, backend, resolve_target, why_not_runnable
+from einjit.errors import KernelParameterError, KernelParameterTypeError
+from einjit.ops import BINARY_OPS, UNARY_OPS
+
+TARGETS = [target for isa in ISAS for target in backend(isa).VARIANTS.values()]
+GENERATORS = {
+    "generate_brgemm": ["target", "m", "n", "k", "br_size"],
+    "generate_unary": ["target", "op", "m", "n", "trans_b"],
+    "generate_binary": ["target", "op", "m", "n"],
+    "generate_loop_nest": ["target", "plan"],
+}
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_every_backend_offers_the_same_functions(isa):
+    module = backend(isa)
+    for name, parameters in GENERATORS.items():
+        assert list(inspect.signature(getattr(module, name)).parameters) == parameters, name
+    for name in ("emit_brgemm", "emit_unary", "emit_binary"):
+        assert list(inspect.signature(getattr(module, name)).parameters)[:2] == ["asm", "target"]
+    assert module.default_variant() in module.VARIANTS
+    assert all(target.isa == isa for target in module.VARIANTS.values())
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=str)
+def test_every_backend_implements_every_operation(target):
+    """Every op of the table generates code for every target, with and without transposition
+    and with row remainders; kernels for different ops differ."""
+    module = backend(target.isa)
+    codes = set()
+    for op in UNARY_OPS:
+        for trans_b in (False, True):
+            code = module.generate_unary(target, op, 19, 5, trans_b)
+            assert code and code not in codes, (op, trans_b)
+            codes.add(code)
+    for op in BINARY_OPS:
+        code = module.generate_binary(target, op, 19, 5)
+        assert code and code not in codes, op
+        codes.add(code)
+    assert module.generate_brgemm(target, 19, 5, 3, 2)
+
+
+def test_resolve_target_names_variants():
+    assert resolve_target("x86_64:avx2") == backend("x86_64").VARIANTS["avx2"]
+    assert resolve_target("aarch64").variant == "neon"
+    target = resolve_target("x86_64:avx512")
+    assert resolve_target(target) is target and str(target) == "x86_64:avx512"
+    assert target.lanes() == 16 and target.lanes(8) == 8
+    assert einjit.brgemm(8, 8, 8, isa="x86_64:avx2").target.variant == "avx2"
+
+
+@pytest.mark.parametrize("isa, error, message", [
+    ("sparc", KernelParameterError, "isa='sparc' is not supported"),
+    ("x86_64:sse2", KernelParameterError, "variant 'sse2' is not one of"),
+    ("aarch64:sve", KernelParameterError, "variant 'sve' is not one of"),
+    (3, KernelParameterTypeError, "isa=3"),
+])
+def test_resolve_target_errors_name_the_value(isa, error, message):
+    with pytest.raises(error, match=message):
+        resolve_target(isa)
+
+
+def test_code_runs_only_where_the_host_matches():
+    other = "aarch64" if einjit.host_isa() == "x86_64" else "x86_64"
+    assert "generated for" in why_not_runnable(resolve_target(other))
+    assert why_not_runnable(resolve_target(None)) is None
+    assert isinstance(resolve_target(None), Target)
