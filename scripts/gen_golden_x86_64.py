@@ -68,8 +68,9 @@ class M:
     def asm(self, bits: int) -> str:
         return f"{PTR[bits]} PTR {self.address()}"
 
-    def bcst_asm(self, width: int) -> str:
-        return f"DWORD PTR {self.address()}{{1to{width // 32}}}"
+    def bcst_asm(self, width: int, element_bits: int = 32) -> str:
+        ptr = PTR[element_bits]
+        return f"{ptr} PTR {self.address()}{{1to{width // element_bits}}}"
 
 
 def v(reg: int, width: int) -> str:
@@ -94,9 +95,9 @@ def prefix(evex: bool) -> str:
     return "{evex} " if evex else ""
 
 
-def vector_or_mem(value, width, bcst=False, mem_bits=None) -> str:
+def vector_or_mem(value, width, bcst=False, mem_bits=None, element_bits=32) -> str:
     if isinstance(value, M):
-        return value.bcst_asm(width) if bcst else value.asm(mem_bits or width)
+        return value.bcst_asm(width, element_bits) if bcst else value.asm(mem_bits or width)
     return v(value, width)
 
 
@@ -205,10 +206,11 @@ def mask_register_cases() -> None:
 # ---------------------------------------------------------------- vector cases
 
 def three_operand(name, dst, a, b, width, *, mask=0, zeroing=False, bcst=False, evex=False,
-                  mnemonic=None, extra=()):
+                  mnemonic=None, extra=(), element_bits=32):
     """name(dst, a, b, *extra, width) ~ mnemonic dst{k}{z}, a, b, *extra."""
     expr = call(name, dst, a, b, *extra, width, mask=mask, zeroing=zeroing, bcst=bcst, evex=evex)
-    operands = [decorated(v(dst, width), mask, zeroing), v(a, width), vector_or_mem(b, width, bcst)]
+    operands = [decorated(v(dst, width), mask, zeroing), v(a, width),
+                vector_or_mem(b, width, bcst, element_bits=element_bits)]
     operands += [str(x) for x in extra]
     case(expr, f"{prefix(evex)}{mnemonic or name} {', '.join(operands)}")
 
@@ -496,6 +498,124 @@ def compare_cases() -> None:
                  f"{name} k5{{k1}}, {v(1, width)}, {M(0, disp=4).bcst_asm(width)}")
 
 
+DOUBLE_ARITHMETIC = ("vaddpd", "vsubpd", "vmulpd", "vdivpd", "vminpd", "vmaxpd", "vandpd",
+                     "vandnpd", "vorpd", "vxorpd", "vfmadd132pd", "vfmadd213pd", "vfmadd231pd",
+                     "vfnmadd213pd", "vfnmadd231pd", "vpaddq", "vpsubq")
+DOUBLE_AVX512_ONLY = ("vpermt2pd", "vscalefpd")
+
+
+def double_cases() -> None:
+    """The packed-double forms: 64-bit masks ({k} per qword) and {1to8}/{1to4} broadcasts."""
+    for name in DOUBLE_ARITHMETIC:
+        for width in WIDTHS:
+            three_operand(name, 0, 1, 2, width)
+            three_operand(name, 8, 9, 15, width)
+            three_operand(name, 16, 24, 31, width)
+            three_operand(name, 3, 4, M(5, disp=64), width)
+            three_operand(name, 3, 20, M(12, 1, 2, 256), width, mask=2)
+            three_operand(name, 17, 4, M(0, disp=8), width, bcst=True, mask=1, zeroing=True,
+                          element_bits=64)
+            three_operand(name, 5, 6, M(3, disp=1016), width, bcst=True, element_bits=64)
+            three_operand(name, 5, 6, M(3, disp=1024), width, bcst=True, element_bits=64)
+            three_operand(name, 5, 6, M(3, disp=4), width, bcst=True, element_bits=64)
+    for width in WIDTHS:
+        for r in (0, 7, 8, 15, 16, 23, 24, 31):
+            three_operand("vfmadd231pd", r, 31 - r, r ^ 5, width)
+        for name in DOUBLE_AVX512_ONLY:
+            three_operand(name, 0, 1, 2, width)
+            three_operand(name, 16, 9, 31, width, mask=3, zeroing=True)
+            three_operand(name, 4, 5, M(4, disp=16), width, bcst=True, element_bits=64)
+    for width in WIDTHS:
+        for imm in (0, 0x55, 0xFF):
+            three_operand("vshufpd", imm % 32, 1, 2, width, extra=(imm,))
+        three_operand("vshufpd", 8, 16, M(5, disp=32), width, extra=(3,), bcst=True, mask=4,
+                      element_bits=64)
+        for k in range(1, 8, 3):
+            mem = M(k % 2 * 12, disp=64 * k)
+            case(call("vmovupd_load", k + 8, mem, width, mask=k),
+                 f"vmovupd {decorated(v(k + 8, width), k)}, {mem.asm(width)}")
+            case(call("vmovupd_load", k + 16, mem, width, mask=k, zeroing=True),
+                 f"vmovupd {decorated(v(k + 16, width), k, True)}, {mem.asm(width)}")
+            case(call("vmovupd_store", mem, k, width, mask=k),
+                 f"vmovupd {decorated(mem.asm(width), k)}, {v(k, width)}")
+        for base in (0, 4, 5, 12, 13):
+            for disp in (0, -128, 128, 64):
+                mem = M(base, disp=disp)
+                case(call("vmovupd_load", 3, mem, width),
+                     f"vmovupd {v(3, width)}, {mem.asm(width)}")
+                case(call("vmovupd_store", mem, 30, width),
+                     f"vmovupd {mem.asm(width)}, {v(30, width)}")
+        for reg, mem in ((0, M(7)), (9, M(11, 3, 4, 64)), (25, M(4, disp=4096))):
+            case(call("vmovntpd_store", mem, reg, width),
+                 f"vmovntpd {mem.asm(width)}, {v(reg, width)}")
+        for name, mnemonic in (("vmovupd_rr", "vmovupd"), ("vmovapd_rr", "vmovapd")):
+            for dst, src in ((0, 1), (0, 8), (8, 0), (16, 1), (31, 31)):
+                case(call(name, dst, src, width), f"{mnemonic} {v(dst, width)}, {v(src, width)}")
+        for dst, src in ((0, 1), (9, 8), (16, 2), (3, 31)):
+            case(call("vpbroadcastq", dst, src, width),
+                 f"vpbroadcastq {v(dst, width)}, {v(src, 128)}")
+        for dst, mem in ((0, M(0)), (17, M(4, disp=1016)), (7, M(5, disp=-1032))):
+            case(call("vpbroadcastq", dst, mem, width),
+                 f"vpbroadcastq {v(dst, width)}, {mem.asm(64)}")
+        for dst, src in ((0, 0), (16, 9), (31, 15)):
+            case(f"vpbroadcastq_gpr({dst}, {GPR_CONSTANTS[src]}, {width})",
+                 f"vpbroadcastq {v(dst, width)}, {GPR64[src]}")
+        case(f"vpbroadcastq_gpr(4, RCX, {width}, mask=2, zeroing=True)",
+             f"vpbroadcastq {decorated(v(4, width), 2, True)}, rcx")
+        for k in (1, 7):
+            case(call("vblendmpd", 0, 1, 2, width, k),
+                 f"vblendmpd {decorated(v(0, width), k)}, {v(1, width)}, {v(2, width)}")
+        case(call("vblendmpd", 16, 31, M(0, disp=64), width, 5, bcst=True),
+             f"vblendmpd {decorated(v(16, width), 5)}, {v(31, width)}, "
+             f"{M(0, disp=64).bcst_asm(width, 64)}")
+        for dst, src, imm in ((0, 1, 0), (16, 30, 0x11), (2, M(4, disp=64), 3)):
+            case(call("vrndscalepd", dst, src, imm, width),
+                 f"vrndscalepd {v(dst, width)}, {vector_or_mem(src, width)}, {imm}")
+        for name, mnemonic in (("vpsllq_ri", "vpsllq"), ("vpsrlq_ri", "vpsrlq")):
+            for dst, src, n in ((0, 1, 52), (9, 8, 1), (16, 2, 63), (5, M(12, disp=64), 4)):
+                case(call(name, dst, src, n, width),
+                     f"{mnemonic} {v(dst, width)}, {vector_or_mem(src, width)}, {n}")
+            case(call(name, 5, M(0, disp=8), 7, width, mask=2, bcst=True),
+                 f"{mnemonic} {decorated(v(5, width), 2)}, {M(0, disp=8).bcst_asm(width, 64)}, 7")
+        for k, a, b, pred, mask in ((1, 2, 3, 1, 0), (7, 16, 31, 0, 2),
+                                    (2, 8, M(13, disp=128), 21, 0)):
+            evex = width < 512 and max(a, b if isinstance(b, int) else 0) < 16 and not mask
+            case(call("vcmppd", k, a, b, pred, width, mask=mask, evex=evex),
+                 f"{prefix(evex)}vcmppd {decorated(f'k{k}', mask)}, {v(a, width)}, "
+                 f"{vector_or_mem(b, width)}, {pred}")
+        case(call("vcmppd", 1, 2, M(0, disp=8), 7, width, bcst=True),
+             f"vcmppd k1, {v(2, width)}, {M(0, disp=8).bcst_asm(width, 64)}, 7")
+        for name in ("vpcmpeqq", "vpcmpgtq"):
+            case(call(name, 5, 20, 21, width), f"{name} k5, {v(20, width)}, {v(21, width)}")
+            case(call(name, 5, 1, M(0, disp=8), width, mask=1, bcst=True),
+                 f"{name} k5{{k1}}, {v(1, width)}, {M(0, disp=8).bcst_asm(width, 64)}")
+    for width in (128, 256):
+        for dst, a, b, pred in ((0, 1, 2, 0), (8, 9, 10, 3), (15, 3, M(12, disp=32), 21)):
+            case(call("vcmppd", dst, a, b, pred, width),
+                 f"vcmppd {v(dst, width)}, {v(a, width)}, {vector_or_mem(b, width)}, {pred}")
+        for name in ("vpcmpeqq", "vpcmpgtq"):
+            case(call(name, 1, 2, 3, width), f"{name} {v(1, width)}, {v(2, width)}, {v(3, width)}")
+            case(call(name, 9, 10, M(0, disp=8), width),
+                 f"{name} {v(9, width)}, {v(10, width)}, {M(0, disp=8).asm(width)}")
+        for dst, mask, mem in ((0, 1, M(0)), (8, 15, M(12, 13, 4, 32)), (3, 9, M(5, disp=-128))):
+            case(call("vmaskmovpd_load", dst, mask, mem, width),
+                 f"vmaskmovpd {v(dst, width)}, {v(mask, width)}, {mem.asm(width)}")
+            case(call("vmaskmovpd_store", mem, mask, dst, width),
+                 f"vmaskmovpd {mem.asm(width)}, {v(mask, width)}, {v(dst, width)}")
+        for dst, a, b, m in ((0, 1, 2, 3), (8, 9, 10, 15), (4, 12, M(13, disp=8), 7)):
+            case(call("vblendvpd", dst, a, b, m, width),
+                 f"vblendvpd {v(dst, width)}, {v(a, width)}, {vector_or_mem(b, width)}, "
+                 f"{v(m, width)}")
+        for dst, a, b, imm in ((0, 1, 2, 1), (8, 9, 10, 2), (15, 3, M(12, disp=32), 3)):
+            three_operand("vblendpd", dst, a, b, width, extra=(imm % (1 << width // 64),))
+        for dst, src, imm in ((0, 1, 0), (9, 12, 1), (2, M(0, disp=64), 11)):
+            case(call("vroundpd", dst, src, imm, width),
+                 f"vroundpd {v(dst, width)}, {vector_or_mem(src, width)}, {imm}")
+    for xmm, gpr in ((0, 0), (8, 1), (1, 9), (16, 15), (31, 4)):
+        case(f"vmovq_xr({xmm}, {GPR_CONSTANTS[gpr]})", f"vmovq {v(xmm, 128)}, {GPR64[gpr]}")
+        case(f"vmovq_rx({GPR_CONSTANTS[gpr]}, {xmm})", f"vmovq {GPR64[gpr]}, {v(xmm, 128)}")
+
+
 def build_cases() -> None:
     general_cases()
     mask_register_cases()
@@ -506,6 +626,7 @@ def build_cases() -> None:
     broadcast_cases()
     every_instruction_cases()
     compare_cases()
+    double_cases()
 
 
 # ---------------------------------------------------------------- assembling

@@ -995,3 +995,190 @@ vpcmpeqd.__doc__ = ("vpcmpeqd dst, a, b, width: dword equality (vector dst with 
 vpcmpgtd = _compare(_op("vpcmpgtd", 0x66, 1, 1, broadcast=True), with_predicate=False)
 vpcmpgtd.__doc__ = ("vpcmpgtd dst, a, b, width: signed dword a > b (vector dst with VEX, mask "
                     "dst with EVEX).")
+
+
+# ---------------------------------------------------------------- double precision
+# The same encoding classes with the packed-double opcodes: prefix 66 and, in EVEX, W=1, so
+# that write masks and embedded broadcasts ({1to8} of a qword) work per 64-bit element.
+
+_VMOVUPD_LOAD = _op("vmovupd_load", 0x10, 1, 1, evex_w=1)
+_VMOVUPD_STORE = _op("vmovupd_store", 0x11, 1, 1, evex_w=1)
+_VMOVUPD_RR = _op("vmovupd_rr", 0x10, 1, 1, evex_w=1)
+_VMOVUPD_RR_STORE_FORM = _op("vmovupd_rr", 0x11, 1, 1, evex_w=1)
+_VMOVAPD_RR = _op("vmovapd_rr", 0x28, 1, 1, evex_w=1)
+_VMOVAPD_RR_STORE_FORM = _op("vmovapd_rr", 0x29, 1, 1, evex_w=1)
+_VMOVNTPD = _op("vmovntpd_store", 0x2B, 1, 1, evex_w=1)
+_VMASKMOVPD_LOAD = _op("vmaskmovpd_load", 0x2D, 2, 1, evex_w=None)
+_VMASKMOVPD_STORE = _op("vmaskmovpd_store", 0x2F, 2, 1, evex_w=None)
+_VPBROADCASTQ = _op("vpbroadcastq", 0x59, 2, 1, evex_w=1, tuple_bytes=8)
+_VPBROADCASTQ_GPR = _op("vpbroadcastq_gpr", 0x7C, 2, 1, vex_w=None, evex_w=1)
+_VMOVQ_TO_XMM = _op("vmovq_xr", 0x6E, 1, 1, vex_w=1, evex_w=1, tuple_bytes=8, widths=(128,))
+_VMOVQ_FROM_XMM = _op("vmovq_rx", 0x7E, 1, 1, vex_w=1, evex_w=1, tuple_bytes=8, widths=(128,))
+
+
+def vmovupd_load(dst: int, mem: Mem, width: int, *, mask: int = 0, zeroing: bool = False,
+                 evex: bool = False) -> bytes:
+    """dst := the doubles at mem; with a mask, unselected elements are not read (no fault)."""
+    _check_mem("vmovupd_load mem", mem)
+    return _vector(_VMOVUPD_LOAD, width, reg=dst, vvvv=0, rm=mem, names={"dst": dst},
+                   mask=mask, zeroing=zeroing, evex=evex)
+
+
+def vmovupd_store(mem: Mem, src: int, width: int, *, mask: int = 0, evex: bool = False) -> bytes:
+    """Store the doubles of src to mem; with a mask only the selected elements are written."""
+    _check_mem("vmovupd_store mem", mem)
+    return _vector(_VMOVUPD_STORE, width, reg=src, vvvv=0, rm=mem, names={"src": src},
+                   mask=mask, evex=evex)
+
+
+def vmovupd_rr(dst: int, src: int, width: int, *, mask: int = 0, zeroing: bool = False,
+               evex: bool = False) -> bytes:
+    return _move_rr(_VMOVUPD_RR, _VMOVUPD_RR_STORE_FORM, dst, src, width, mask, zeroing, evex)
+
+
+def vmovapd_rr(dst: int, src: int, width: int, *, mask: int = 0, zeroing: bool = False,
+               evex: bool = False) -> bytes:
+    return _move_rr(_VMOVAPD_RR, _VMOVAPD_RR_STORE_FORM, dst, src, width, mask, zeroing, evex)
+
+
+def vmovntpd_store(mem: Mem, src: int, width: int, *, evex: bool = False) -> bytes:
+    """Non-temporal store of the doubles of src (mem aligned to width/8 bytes, else #GP)."""
+    _check_mem("vmovntpd_store mem", mem)
+    return _vector(_VMOVNTPD, width, reg=src, vvvv=0, rm=mem, names={"src": src}, evex=evex)
+
+
+def vmaskmovpd_load(dst: int, maskreg: int, mem: Mem, width: int) -> bytes:
+    """AVX masked load of doubles: elements whose mask qword has its sign bit clear read as 0
+    and do not fault."""
+    _check_mem("vmaskmovpd_load mem", mem)
+    return _vector(_VMASKMOVPD_LOAD, width, reg=dst, vvvv=maskreg, rm=mem,
+                   names={"dst": dst, "maskreg": maskreg})
+
+
+def vmaskmovpd_store(mem: Mem, maskreg: int, src: int, width: int) -> bytes:
+    """AVX masked store of doubles: only elements whose mask qword has its sign bit set are
+    written."""
+    _check_mem("vmaskmovpd_store mem", mem)
+    return _vector(_VMASKMOVPD_STORE, width, reg=src, vvvv=maskreg, rm=mem,
+                   names={"src": src, "maskreg": maskreg})
+
+
+def vpbroadcastq(dst: int, src: Operand, width: int, *, mask: int = 0, zeroing: bool = False,
+                 evex: bool = False) -> bytes:
+    """Broadcast the qword at src (Mem, or element 0 of an xmm register) to every lane."""
+    return _vector(_VPBROADCASTQ, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
+                   mask=mask, zeroing=zeroing, evex=evex)
+
+
+def vpbroadcastq_gpr(dst: int, src: int, width: int, *, mask: int = 0,
+                     zeroing: bool = False) -> bytes:
+    """Broadcast general register src to every 64-bit lane of dst (AVX-512)."""
+    _check_gpr("vpbroadcastq_gpr src", src)
+    return _vector(_VPBROADCASTQ_GPR, width, reg=dst, vvvv=0, rm=src, names={"dst": dst},
+                   mask=mask, zeroing=zeroing)
+
+
+def vmovq_xr(dst: int, src: int, *, evex: bool = False) -> bytes:
+    """xmm dst := general register src (upper elements zeroed)."""
+    _check_gpr("vmovq_xr src", src)
+    return _vector(_VMOVQ_TO_XMM, 128, reg=dst, vvvv=0, rm=src, names={"dst": dst}, evex=evex)
+
+
+def vmovq_rx(dst: int, src: int, *, evex: bool = False) -> bytes:
+    """General register dst := qword element 0 of xmm src."""
+    _check_gpr("vmovq_rx dst", dst)
+    return _vector(_VMOVQ_FROM_XMM, 128, reg=src, vvvv=0, rm=dst, names={"src": src}, evex=evex)
+
+
+def _arith_pd(name: str, opcode: int, map_select: int = 1, vex_w: int | None = 0,
+              **kwargs: object) -> Encoder:
+    return _arith(name, opcode, map_select=map_select, pp=1, vex_w=vex_w, evex_w=1, **kwargs)
+
+
+vaddpd = _arith_pd("vaddpd", 0x58)
+vmulpd = _arith_pd("vmulpd", 0x59)
+vsubpd = _arith_pd("vsubpd", 0x5C)
+vminpd = _arith_pd("vminpd", 0x5D)
+vdivpd = _arith_pd("vdivpd", 0x5E)
+vmaxpd = _arith_pd("vmaxpd", 0x5F)
+vandpd = _arith_pd("vandpd", 0x54)
+vandnpd = _arith_pd("vandnpd", 0x55)
+vorpd = _arith_pd("vorpd", 0x56)
+vxorpd = _arith_pd("vxorpd", 0x57)
+vfmadd132pd = _arith_pd("vfmadd132pd", 0x98, map_select=2, vex_w=1)
+vfmadd213pd = _arith_pd("vfmadd213pd", 0xA8, map_select=2, vex_w=1)
+vfmadd231pd = _arith_pd("vfmadd231pd", 0xB8, map_select=2, vex_w=1)
+vfnmadd213pd = _arith_pd("vfnmadd213pd", 0xAC, map_select=2, vex_w=1)
+vfnmadd231pd = _arith_pd("vfnmadd231pd", 0xBC, map_select=2, vex_w=1)
+vpaddq = _arith_pd("vpaddq", 0xD4)
+vpsubq = _arith_pd("vpsubq", 0xFB)
+vpermt2pd = _arith_pd("vpermt2pd", 0x7F, map_select=2, vex_w=None)
+vpermt2pd.__doc__ = ("vpermt2pd dst, indices, table2: dst[i] = (dst ++ table2)[indices[i]] "
+                     "(AVX-512, 64-bit elements; dst is the first table and is overwritten).")
+vscalefpd = _arith_pd("vscalefpd", 0x2C, map_select=2, vex_w=None)
+vscalefpd.__doc__ = "vscalefpd dst, a, b: dst = a * 2**floor(b) (AVX-512)."
+
+_VBLENDMPD = _op("vblendmpd", 0x65, 2, 1, vex_w=None, evex_w=1, broadcast=True)
+
+
+def vblendmpd(dst: int, a: int, b: Operand, width: int, mask: int, *, zeroing: bool = False,
+              bcst: bool = False) -> bytes:
+    """dst[i] := b[i] where mask bit i is set, else a[i], 64-bit elements (AVX-512)."""
+    return _vector(_VBLENDMPD, width, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
+                   mask=mask, zeroing=zeroing, bcst=bcst)
+
+
+vshufpd = _three_operand_imm(_op("vshufpd", 0xC6, 1, 1, evex_w=1, broadcast=True))
+vshufpd.__doc__ = ("vshufpd dst, a, b, imm: in each 128-bit lane L, dst = (a[2L + imm bit], "
+                   "b[2L + next imm bit]).")
+vblendpd = _three_operand_imm(_op("vblendpd", 0x0D, 3, 1, evex_w=None, widths=(128, 256)))
+vblendpd.__doc__ = ("vblendpd dst, a, b, imm, width: dst[i] := b[i] where bit i of imm is set, "
+                    "else a[i] (AVX, VEX only).")
+
+_VBLENDVPD = _op("vblendvpd", 0x4B, 3, 1, evex_w=None)
+
+
+def vblendvpd(dst: int, a: int, b: Operand, maskvec: int, width: int) -> bytes:
+    """AVX: dst[i] := b[i] where the sign bit of qword maskvec[i] is set, else a[i]."""
+    _check_vreg("vblendvpd maskvec", maskvec)
+    if maskvec >= 16:
+        raise EncodingError(f"vblendvpd maskvec: register {maskvec} (>= 16) has no VEX "
+                            f"encoding; expected 0..15")
+    return _vector(_VBLENDVPD, width, reg=dst, vvvv=a, rm=b, names={"dst": dst, "a": a, "b": b},
+                   imm=bytes((maskvec << 4,)))
+
+
+_VROUNDPD = _op("vroundpd", 0x09, 3, 1, evex_w=None)
+_VRNDSCALEPD = _op("vrndscalepd", 0x09, 3, 1, vex_w=None, evex_w=1, broadcast=True)
+
+
+def vroundpd(dst: int, src: Operand, imm: int, width: int) -> bytes:
+    """AVX round of doubles; imm as in vroundps."""
+    return _vector(_VROUNDPD, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
+                   imm=_imm8("vroundpd imm", imm))
+
+
+def vrndscalepd(dst: int, src: Operand, imm: int, width: int, *, mask: int = 0,
+                zeroing: bool = False, bcst: bool = False) -> bytes:
+    """AVX-512 round of doubles to 2**-imm[7:4] precision; imm[3:0] as in vroundps."""
+    return _vector(_VRNDSCALEPD, width, reg=dst, vvvv=0, rm=src, names={"dst": dst, "src": src},
+                   mask=mask, zeroing=zeroing, bcst=bcst, imm=_imm8("vrndscalepd imm", imm))
+
+
+def _shift_imm_q(op: _VectorOp, ext: int) -> Encoder:
+    encode = _shift_imm(op, ext)
+    encode.__doc__ = (f"{op.name} dst, src, n: shift each qword of src by n bits (n >= 64 "
+                      f"gives 0 or the sign).")
+    return encode
+
+
+vpsllq_ri = _shift_imm_q(_op("vpsllq_ri", 0x73, 1, 1, evex_w=1, broadcast=True), 6)
+vpsrlq_ri = _shift_imm_q(_op("vpsrlq_ri", 0x73, 1, 1, evex_w=1, broadcast=True), 2)
+
+vcmppd = _compare(_op("vcmppd", 0xC2, 1, 1, evex_w=1, broadcast=True), with_predicate=True)
+vcmppd.__doc__ = ("vcmppd dst, a, b, pred, width: vcmpps for doubles (VEX: vector dst with "
+                  "all-ones qwords; EVEX: mask register dst, one bit a qword).")
+vpcmpeqq = _compare(_op("vpcmpeqq", 0x29, 2, 1, evex_w=1, broadcast=True), with_predicate=False)
+vpcmpeqq.__doc__ = "vpcmpeqq dst, a, b, width: qword equality (vector dst / mask dst)."
+vpcmpgtq = _compare(_op("vpcmpgtq", 0x37, 2, 1, evex_w=1, broadcast=True), with_predicate=False)
+vpcmpgtq.__doc__ = "vpcmpgtq dst, a, b, width: signed qword a > b (vector dst / mask dst)."
