@@ -398,6 +398,11 @@ class ContractExpression:
     def __repr__(self) -> str:
         return f"<ContractExpression {self.subscripts!r} shapes={list(self.shapes)}>"
 
+    def _repr_html_(self) -> str:
+        """Jupyter's picture of the plan (einjit.display.expression_html)."""
+        from einjit.display import expression_html
+        return expression_html(self)
+
 
 def contract_expression(subscripts: str | EinsumTree, *shapes: Sequence[int],
                         optimize: Any = "auto", dtype: Any = "float32") -> ContractExpression:

@@ -166,6 +166,11 @@ class Kernel:
     def disassemble(self) -> str:
         return disassemble(self.code, self.isa)
 
+    def _repr_html_(self) -> str:
+        """Jupyter's disassembly listing (einjit.display.kernel_html)."""
+        from .display import kernel_html
+        return kernel_html(self)
+
     def __call__(self, *args, **kwargs) -> None:
         if self.function is None:
             raise IsaMismatchError(f"kernel {self.name} cannot run here: {self._not_runnable}; "

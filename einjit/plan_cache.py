@@ -9,6 +9,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
+from einjit.log import cache_hit, cache_miss
+
 #: default number of plans einjit.einsum keeps
 DEFAULT_SIZE = 256
 
@@ -31,15 +33,23 @@ class PlanCache:
             if value is not None:
                 self._items.move_to_end(key)
                 self.hits += 1
-            return value
+        if value is not None:
+            cache_hit("plan", key)          # logs at DEBUG only (EINJIT_VERBOSE=2)
+        return value
 
     def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
         with self._lock:
-            if key in self._items:
+            hit = key in self._items
+            if hit:
                 self._items.move_to_end(key)
                 self.hits += 1
-                return self._items[key]
-            self.misses += 1
+                value = self._items[key]
+            else:
+                self.misses += 1
+        if hit:
+            cache_hit("plan", key)
+            return value
+        cache_miss("plan", key)
         value = build()
         with self._lock:
             self._items[key] = value

@@ -9,12 +9,16 @@ same parameters returns the same Kernel while it is among the most recently used
 
 from __future__ import annotations
 
+import inspect
+import time
+
 import numpy as np
 
+from . import log
 from .backends import Target, backend, resolve_target
 from .errors import KernelParameterError, KernelParameterTypeError
 from .kernel import Kernel, Layout, Signature
-from .ops import BINARY_OPS, UNARY_OPS
+from .ops import BINARY_OPS, PRIMITIVE_DTYPES, UNARY_OPS
 from .runtime.cache import BoundedCache, kernel_cache_size
 
 BRGEMM_LIMITS = {"m": 1024, "n": 1024, "k": 2048, "br_size": 1024}
@@ -34,17 +38,29 @@ def _check_size(primitive, name, value, limit):
     return int(value)
 
 
-def _check_dtype(primitive, dtype):
+def _check_dtype(primitive, dtype) -> str:
+    """The canonical name ("float32" or "float64") of a supported dtype argument."""
     if not isinstance(dtype, (str, type, np.dtype)):
         raise KernelParameterTypeError(f"{primitive}: dtype must be a dtype or its name; "
                                        f"got {dtype!r}")
     try:
-        is_float32 = np.dtype(dtype) == np.float32
+        name = np.dtype(dtype).name if np.dtype(dtype).isnative else None
     except TypeError:
-        is_float32 = False
-    if not is_float32:
+        name = None
+    if name not in PRIMITIVE_DTYPES:
         raise KernelParameterError(f"{primitive}: dtype={dtype!r} is not supported; "
-                                   f"expected 'float32'")
+                                   f"expected one of {PRIMITIVE_DTYPES}")
+    return name
+
+
+def _check_backend_dtype(primitive: str, target: Target, dtype: str) -> None:
+    """float64 needs a backend whose generators take the dtype; name the ISA that lacks it."""
+    if dtype == "float32":
+        return
+    generate = getattr(backend(target.isa), f"generate_{primitive}")
+    if "dtype" not in inspect.signature(generate).parameters:
+        raise KernelParameterError(f"{primitive}: dtype={dtype!r} is not supported on "
+                                   f"isa={target.isa!r} yet; expected 'float32' there")
 
 
 def _check_op(primitive, op, ops):
@@ -56,28 +72,45 @@ def _check_op(primitive, op, ops):
 
 
 def _kernel(target: Target, kind: str, params: tuple, signature: Signature, doc: str) -> Kernel:
-    """The cached Kernel for `kind` with `params` on `target`, generated on first request."""
+    """The cached Kernel for `kind` with `params` on `target` and the signature's dtype,
+    generated on first request (float32 asks the generator without a dtype: the form every
+    backend takes)."""
+    dtype = signature.dtype
+    key = (kind, params, target) if dtype == "float32" else (kind, params, target, dtype)
+
     def create() -> Kernel:
+        started = time.perf_counter()
         generate = {"brgemm": backend(target.isa).generate_brgemm,
                     "unary": backend(target.isa).generate_unary,
                     "binary": backend(target.isa).generate_binary}[kind]
-        code = generate(target, *params)
-        name = "_".join([kind, *(str(p) for p in params), target.variant])
-        return Kernel(code, target, name, signature, doc)
+        if dtype == "float32":
+            code = generate(target, *params)
+        else:
+            code = generate(target, *params, dtype=dtype)
+        suffix = [] if dtype == "float32" else [dtype]
+        name = "_".join([kind, *(str(p) for p in params), target.variant, *suffix])
+        kernel = Kernel(code, target, name, signature, doc)
+        log.cache_miss("kernel", (kind, params, target.name))
+        log.kernel_generated(kind, params, target, len(code), time.perf_counter() - started)
+        return kernel
 
-    return _cache.get((kind, params, target), create)
+    kernel = _cache.get(key, create)
+    log.cache_hit("kernel", (kind, params, target.name))    # DEBUG only; misses log above
+    return kernel
 
 
 def brgemm(m, n, k, br_size=1, *, dtype="float32", isa=None) -> Kernel:
-    """C += sum_i A_i B_i for column-major FP32 matrices (A_i m×k, B_i k×n, C m×n).
+    """C += sum_i A_i B_i for column-major matrices (A_i m×k, B_i k×n, C m×n) of `dtype`
+    ("float32", or "float64" where the ISA's backend generates it).
 
     The kernel is called as kern(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b);
     leading dimensions and batch strides are in elements.
     """
     m, n, k, br_size = (_check_size("brgemm", name, value, BRGEMM_LIMITS[name])
                         for name, value in (("m", m), ("n", n), ("k", k), ("br_size", br_size)))
-    _check_dtype("brgemm", dtype)
+    dtype = _check_dtype("brgemm", dtype)
     target = resolve_target(isa)
+    _check_backend_dtype("brgemm", target, dtype)
     signature = Signature(
         pointers=("a", "b", "c"),
         integers=("ld_a", "ld_b", "ld_c", "br_stride_a", "br_stride_b"),
@@ -88,10 +121,11 @@ def brgemm(m, n, k, br_size=1, *, dtype="float32", isa=None) -> Kernel:
             "b": (br_size - 1) * v["br_stride_b"] + (n - 1) * v["ld_b"] + k,
             "c": (n - 1) * v["ld_c"] + m,
         },
-        layouts={"a": Layout("ld_a", m), "b": Layout("ld_b", k), "c": Layout("ld_c", m)})
-    doc = (f"C += sum over {br_size} batch entries of A_i B_i, column-major float32 "
+        layouts={"a": Layout("ld_a", m), "b": Layout("ld_b", k), "c": Layout("ld_c", m)},
+        dtype=dtype)
+    doc = (f"C += sum over {br_size} batch entries of A_i B_i, column-major {dtype} "
            f"(A_i {m}x{k}, B_i {k}x{n}, C {m}x{n}).\n\n"
-           f"kern(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b): a, b, c are float32 "
+           f"kern(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b): a, b, c are {dtype} "
            f"arrays (Fortran order, or 1-D) or addresses; leading dimensions and batch strides "
            f"in elements.")
     return _kernel(target, "brgemm", (m, n, k, br_size), signature, doc)
@@ -105,10 +139,11 @@ def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
     _check_op("unary", op, UNARY_OPS)
     m, n = (_check_size("unary", name, value, ELTWISE_LIMITS[name])
             for name, value in (("m", m), ("n", n)))
-    _check_dtype("unary", dtype)
+    dtype = _check_dtype("unary", dtype)
     if not isinstance(trans_b, bool):
         raise KernelParameterTypeError(f"unary: trans_b must be a bool; got {trans_b!r}")
     target = resolve_target(isa)
+    _check_backend_dtype("unary", target, dtype)
     b_rows, b_cols = (n, m) if trans_b else (m, n)
     signature = Signature(
         pointers=("a", "b"),
@@ -117,25 +152,28 @@ def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
         lower_bounds={"ld_a": m, "ld_b": b_rows},
         extents=lambda v: {"a": (n - 1) * v["ld_a"] + m, "b": (b_cols - 1) * v["ld_b"] + b_rows},
         layouts={"a": Layout("ld_a", m), "b": Layout("ld_b", b_rows, "C" if trans_b else "F")},
-        in_place=frozenset() if trans_b else frozenset({("b", "a")}))
+        in_place=frozenset() if trans_b else frozenset({("b", "a")}),
+        dtype=dtype)
     layout = "row-major (B transposed)" if trans_b else "column-major"
     doc = (f"B := {op}(A) element-wise, A column-major {m}x{n}, B {layout}.\n\n"
-           f"kern(a, b, ld_a, ld_b): float32 arrays (a in Fortran order, b in "
+           f"kern(a, b, ld_a, ld_b): {dtype} arrays (a in Fortran order, b in "
            f"{'C' if trans_b else 'Fortran'} order, or 1-D) or addresses; leading dimensions "
            f"in elements.")
     return _kernel(target, "unary", (op, m, n, trans_b), signature, doc)
 
 
 def binary(op, m, n, *, dtype="float32", isa=None) -> Kernel:
-    """C := A op B element-wise for column-major m×n FP32 matrices.
+    """C := A op B element-wise for column-major m×n matrices of `dtype` (float32, or float64
+    where the ISA's backend generates it).
 
     The kernel is called as kern(a, b, c, ld_a, ld_b, ld_c), leading dimensions in elements.
     """
     _check_op("binary", op, BINARY_OPS)
     m, n = (_check_size("binary", name, value, ELTWISE_LIMITS[name])
             for name, value in (("m", m), ("n", n)))
-    _check_dtype("binary", dtype)
+    dtype = _check_dtype("binary", dtype)
     target = resolve_target(isa)
+    _check_backend_dtype("binary", target, dtype)
     signature = Signature(
         pointers=("a", "b", "c"),
         integers=("ld_a", "ld_b", "ld_c"),
@@ -143,8 +181,9 @@ def binary(op, m, n, *, dtype="float32", isa=None) -> Kernel:
         lower_bounds={"ld_a": m, "ld_b": m, "ld_c": m},
         extents=lambda v: {name: (n - 1) * v[f"ld_{name}"] + m for name in "abc"},
         layouts={name: Layout(f"ld_{name}", m) for name in "abc"},
-        in_place=frozenset({("c", "a"), ("c", "b")}))
-    doc = (f"C := A {op} B element-wise for column-major {m}x{n} float32 matrices.\n\n"
-           f"kern(a, b, c, ld_a, ld_b, ld_c): float32 arrays (Fortran order, or 1-D) or "
+        in_place=frozenset({("c", "a"), ("c", "b")}),
+        dtype=dtype)
+    doc = (f"C := A {op} B element-wise for column-major {m}x{n} {dtype} matrices.\n\n"
+           f"kern(a, b, c, ld_a, ld_b, ld_c): {dtype} arrays (Fortran order, or 1-D) or "
            f"addresses; leading dimensions in elements.")
     return _kernel(target, "binary", (op, m, n), signature, doc)

@@ -11,11 +11,13 @@ Compiled operations are cached per op (ops are immutable and hashable).
 from __future__ import annotations
 
 import ctypes
+import time
 from functools import lru_cache
 
 from ..backends import backend, why_not_runnable
 from ..disasm import disassemble
 from ..errors import IsaMismatchError
+from ..log import nest_generated
 from ..runtime.memory import arena
 from ..runtime.threads import check_threads, pool, split_range
 from .loop_nest import NestPlan, plan_nest
@@ -41,8 +43,10 @@ class CompiledOperation:
 
     def __init__(self, op):
         self.target = op.target
+        started = time.perf_counter()
         self.plan = plan_nest(op)
         self.code = backend(self.target.isa).generate_loop_nest(self.target, self.plan)
+        nest_generated(op, len(self.code), time.perf_counter() - started)
         self.threads = check_threads(op.num_threads)
         work = _work_per_iteration(self.plan) * self.plan.seq_iterations
         total = self.plan.shared_iterations

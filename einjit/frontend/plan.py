@@ -19,6 +19,7 @@ import numpy as np
 from einjit.frontend.lower import Lowered, Tensor, lower_contraction, lower_unary
 from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
+from einjit.log import plan_built
 
 #: how a step's operation runs: op.execute(in0, in1, out) unless a test swaps in the numpy
 #: reference executor (einjit.ir.reference.execute_reference) while the JIT is unavailable
@@ -107,6 +108,7 @@ class Plan:
         self._program: tuple | None = None
         if all(step.lowered.op.is_defined for step in self.steps):
             self.compile()
+        plan_built(self)
 
     def compile(self) -> None:
         """Generate every step's code now (einjit.codegen, cached per operation) and the

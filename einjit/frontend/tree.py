@@ -216,6 +216,11 @@ class EinsumTree:
         draw(self.root, "", "")
         return "\n".join(lines)
 
+    def _repr_svg_(self) -> str:
+        """Jupyter's picture of the tree (einjit.display.tree_svg)."""
+        from einjit.display import tree_svg
+        return tree_svg(self)
+
     def optimize(self, **options: Any) -> "EinsumTree":
         """The tree rewritten for column-major GEMM/BRGEMM (see frontend.rewrite)."""
         from einjit.frontend.rewrite import optimize_tree

@@ -271,6 +271,11 @@ class TensorOperation:
                 f"{self._last!r}, {columns}, isa={self._target.name!r}, "
                 f"num_threads={self._num_threads!r})")
 
+    def _repr_html_(self) -> str:
+        """Jupyter's table of the operation (einjit.display.operation_html)."""
+        from einjit.display import operation_html
+        return operation_html(self)
+
     # -- execution ------------------------------------------------------------------------
     def execute(self, in0, in1, out) -> None:
         """Run the operation on numpy arrays of the op's dtype (their data pointers are the

@@ -1,0 +1,257 @@
+"""Rich displays for Jupyter: what `_repr_svg_` / `_repr_html_` of einjit's objects return.
+
+- tree_svg(tree): an EinsumTree drawn as a tree in hand-written SVG, root on top. Each node
+  shows its dims (letters when the tree has them) and sizes; a leaf its operand; a node of a
+  compiled plan also its primitive, its flops and an estimated GFLOPS.
+- operation_html(op): a TensorOperation as an HTML table (one row per dim: type, exec type,
+  size, strides) with its primitives and the kernel calls of its loop nest.
+- expression_html(expr): a ContractExpression's plan: dims legend, the annotated tree, then
+  each step's operation.
+- kernel_html(kernel) / code_html(code, isa, title): generated code as a disassembly listing.
+
+Only the standard library: the SVG is laid out here (leaves left to right, parents centred
+over their children), so no drawing package or display is needed. Every text is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from einjit.frontend.tree import EinsumTree, Node
+    from einjit.ir.tensor_operation import TensorOperation
+    from einjit.kernel import Kernel
+
+# text metrics of the SVG's monospace font (px): wide enough for any common monospace face
+CHAR_WIDTH = 7.4
+LINE_HEIGHT = 15
+FONT = "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px"
+PAD_X, PAD_Y, GAP_X, GAP_Y = 8, 6, 14, 34
+EXEC_COLOURS = {"shared": "#fde2c8", "seq": "#dbe9f7", "prim": "#d8f0d2", "undefined": "#eeeeee"}
+#: GFLOPS assumed per core for the estimate a plan's nodes show (set from a measured peak
+#: for better numbers): a BRGEMM block reaches about this on one AVX-512 or NEON core
+ESTIMATED_GFLOPS_PER_CORE = {"avx512": 200.0, "avx2": 100.0, "neon": 60.0}
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def dim_name(tree: "EinsumTree", dim: int) -> str:
+    """A dim's name in a tree: its letter when the tree came from subscripts, else its id."""
+    letters = tree.letters
+    return letters[dim] if letters is not None and dim < len(letters) else str(dim)
+
+
+def node_label(tree: "EinsumTree", node: "Node") -> list[str]:
+    """The lines a node shows: its dims, their sizes, and for a leaf its operand."""
+    names = [dim_name(tree, d) for d in node.dims]
+    lines = [("[" + ",".join(names) + "]") if names else "[] (scalar)",
+             "×".join(str(tree.sizes[d]) for d in node.dims) or "1"]
+    if node.is_leaf:
+        lines.append(f"operand {node.operand}")
+    return lines
+
+
+def _layout(root: "Node") -> dict[int, tuple[float, int]]:
+    """x (in leaf slots) and depth of every node: leaves on consecutive slots left to right,
+    a parent centred over its children."""
+    place: dict[int, tuple[float, int]] = {}
+    next_slot = [0.0]
+
+    def visit(node: "Node", depth: int) -> float:
+        if node.is_leaf:
+            x = next_slot[0]
+            next_slot[0] += 1
+        else:
+            xs = [visit(child, depth + 1) for child in node.children]
+            x = sum(xs) / len(xs)
+        place[id(node)] = (x, depth)
+        return x
+    visit(root, 0)
+    return place
+
+
+def tree_svg(tree: "EinsumTree",
+             annotations: Mapping[int, Sequence[str]] | None = None) -> str:
+    """The tree as an SVG document. `annotations` maps id(node) to extra lines shown in that
+    node's box (a plan's primitive, flops, estimate). Each node is a <g class="node"> whose
+    <title> is the node's bracket notation."""
+    annotations = annotations or {}
+    nodes = list(tree.root.nodes())
+    labels = {id(n): node_label(tree, n) + list(annotations.get(id(n), ())) for n in nodes}
+    width = max(len(line) for lines in labels.values() for line in lines) * CHAR_WIDTH \
+        + 2 * PAD_X
+    heights = {key: len(lines) * LINE_HEIGHT + 2 * PAD_Y for key, lines in labels.items()}
+    place = _layout(tree.root)
+    depth_count = max(depth for _, depth in place.values()) + 1
+    row_height = [0.0] * depth_count
+    for node in nodes:
+        x, depth = place[id(node)]
+        row_height[depth] = max(row_height[depth], heights[id(node)])
+    row_top = [0.0] * depth_count
+    for depth in range(1, depth_count):
+        row_top[depth] = row_top[depth - 1] + row_height[depth - 1] + GAP_Y
+    slots = max(x for x, _ in place.values()) + 1
+    total_width = slots * (width + GAP_X) - GAP_X + 2 * GAP_X
+    total_height = row_top[-1] + row_height[-1] + 2 * GAP_X
+
+    def box(node: "Node") -> tuple[float, float, float]:
+        x, depth = place[id(node)]
+        left = GAP_X + x * (width + GAP_X)
+        return left, GAP_X + row_top[depth], heights[id(node)]
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_width:.0f}" '
+             f'height="{total_height:.0f}" viewBox="0 0 {total_width:.0f} {total_height:.0f}" '
+             f'class="einjit-tree">',
+             f'<title>{_esc(tree)}</title>']
+    for node in nodes:                      # edges first, so boxes are drawn over them
+        left, top, height = box(node)
+        for child in node.children:
+            c_left, c_top, _ = box(child)
+            parts.append(f'<line x1="{left + width / 2:.1f}" y1="{top + height:.1f}" '
+                         f'x2="{c_left + width / 2:.1f}" y2="{c_top:.1f}" '
+                         f'stroke="#777" stroke-width="1.2"/>')
+    for node in nodes:
+        left, top, height = box(node)
+        kind = "leaf" if node.is_leaf else ("contraction" if len(node.children) == 2
+                                            else "permutation")
+        fill = {"leaf": "#f4f4f4", "contraction": "#dbe9f7", "permutation": "#fdf0c8"}[kind]
+        parts.append(f'<g class="node {kind}"><title>{_esc(node.text())}</title>')
+        parts.append(f'<rect x="{left:.1f}" y="{top:.1f}" width="{width:.1f}" '
+                     f'height="{height:.1f}" rx="5" fill="{fill}" stroke="#555"/>')
+        for number, line in enumerate(labels[id(node)]):
+            weight = ";font-weight:bold" if number == 0 else ""
+            parts.append(f'<text x="{left + width / 2:.1f}" '
+                         f'y="{top + PAD_Y + (number + 0.8) * LINE_HEIGHT:.1f}" '
+                         f'text-anchor="middle" style="{FONT}{weight}">{_esc(line)}</text>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+# -- TensorOperation --------------------------------------------------------------------------
+HEADER = ("dim", "type", "exec", "size", "stride in0", "stride in1", "stride out")
+
+
+def operation_html(op: "TensorOperation", title: str | None = None) -> str:
+    """The operation as an HTML table: one row per dim (outermost first), coloured by exec
+    type, under a caption with dtype, target and primitives; its kernel calls below."""
+    threads = "default" if op.num_threads is None else str(op.num_threads)
+    caption = title or f"TensorOperation {op.dtype} on {op.target.name}, threads: {threads}"
+    rows = []
+    for index, dim in enumerate(op.dims):
+        colour = EXEC_COLOURS.get(dim.exec_type, "#ffffff")
+        cells = (index, dim.type, dim.exec_type, dim.size, dim.stride_in0, dim.stride_in1,
+                 dim.stride_out)
+        rows.append(f'<tr class="dim" style="background:{colour}">' + "".join(
+            f'<td style="text-align:{"left" if c in (1, 2) else "right"};padding:1px 8px">'
+            f'{_esc(v)}</td>' for c, v in enumerate(cells)) + "</tr>")
+    if op.kernel_calls:
+        calls = "".join(f"<li><code>{_esc(call.describe())}</code></li>"
+                        for call in op.kernel_calls)
+        kernels = f'<div>kernels:<ul style="margin:2px 0">{calls}</ul></div>'
+    else:
+        kernels = ("<div>kernels: not decided (some dims are <code>undefined</code>; run "
+                   "<code>einjit.optimize</code>)</div>")
+    return (f'<div class="einjit-op">'
+            f'<table style="border-collapse:collapse;font-family:monospace">'
+            f'<caption style="text-align:left;caption-side:top">{_esc(caption)}<br>'
+            f'primitives: first touch <b>{_esc(op.prim_first_touch)}</b> | main '
+            f'<b>{_esc(op.prim_main)}</b> | last touch <b>{_esc(op.prim_last_touch)}</b>'
+            f'</caption><thead><tr>'
+            + "".join(f'<th style="padding:1px 8px;border-bottom:1px solid #888">{h}</th>'
+                      for h in HEADER)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>" + kernels + "</div>")
+
+
+# -- a compiled expression's plan -------------------------------------------------------------
+def plan_of(expr: Any) -> Any:
+    """The frontend Plan behind a ContractExpression (einjit.frontend.plan.Plan)."""
+    return expr._prepared.plan
+
+
+def node_flops(tree: "EinsumTree", node: "Node") -> int:
+    """2 × the product of all sizes a two-child node iterates over; 0 for other nodes."""
+    if len(node.children) != 2:
+        return 0
+    dims = set(node.dims).union(*(c.dims for c in node.children))
+    return 2 * math.prod(tree.sizes[d] for d in dims)
+
+
+def estimated_gflops(op: "TensorOperation") -> float | None:
+    """A rough GFLOPS estimate of a contraction step: ESTIMATED_GFLOPS_PER_CORE of its
+    target's vector unit times the threads its shared loops can keep busy (None when the
+    step is no contraction)."""
+    if op.kind != "contraction":
+        return None
+    unit = "neon" if op.isa == "aarch64" else op.target.variant
+    per_core = ESTIMATED_GFLOPS_PER_CORE.get(unit, ESTIMATED_GFLOPS_PER_CORE["avx2"])
+    shared = math.prod(d.size for d in op.dims if d.exec_type == "shared")
+    from einjit.passes import default_num_threads
+    threads = op.num_threads or default_num_threads()
+    return per_core * max(1, min(threads, shared))
+
+
+def step_annotations(tree: "EinsumTree", plan: Any) -> dict[int, list[str]]:
+    """id(node) -> the lines a plan adds to that node: primitive, flops, estimated GFLOPS."""
+    notes: dict[int, list[str]] = {}
+    for number, step in enumerate(plan.steps):
+        op = step.lowered.op
+        main = [c for c in op.kernel_calls if c.role == "main"]
+        prim = main[0].describe().split(" on ")[0] if main else op.prim_main
+        lines = [f"step {number}: {prim}"]
+        flops = node_flops(tree, step.node)
+        if flops:
+            estimate = estimated_gflops(op)
+            lines.append(f"{flops / 1e6:.3g} MFLOP" + (f", ~{estimate:.0f} GFLOPS est."
+                                                       if estimate else ""))
+        notes[id(step.node)] = lines
+    return notes
+
+
+def expression_svg(expr: Any) -> str:
+    """The tree of a compiled expression, each node annotated with what it became."""
+    return tree_svg(expr.tree, step_annotations(expr.tree, plan_of(expr)))
+
+
+def expression_html(expr: Any) -> str:
+    """A ContractExpression's plan: the dims legend, the annotated tree, each step's op."""
+    tree = expr.tree
+    plan = plan_of(expr)
+    legend = ", ".join(f"{_esc(dim_name(tree, d))}={size}" for d, size in enumerate(tree.sizes))
+    parts = [f'<div class="einjit-plan"><div><b>{_esc(expr.subscripts)}</b> on shapes '
+             f'{_esc(list(expr.shapes))}: {tree.flops() / 1e6:.4g} MFLOP</div>',
+             f"<div>dims: {legend}</div>",
+             f"<div>tree: <code>{_esc(tree)}</code></div>",
+             expression_svg(expr)]
+    for number, step in enumerate(plan.steps):
+        where = "result" if step.sources[2] == ("out",) else \
+            f"intermediate buffer {step.sources[2][1]}"
+        title = (f"step {number}: [{','.join(dim_name(tree, d) for d in step.node.dims)}] -> "
+                 f"{where}; on {step.lowered.op.target.name}")
+        parts.append(operation_html(step.lowered.op, title))
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+# -- machine code -----------------------------------------------------------------------------
+def code_html(code: bytes, isa: str, title: str) -> str:
+    """A disassembly listing (capstone) in a scrollable block; a hex dump without capstone."""
+    from einjit.disasm import disassemble
+    from einjit.errors import EinjitError
+    try:
+        listing = disassemble(code, isa)
+    except EinjitError as exc:     # no capstone: the bytes, and why
+        listing = f"({exc})\n" + "\n".join(code[i:i + 16].hex(" ")
+                                           for i in range(0, len(code), 16))
+    return (f'<div class="einjit-code"><div><b>{_esc(title)}</b></div>'
+            f'<pre style="max-height:30em;overflow:auto;font-size:11px;margin:2px 0">'
+            f"{_esc(listing)}</pre></div>")
+
+
+def kernel_html(kernel: "Kernel") -> str:
+    return code_html(kernel.code, kernel.isa,
+                     f"{kernel.name} on {kernel.target.name}: {len(kernel.code)} bytes")
