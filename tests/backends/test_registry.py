@@ -13,9 +13,9 @@ from einjit.ops import BINARY_OPS, UNARY_OPS
 
 TARGETS = [target for isa in ISAS for target in backend(isa).VARIANTS.values()]
 GENERATORS = {
-    "generate_brgemm": ["target", "m", "n", "k", "br_size"],
-    "generate_unary": ["target", "op", "m", "n", "trans_b"],
-    "generate_binary": ["target", "op", "m", "n"],
+    "generate_brgemm": ["target", "m", "n", "k", "br_size", "dtype"],
+    "generate_unary": ["target", "op", "m", "n", "trans_b", "dtype"],
+    "generate_binary": ["target", "op", "m", "n", "dtype"],
     "generate_loop_nest": ["target", "plan"],
 }
 
@@ -26,7 +26,11 @@ def test_every_backend_offers_the_same_functions(isa):
     for name, parameters in GENERATORS.items():
         assert list(inspect.signature(getattr(module, name)).parameters) == parameters, name
     for name in ("emit_brgemm", "emit_unary", "emit_binary"):
-        assert list(inspect.signature(getattr(module, name)).parameters)[:2] == ["asm", "target"]
+        parameters = inspect.signature(getattr(module, name)).parameters
+        assert list(parameters)[:2] == ["asm", "target"]
+        assert list(parameters)[-1] == "dtype" and parameters["dtype"].default == "float32"
+    for name in ("generate_brgemm", "generate_unary", "generate_binary"):
+        assert inspect.signature(getattr(module, name)).parameters["dtype"].default == "float32"
     assert module.default_variant() in module.VARIANTS
     assert all(target.isa == isa for target in module.VARIANTS.values())
 

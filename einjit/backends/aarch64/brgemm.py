@@ -1,15 +1,17 @@
-"""AArch64 NEON BRGEMM generator: C += sum_i A_i B_i, FP32, column-major.
+"""AArch64 NEON BRGEMM generator: C += sum_i A_i B_i, FP32 or FP64, column-major.
 
 Kernel ABI: brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) in x0..x7, leading
 dimensions and batch strides in elements. M, N, K and the batch size are baked into the code.
 
-Blocking: C is tiled into 16x6 blocks. For each k, a column of the block's A rows sits in four
+Blocking: C is tiled into blocks of four q-registers of rows by 6 columns: 16x6 in FP32 (four
+lanes per register), 8x6 in FP64 (two). For each k, a column of the block's A rows sits in four
 q-registers and each of the six B elements is loaded into lane 0 of a register and used by
 element, so a step is 24 FMLAs into 24 accumulators. The accumulators stay in registers for the
 whole K loop and the whole batch loop: each C block is loaded once and stored once.
 
-Rows left over (M % 16) are covered by q-registers for groups of four, then a d-register for two
-rows and an s-register for one, so no load or store touches a row past M. Columns left over
+Rows left over (M % 16, or M % 8 in FP64) are covered by q-registers for full vectors, then a
+d-register for two FP32 rows (one FP64 row) and an s-register for one FP32 row, so no load or
+store touches a row past M. Columns left over
 (N % 6) run the same microkernel with fewer columns. Loops over the row blocks, the column
 blocks, the batch and K keep the code small at every size; K is unrolled K_UNROLL times, with B
 read at immediate offsets from one pointer per column. Blocks too small to hide the FMLA latency
@@ -24,9 +26,8 @@ from collections.abc import Callable, Sequence
 from einjit.backends import Target
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler, Label
-from einjit.backends.aarch64.target import check_sizes, check_target
+from einjit.backends.aarch64.target import Element, check_dtype, check_sizes, check_target
 
-BLOCK_ROWS = 16
 BLOCK_COLS = 6
 K_UNROLL = 4
 # Loop heads are not padded (align=4 is a no-op): the kernels' code stays as measured.
@@ -47,27 +48,46 @@ A_REGS = (0, 1, 2, 3)
 B_REGS = (4, 5, 6, 7)
 ACC_REGS = tuple(range(16, 32)) + tuple(range(8, 16))
 
-# A "piece" is the part of a C column held in one register: 4 rows (q), 2 rows (d) or 1 row (s).
-PIECE_SIZE = {4: "q", 2: "d", 1: "s"}
-PIECE_ARRANGEMENT = {4: "4s", 2: "2s", 1: "2s"}   # for 1 row only lane 0 is ever stored
+# A "piece" is the part of a C column held in one register: a full vector (q), 8 bytes (d) or
+# 4 bytes (s) of rows; the piece's size in the tuples below is its row count.
+PIECE_SIZE = {16: "q", 8: "d", 4: "s"}            # bytes -> register size letter
 MAX_PIECES = len(A_REGS)
 FMA_CHAINS = 16   # independent accumulators that hide FMLA latency (4 cycles x up to 4 pipes)
 
 
-def _row_pieces(rows: int) -> tuple[int, ...]:
-    """The register pieces covering `rows` (< 16) rows: 4s first, then a 2, then a 1."""
-    return (4,) * (rows // 4) + (2,) * (rows % 4 // 2) + (1,) * (rows % 2)
+def _block_rows(element: Element) -> int:
+    return MAX_PIECES * element.lanes
 
 
-def _row_groups(m: int) -> list[tuple[int, tuple[int, ...]]]:
+def _arrangement(element: Element, rows: int) -> str:
+    """The FMLA arrangement of a piece of `rows` rows (only its low `rows` lanes are stored)."""
+    if element.lanes == 2:
+        return "2d"
+    return "4s" if rows == 4 else "2s"
+
+
+def _row_pieces(rows: int, element: Element) -> tuple[int, ...]:
+    """The register pieces covering `rows` (< one block) rows: full vectors first, then halves
+    of the remaining lanes (FP32: a 2, then a 1)."""
+    pieces = (element.lanes,) * (rows // element.lanes)
+    part = element.lanes // 2
+    while part:
+        if rows & part:
+            pieces += (part,)
+        part //= 2
+    return pieces
+
+
+def _row_groups(m: int, element: Element) -> list[tuple[int, tuple[int, ...]]]:
     """[(repeat count, pieces)] covering the M rows: full blocks, then the remainder in at most
     two groups so that no group needs more than MAX_PIECES registers per column."""
     groups = []
-    if m >= BLOCK_ROWS:
-        groups.append((m // BLOCK_ROWS, (4,) * (BLOCK_ROWS // 4)))
-    rest = _row_pieces(m % BLOCK_ROWS)
+    block_rows = _block_rows(element)
+    if m >= block_rows:
+        groups.append((m // block_rows, (element.lanes,) * MAX_PIECES))
+    rest = _row_pieces(m % block_rows, element)
     if len(rest) > MAX_PIECES:
-        quads = rest.count(4)
+        quads = rest.count(element.lanes)
         groups += [(1, rest[:quads]), (1, rest[quads:])]
     elif rest:
         groups.append((1, rest))
@@ -75,19 +95,20 @@ def _row_groups(m: int) -> list[tuple[int, tuple[int, ...]]]:
 
 
 def _transfer(single: Callable[..., int], pair: Callable[..., int], pieces: Sequence[int],
-              regs: Sequence[int], base: int) -> list[int]:
+              regs: Sequence[int], base: int, element: Element) -> list[int]:
     """Words moving one column of pieces between `regs` and memory at [base]; adjacent
     q-pieces go as a pair."""
     words = []
     offset = index = 0
+    full = element.lanes
     while index < len(pieces):
         rows = pieces[index]
-        if rows == 4 and index + 1 < len(pieces) and pieces[index + 1] == 4:
+        if rows == full and index + 1 < len(pieces) and pieces[index + 1] == full:
             words.append(pair("q", regs[index], regs[index + 1], base, offset))
             offset, index = offset + 32, index + 2
         else:
-            words.append(single(PIECE_SIZE[rows], regs[index], base, offset))
-            offset, index = offset + 4 * rows, index + 1
+            words.append(single(PIECE_SIZE[element.size * rows], regs[index], base, offset))
+            offset, index = offset + element.size * rows, index + 1
     return words
 
 
@@ -112,8 +133,10 @@ class _Microkernel:
     at B_COLUMN_BLOCK.
     """
 
-    def __init__(self, pieces: tuple[int, ...], ncols: int, k: int, br_size: int):
+    def __init__(self, pieces: tuple[int, ...], ncols: int, k: int, br_size: int,
+                 element: Element):
         self.pieces, self.ncols, self.k, self.br_size = pieces, ncols, k, br_size
+        self.element = element
         count = len(pieces)
         per_set = count * ncols
         self.sets = [[ACC_REGS[s * per_set + j * count:s * per_set + (j + 1) * count]
@@ -122,10 +145,10 @@ class _Microkernel:
         self.vregs = (set(A_REGS[:count]) | set(B_REGS[:ncols])
                       | set(ACC_REGS[:per_set * len(self.sets)]))
         # The A loads and FMLAs of a K step do not depend on the step; only B offsets do.
-        self.load_a = _transfer(enc.ldr_v, enc.ldp_v, pieces, A_REGS, WALK)
+        self.load_a = _transfer(enc.ldr_v, enc.ldp_v, pieces, A_REGS, WALK, element)
         self.load_a.append(enc.add_reg(WALK, WALK, LD_A))
         self.fmlas = [[[enc.fmla_elem(acc, A_REGS[p], B_REGS[j % len(B_REGS)], 0,
-                                      PIECE_ARRANGEMENT[rows])
+                                      _arrangement(element, rows))
                         for p, (acc, rows) in enumerate(zip(column, pieces))]
                        for j, column in enumerate(accumulators)]
                       for accumulators in self.sets]
@@ -147,7 +170,7 @@ class _Microkernel:
                     enc.add_reg(B_BATCH, B_BATCH, BR_STRIDE_B))
         for extra in self.sets[1:]:
             for total, column in zip(self.sets[0], extra):
-                asm([enc.fadd(t, t, e, PIECE_ARRANGEMENT[rows])
+                asm([enc.fadd(t, t, e, _arrangement(self.element, rows))
                      for t, e, rows in zip(total, column, self.pieces)])
         self._walk_c(asm, enc.str_v, enc.stp_v)
 
@@ -157,7 +180,7 @@ class _Microkernel:
         for j, regs in enumerate(self.sets[0]):
             if j:
                 asm(enc.add_reg(WALK, WALK, LD_C))
-            asm(_transfer(single, pair, self.pieces, regs, WALK))
+            asm(_transfer(single, pair, self.pieces, regs, WALK, self.element))
 
     def _k_loop(self, asm: Assembler) -> None:
         iterations, rest = divmod(self.k, K_UNROLL)
@@ -166,19 +189,23 @@ class _Microkernel:
             return
         with asm.counted_loop(K_COUNT, iterations, align=LOOP_ALIGN):
             self._steps(asm, K_UNROLL)
-            asm([enc.add_imm(reg, reg, 4 * K_UNROLL) for reg in B_COLUMNS[:self.ncols]])
+            asm([enc.add_imm(reg, reg, self.element.size * K_UNROLL)
+                 for reg in B_COLUMNS[:self.ncols]])
         self._steps(asm, rest)
 
     def _steps(self, asm: Assembler, count: int) -> None:
+        size, letter = self.element.size, self.element.letter
         for step in range(count):
             fmlas = self.fmlas[step % len(self.sets)]
             asm(self.load_a)
             for j in range(self.ncols):
-                asm(enc.ldr_v("s", B_REGS[j % len(B_REGS)], B_COLUMNS[j], 4 * step), fmlas[j])
+                asm(enc.ldr_v(letter, B_REGS[j % len(B_REGS)], B_COLUMNS[j], size * step),
+                    fmlas[j])
 
 
 def _column_block(asm: Assembler, groups: list[tuple[int, tuple[int, ...]]], ncols: int,
-                  microkernels: dict[tuple[tuple[int, ...], int], _Microkernel]) -> None:
+                  microkernels: dict[tuple[tuple[int, ...], int], _Microkernel],
+                  element: Element) -> None:
     """All row blocks of one column block of `ncols` columns."""
     asm(enc.mov_reg(C_BLOCK, C_COLUMN_BLOCK), enc.mov_reg(A_BLOCK, A_MATRIX))
     for index, (count, pieces) in enumerate(groups):
@@ -186,49 +213,53 @@ def _column_block(asm: Assembler, groups: list[tuple[int, tuple[int, ...]]], nco
         with asm.counted_loop(M_COUNT, count, align=LOOP_ALIGN):
             microkernels[pieces, ncols].emit(asm)
             if count > 1 or more_follow:
-                block_bytes = 4 * sum(pieces)
+                block_bytes = element.size * sum(pieces)
                 asm(enc.add_imm(C_BLOCK, C_BLOCK, block_bytes),
                     enc.add_imm(A_BLOCK, A_BLOCK, block_bytes))
 
 
-def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int) -> Label:
-    """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n (see the module
-    docstring) at the current position of `asm`; returns the Label of its entry."""
+def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
+                dtype: str = "float32") -> Label:
+    """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (see the
+    module docstring) at the current position of `asm`; returns the Label of its entry."""
     check_target(target)
     check_sizes(m=m, n=n, k=k, br_size=br_size)
-    groups = _row_groups(m)
+    element = check_dtype(dtype)
+    groups = _row_groups(m, element)
     column_blocks, column_rest = divmod(n, BLOCK_COLS)
     column_shapes = ([BLOCK_COLS] if column_blocks else []) + ([column_rest] if column_rest else [])
     advances_columns = column_blocks > 1 or (column_blocks == 1 and column_rest > 0)
-    microkernels = {(pieces, ncols): _Microkernel(pieces, ncols, k, br_size)
+    microkernels = {(pieces, ncols): _Microkernel(pieces, ncols, k, br_size, element)
                     for _, pieces in groups for ncols in column_shapes}
     gprs = set(range(0, WALK + 1)) | set(B_COLUMNS[:max(column_shapes)])
     if advances_columns:
         gprs |= {LD_B_BLOCK, LD_C_BLOCK}
     vregs = set().union(*(kernel.vregs for kernel in microkernels.values()))
 
-    entry = asm.label(f"brgemm_{m}x{n}x{k}_br{br_size}")
+    suffix = "" if element.dtype == "float32" else f"_{element.dtype}"
+    entry = asm.label(f"brgemm_{m}x{n}x{k}_br{br_size}{suffix}")
     asm.bind(entry)
     asm.prologue(gprs, vregs)
     # leading dimensions and strides arrive in elements
-    asm([enc.lsl_imm(reg, reg, 2) for reg in (LD_A, LD_B, LD_C, BR_STRIDE_A, BR_STRIDE_B)])
+    asm([enc.lsl_imm(reg, reg, element.shift) for reg in (LD_A, LD_B, LD_C, BR_STRIDE_A, BR_STRIDE_B)])
     if column_blocks:
         if advances_columns:
             for block, ld in ((LD_B_BLOCK, LD_B), (LD_C_BLOCK, LD_C)):
                 asm(enc.add_reg(block, ld, ld, lsl=1), enc.lsl_imm(block, block, 1))
         with asm.counted_loop(N_COUNT, column_blocks, align=LOOP_ALIGN):
-            _column_block(asm, groups, BLOCK_COLS, microkernels)
+            _column_block(asm, groups, BLOCK_COLS, microkernels, element)
             if advances_columns:
                 asm(enc.add_reg(B_COLUMN_BLOCK, B_COLUMN_BLOCK, LD_B_BLOCK),
                     enc.add_reg(C_COLUMN_BLOCK, C_COLUMN_BLOCK, LD_C_BLOCK))
     if column_rest:
-        _column_block(asm, groups, column_rest, microkernels)
+        _column_block(asm, groups, column_rest, microkernels, element)
     asm.epilogue()
     return entry
 
 
-def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int) -> bytes:
+def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
+                    dtype: str = "float32") -> bytes:
     """Machine code of the BRGEMM kernel alone (emit_brgemm into a new Assembler)."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype)
     return asm.finish()

@@ -1,14 +1,15 @@
 """Shared machinery of the element-wise A64 kernels (unary and binary).
 
-An element-wise op is described once, as a VectorOp acting on whole 4s vectors; this module
-applies it to many vectors at a time (interleaved, so independent work overlaps) and streams
-column-major matrices through it column by column.
+An element-wise op is described once, as a VectorOp acting on whole vectors (4s in FP32, 2d in
+FP64); this module applies it to many vectors at a time (interleaved, so independent work
+overlaps) and streams column-major matrices through it column by column.
 
-Column streaming: every column of M rows is cut into pieces of 4 rows (q register), then at
-most one of 2 rows (d) and one of 1 row (s), so no access reaches past the last row of a
-column. Full blocks of `step` q-pieces run in a loop that advances each pointer with one add
-per block; the pieces left over are unrolled at immediate offsets. So at the end of a column
-each pointer sits `looped` rows further and one add of (ld - looped) * 4 moves it to the next
+Column streaming: every column of M rows is cut into pieces of one full vector (q register:
+4 FP32 or 2 FP64 rows), then at most one of 8 bytes (d: 2 FP32 rows or 1 FP64 row) and one of
+4 bytes (s: 1 FP32 row), so no access reaches past the last row of a column. Full blocks of
+`step` q-pieces run in a loop that advances each pointer with one add per block; the pieces
+left over are unrolled at immediate offsets. So at the end of a column each pointer sits
+`looped` rows further and one add of (ld - looped) * element size moves it to the next
 column. (Immediate offsets rather than post-indexed accesses: the pointer update is then one
 add per block instead of a chain through every load and store.)
 """
@@ -20,9 +21,10 @@ from dataclasses import dataclass
 
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler
+from einjit.backends.aarch64.target import FLOAT32, Element
 
-ARR = "4s"
-PIECE_SIZE = {4: "q", 2: "d", 1: "s"}
+ARR = FLOAT32.arr
+PIECE_SIZE = {16: "q", 8: "d", 4: "s"}      # bytes -> register size letter
 MAX_STEP_VECTORS = 8
 # Loop heads are not padded (align=4 is a no-op): the kernels' code stays as measured.
 LOOP_ALIGN = 4
@@ -33,7 +35,7 @@ VECTOR_REGISTERS = tuple(range(0, 8)) + tuple(range(16, 32)) + tuple(range(8, 16
 
 @dataclass(frozen=True)
 class VectorOp:
-    """An element-wise op on 4s vectors.
+    """An element-wise op on whole vectors of one element type.
 
     arity: input vectors per result (0: the result does not depend on any input);
     temps: scratch vectors needed per result;
@@ -76,9 +78,9 @@ def apply(op: VectorOp, vectors: Sequence[Sequence[int]], temp_pool: Sequence[in
     return words, results
 
 
-def scale_to_bytes(ld: int) -> int:
-    """lsl ld, ld, #2: a leading dimension in elements becomes a column stride in bytes."""
-    return enc.lsl_imm(ld, ld, 2)
+def scale_to_bytes(ld: int, element: Element = FLOAT32) -> int:
+    """lsl ld, ld, #log2(size): a leading dimension in elements becomes a stride in bytes."""
+    return enc.lsl_imm(ld, ld, element.shift)
 
 
 def subtract_constant(reg: int, value: int) -> list[int]:
@@ -91,24 +93,33 @@ def subtract_constant(reg: int, value: int) -> list[int]:
     return words
 
 
-def _pieces(rows: int) -> list[int]:
-    """Row counts of the register pieces covering `rows` rows: 4s, then a 2, then a 1."""
-    return [4] * (rows // 4) + [2] * (rows % 4 // 2) + [1] * (rows % 2)
+def _pieces(rows: int, element: Element) -> list[int]:
+    """Row counts of the register pieces covering `rows` rows: full vectors, then halves of
+    the remaining lanes (FP32: a 2, then a 1; FP64: a 1)."""
+    pieces = [element.lanes] * (rows // element.lanes)
+    part = element.lanes // 2
+    while part:
+        if rows & part:
+            pieces.append(part)
+        part //= 2
+    return pieces
 
 
 def _transfer(load: bool, pointer: int, offset: int, regs: Sequence[int],
-              pieces: Sequence[int]) -> list[int]:
+              pieces: Sequence[int], element: Element) -> list[int]:
     """Loads (or stores) of the pieces from/to [pointer + offset bytes] on; adjacent q as
     pairs."""
     pair, single = (enc.ldp_v, enc.ldr_v) if load else (enc.stp_v, enc.str_v)
     words, index = [], 0
+    full = element.lanes
     while index < len(pieces):
-        if pieces[index] == 4 and index + 1 < len(pieces) and pieces[index + 1] == 4:
+        if pieces[index] == full and index + 1 < len(pieces) and pieces[index + 1] == full:
             words.append(pair("q", regs[index], regs[index + 1], pointer, offset))
             offset, index = offset + 32, index + 2
         else:
-            words.append(single(PIECE_SIZE[pieces[index]], regs[index], pointer, offset))
-            offset, index = offset + 4 * pieces[index], index + 1
+            nbytes = element.size * pieces[index]
+            words.append(single(PIECE_SIZE[nbytes], regs[index], pointer, offset))
+            offset, index = offset + nbytes, index + 1
     return words
 
 
@@ -124,12 +135,13 @@ class ColumnSweep:
 
     inputs: one Stream per op input (op.arity of them); output: the result Stream;
     counters: two free general registers (column count, row-block count);
-    scratch_gpr: a free general register for building constants.
+    scratch_gpr: a free general register for building constants;
+    element: the element type (op computes on its vectors).
     """
 
     def __init__(self, op: VectorOp, m: int, n: int, inputs: list[Stream], output: Stream,
-                 counters: tuple[int, int], scratch_gpr: int):
-        self.op, self.m, self.n = op, m, n
+                 counters: tuple[int, int], scratch_gpr: int, element: Element = FLOAT32):
+        self.op, self.m, self.n, self.element = op, m, n, element
         self.inputs, self.output = inputs, output
         self.column_counter, self.block_counter = counters
         self.scratch_gpr = scratch_gpr
@@ -156,31 +168,31 @@ class ColumnSweep:
     def emit(self, asm: Assembler) -> None:
         """The whole kernel body (without prologue/epilogue)."""
         streams = self.inputs + [self.output]
-        blocks = self.m // (4 * self.step)
+        blocks = self.m // (self.element.lanes * self.step)
         if self.n > 1:
             for stream in streams:
-                asm(scale_to_bytes(stream.ld),
+                asm(scale_to_bytes(stream.ld, self.element),
                     subtract_constant(stream.ld, 16 * self.step * blocks))
         asm(self.op.load_constants(self.consts, self.scratch_gpr))
         with asm.counted_loop(self.column_counter, self.n, align=LOOP_ALIGN):
             self._column(asm, streams)
 
     def _column(self, asm: Assembler, streams: list[Stream]) -> None:
-        blocks, rest = divmod(self.m, 4 * self.step)
+        blocks, rest = divmod(self.m, self.element.lanes * self.step)
         if blocks:
             with asm.counted_loop(self.block_counter, blocks, align=LOOP_ALIGN):
                 self._block(asm, streams)
-        pieces, offset = _pieces(rest), 0
+        pieces, offset = _pieces(rest, self.element), 0
         for start in range(0, len(pieces), self.step):
             group = pieces[start:start + self.step]
             self._group(asm, group, offset)
-            offset += 4 * sum(group)
+            offset += self.element.size * sum(group)
         if self.n > 1:
             for stream in streams:
                 asm(enc.add_reg(stream.pointer, stream.pointer, stream.ld))
 
     def _block(self, asm: Assembler, streams: list[Stream]) -> None:
-        self._group(asm, [4] * self.step, 0)
+        self._group(asm, [self.element.lanes] * self.step, 0)
         for stream in streams:
             asm(enc.add_imm(stream.pointer, stream.pointer, 16 * self.step))
 
@@ -188,8 +200,8 @@ class ColumnSweep:
         """Load, compute and store one group of pieces (at most self.step of them)."""
         count = len(pieces)
         for stream, regs in zip(self.inputs, self.data):
-            asm(_transfer(True, stream.pointer, offset, regs, pieces))
+            asm(_transfer(True, stream.pointer, offset, regs, pieces, self.element))
         vectors = [[regs[slot] for regs in self.data] for slot in range(count)]
         words, results = apply(self.op, vectors, self.temps, self.consts)
         asm(words)
-        asm(_transfer(False, self.output.pointer, offset, results, pieces))
+        asm(_transfer(False, self.output.pointer, offset, results, pieces, self.element))

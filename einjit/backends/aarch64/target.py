@@ -1,16 +1,49 @@
-"""The AArch64 targets (Advanced SIMD: 32 vector registers of 128 bits) and the checks every
-emitter makes of its parameters before emitting anything."""
+"""The AArch64 targets (Advanced SIMD: 32 vector registers of 128 bits), the element types
+the kernels compute in, and the checks every emitter makes of its parameters before emitting
+anything."""
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from einjit.backends import Target
-from einjit.errors import KernelParameterError
+from einjit.errors import KernelParameterError, KernelParameterTypeError
 
 NEON = Target("aarch64", "neon", vector_bits=128, registers=32)
 VARIANTS = {NEON.variant: NEON}
+
+
+@dataclass(frozen=True)
+class Element:
+    """How one element type lives in the 128-bit registers.
+
+    size: bytes per element; letter: its scalar register / lane letter (s, d);
+    arr: the full-vector arrangement (4s, 2d); lanes: elements per q register;
+    shift: log2(size), turning an element count into bytes.
+    """
+    dtype: str
+    size: int
+    letter: str
+    arr: str
+
+    @property
+    def lanes(self) -> int:
+        return 16 // self.size
+
+    @property
+    def shift(self) -> int:
+        return self.size.bit_length() - 1
+
+    @property
+    def bits(self) -> int:
+        return 8 * self.size
+
+
+FLOAT32 = Element("float32", 4, "s", "4s")
+FLOAT64 = Element("float64", 8, "d", "2d")
+ELEMENTS = {FLOAT32.dtype: FLOAT32, FLOAT64.dtype: FLOAT64}
 
 
 def check_target(target: Target) -> Target:
@@ -37,3 +70,15 @@ def check_op(kind: str, op: str, ops: Collection[str]) -> None:
     if op not in ops:
         raise KernelParameterError(f"op={op!r} is not a {kind} op; expected one of "
                                    f"{tuple(ops)}")
+
+
+def check_dtype(dtype: str) -> Element:
+    """The Element of `dtype` ("float32" or "float64"), else KernelParameterError."""
+    if not isinstance(dtype, str):
+        raise KernelParameterTypeError(f"dtype={dtype!r}: expected a str, one of "
+                                       f"{', '.join(map(repr, ELEMENTS))}")
+    element = ELEMENTS.get(dtype)
+    if element is None:
+        raise KernelParameterError(f"dtype={dtype!r}: the aarch64 backend generates code for "
+                                   f"{', '.join(map(repr, ELEMENTS))}")
+    return element

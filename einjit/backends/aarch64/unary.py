@@ -1,15 +1,17 @@
-"""AArch64 NEON unary primitive: B := op(A), FP32, A column-major M x N.
+"""AArch64 NEON unary primitive: B := op(A), FP32 or FP64, A column-major M x N.
 
 Kernel ABI: unary(a, b, ld_a, ld_b) in x0..x3, leading dimensions in elements. B is
 column-major (B[r + j*ld_b]) or, with trans_b, the transpose (B[j + r*ld_b]).
 
-Ops are VectorOps (see eltwise.py) computing on whole 4s vectors, bit-exact with numpy:
-relu = fmax(a, 0) (fmax propagates NaN, unlike fmaxnm), square = a*a, increment/decrement =
-a ± 1, reciprocal = 1/a by fdiv (exact). sigmoid: see the comment above _sigmoid_compute.
+Ops are VectorOps (see eltwise.py) computing on whole vectors (4s, or 2d in FP64), bit-exact
+with numpy: relu = fmax(a, 0) (fmax propagates NaN, unlike fmaxnm), square = a*a,
+increment/decrement = a ± 1, reciprocal = 1/a by fdiv (correctly rounded). sigmoid: see the
+comment above _sigmoid_compute (FP32) and sigmoid64.py (FP64).
 
 Without trans_b the matrix is streamed column by column (eltwise.ColumnSweep). With trans_b
-the transpose is done in registers on 4x4 tiles (trn1/trn2 on 4s, then on 2d), see
-TransposedSweep. zero ignores A, so its transposed form is the plain zero kernel on N x M.
+the transpose is done in registers: FP32 on 4x4 tiles (trn1/trn2 on 4s, then on 2d), see
+TransposedSweep; FP64 on 2x2 tiles (trn1/trn2 on 2d), see transpose64.py. zero ignores A, so
+its transposed form is the plain zero kernel on N x M.
 """
 
 from __future__ import annotations
@@ -31,7 +33,17 @@ from einjit.backends.aarch64.eltwise import (
     interleave,
     scale_to_bytes,
 )
-from einjit.backends.aarch64.target import check_op, check_sizes, check_target
+from einjit.backends.aarch64.sigmoid64 import SIGMOID64
+from einjit.backends.aarch64.target import (
+    FLOAT32,
+    FLOAT64,
+    Element,
+    check_dtype,
+    check_op,
+    check_sizes,
+    check_target,
+)
+from einjit.backends.aarch64.transpose64 import TransposedSweep64
 from einjit.errors import KernelParameterError
 
 A, B, LD_A, LD_B = 0, 1, 2, 3
@@ -49,8 +61,10 @@ def _zero_constant(regs: Sequence[int], scratch: int) -> list[int]:
     return [enc.movi_zero(regs[0])]
 
 
-def _one_constant(regs: Sequence[int], scratch: int) -> list[int]:
-    return [enc.fmov_v_imm(regs[0], 1.0, ARR)]
+def _one_constant(arr: str) -> Callable[[Sequence[int], int], list[int]]:
+    def load(regs: Sequence[int], scratch: int) -> list[int]:
+        return [enc.fmov_v_imm(regs[0], 1.0, arr)]
+    return load
 
 
 Compute = Callable[[Sequence[int], Sequence[int], Sequence[int]], tuple[list[int], int]]
@@ -143,43 +157,57 @@ def _zero_compute(inputs: Sequence[int], temps: Sequence[int],
     return [], consts[0]
 
 
-OPS = {
-    "zero": VectorOp("zero", 0, 0, 1, _zero_constant, _zero_compute),
-    "identity": VectorOp("identity", 1, 0, 0, _no_constants,
-                         lambda inputs, temps, consts: ([], inputs[0])),
-    "relu": VectorOp("relu", 1, 0, 1, _zero_constant,
-                     _in_place(lambda x, c: enc.fmax(x, x, c[0], ARR))),
-    "square": VectorOp("square", 1, 0, 0, _no_constants,
-                       _in_place(lambda x, c: enc.fmul(x, x, x, ARR))),
-    "reciprocal": VectorOp("reciprocal", 1, 0, 1, _one_constant,
-                           _in_place(lambda x, c: enc.fdiv(x, c[0], x, ARR))),
-    "increment": VectorOp("increment", 1, 0, 1, _one_constant,
-                          _in_place(lambda x, c: enc.fadd(x, x, c[0], ARR))),
-    "decrement": VectorOp("decrement", 1, 0, 1, _one_constant,
-                          _in_place(lambda x, c: enc.fsub(x, x, c[0], ARR))),
-    "sigmoid": VectorOp("sigmoid", 1, 5, 8, _sigmoid_constants, _sigmoid_compute),
-}
+def _ops(element: Element) -> dict[str, VectorOp]:
+    """The unary VectorOps computing on `element`'s full vectors."""
+    arr = element.arr
+    one = _one_constant(arr)
+    return {
+        "zero": VectorOp("zero", 0, 0, 1, _zero_constant, _zero_compute),
+        "identity": VectorOp("identity", 1, 0, 0, _no_constants,
+                             lambda inputs, temps, consts: ([], inputs[0])),
+        "relu": VectorOp("relu", 1, 0, 1, _zero_constant,
+                         _in_place(lambda x, c: enc.fmax(x, x, c[0], arr))),
+        "square": VectorOp("square", 1, 0, 0, _no_constants,
+                           _in_place(lambda x, c: enc.fmul(x, x, x, arr))),
+        "reciprocal": VectorOp("reciprocal", 1, 0, 1, one,
+                               _in_place(lambda x, c: enc.fdiv(x, c[0], x, arr))),
+        "increment": VectorOp("increment", 1, 0, 1, one,
+                              _in_place(lambda x, c: enc.fadd(x, x, c[0], arr))),
+        "decrement": VectorOp("decrement", 1, 0, 1, one,
+                              _in_place(lambda x, c: enc.fsub(x, x, c[0], arr))),
+        "sigmoid": (VectorOp("sigmoid", 1, 5, 8, _sigmoid_constants, _sigmoid_compute)
+                    if element is FLOAT32 else SIGMOID64),
+    }
 
 
-def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b: bool) -> Label:
-    """Emit the function B := op(A) for an M x N column-major A (see the module docstring) at
-    the current position of `asm`; returns the Label of its entry."""
+# dtype -> op name -> VectorOp; OPS are the FP32 ones (every dtype has the same names)
+OPS_BY_DTYPE = {FLOAT32.dtype: _ops(FLOAT32), FLOAT64.dtype: _ops(FLOAT64)}
+OPS = OPS_BY_DTYPE[FLOAT32.dtype]
+
+
+def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b: bool,
+               dtype: str = "float32") -> Label:
+    """Emit the function B := op(A) for an M x N column-major A of `dtype` (see the module
+    docstring) at the current position of `asm`; returns the Label of its entry."""
     check_target(target)
     check_op("unary", op, OPS)
     check_sizes(m=m, n=n)
     if trans_b not in (True, False):
         raise KernelParameterError(f"trans_b={trans_b!r}: expected True or False")
-    vector_op = OPS[op]
-    entry = asm.label(f"unary_{op}_{m}x{n}{'_t' if trans_b else ''}")
+    element = check_dtype(dtype)
+    vector_op = OPS_BY_DTYPE[dtype][op]
+    suffix = "" if element is FLOAT32 else f"_{dtype}"
+    entry = asm.label(f"unary_{op}_{m}x{n}{'_t' if trans_b else ''}{suffix}")
     if op == "zero" and trans_b:
         m, n = n, m
-    sweep: ColumnSweep | TransposedSweep
+    sweep: ColumnSweep | TransposedSweep | TransposedSweep64
     if trans_b and op != "zero":
-        sweep = TransposedSweep(vector_op, m, n)
+        sweep = (TransposedSweep(vector_op, m, n) if element is FLOAT32
+                 else TransposedSweep64(vector_op, m, n))
     else:
         inputs = [Stream(A, LD_A)] if vector_op.arity else []
         sweep = ColumnSweep(vector_op, m, n, inputs, Stream(B, LD_B), counters=(4, 5),
-                            scratch_gpr=6)
+                            scratch_gpr=6, element=element)
     asm.bind(entry)
     asm.prologue(sweep.general_registers, sweep.vector_registers)
     sweep.emit(asm)
@@ -187,10 +215,11 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b:
     return entry
 
 
-def generate_unary(target: Target, op: str, m: int, n: int, trans_b: bool) -> bytes:
+def generate_unary(target: Target, op: str, m: int, n: int, trans_b: bool,
+                   dtype: str = "float32") -> bytes:
     """Machine code of the unary kernel alone (emit_unary into a new Assembler)."""
     asm = Assembler()
-    emit_unary(asm, target, op, m, n, trans_b)
+    emit_unary(asm, target, op, m, n, trans_b, dtype)
     return asm.finish()
 
 
