@@ -30,9 +30,11 @@ LINE_HEIGHT = 15
 FONT = "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px"
 PAD_X, PAD_Y, GAP_X, GAP_Y = 8, 6, 14, 34
 EXEC_COLOURS = {"shared": "#fde2c8", "seq": "#dbe9f7", "prim": "#d8f0d2", "undefined": "#eeeeee"}
-#: GFLOPS assumed per core for the estimate a plan's nodes show (set from a measured peak
-#: for better numbers): a BRGEMM block reaches about this on one AVX-512 or NEON core
-ESTIMATED_GFLOPS_PER_CORE = {"avx512": 200.0, "avx2": 100.0, "neon": 60.0}
+#: the model behind the GFLOPS estimate a plan's nodes show: FP32 FMA peak per core and
+#: vector lanes of each target (a Zen 5 core at ~4 GHz; a Neoverse V2 core, 4 FMA pipes at
+#: ~3 GHz). Only a guide: scripts/bench measures.
+PEAK_GFLOPS_PER_CORE = {"avx512": 256.0, "avx2": 128.0, "neon": 96.0}
+LANES = {"avx512": 16, "avx2": 8, "neon": 4}
 
 
 def _esc(value: Any) -> str:
@@ -182,17 +184,31 @@ def node_flops(tree: "EinsumTree", node: "Node") -> int:
 
 
 def estimated_gflops(op: "TensorOperation") -> float | None:
-    """A rough GFLOPS estimate of a contraction step: ESTIMATED_GFLOPS_PER_CORE of its
-    target's vector unit times the threads its shared loops can keep busy (None when the
-    step is no contraction)."""
-    if op.kind != "contraction":
+    """A rough GFLOPS estimate of a contraction step (None for other steps): the peak of its
+    target's cores (PEAK_GFLOPS_PER_CORE) times the vector lanes the BRGEMM's m fills, times
+    k·br / (k·br + 16) (loading and storing C is paid once per block), times the threads
+    its shared loops keep busy."""
+    main = [c for c in op.kernel_calls if c.role == "main"]
+    if op.kind != "contraction" or not main:
         return None
+    call = main[0]
     unit = "neon" if op.isa == "aarch64" else op.target.variant
-    per_core = ESTIMATED_GFLOPS_PER_CORE.get(unit, ESTIMATED_GFLOPS_PER_CORE["avx2"])
+    peak = PEAK_GFLOPS_PER_CORE.get(unit, PEAK_GFLOPS_PER_CORE["avx2"])
+    lanes = LANES.get(unit, 8)
+    filled = call.m / (math.ceil(call.m / lanes) * lanes)
+    depth = call.k * call.br_size
     shared = math.prod(d.size for d in op.dims if d.exec_type == "shared")
     from einjit.passes import default_num_threads
-    threads = op.num_threads or default_num_threads()
-    return per_core * max(1, min(threads, shared))
+    threads = max(1, min(op.num_threads or default_num_threads(), shared))
+    return peak * filled * depth / (depth + 16) * threads
+
+
+def flops_text(flops: float) -> str:
+    """12345678 -> "12.3 MFLOP"."""
+    for scale, unit in ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP")):
+        if flops >= scale:
+            return f"{flops / scale:.3g} {unit}"
+    return f"{flops:.0f} FLOP"
 
 
 def step_annotations(tree: "EinsumTree", plan: Any) -> dict[int, list[str]]:
@@ -201,13 +217,14 @@ def step_annotations(tree: "EinsumTree", plan: Any) -> dict[int, list[str]]:
     for number, step in enumerate(plan.steps):
         op = step.lowered.op
         main = [c for c in op.kernel_calls if c.role == "main"]
-        prim = main[0].describe().split(" on ")[0] if main else op.prim_main
+        prim = main[0].describe().split(" on ")[0].removeprefix("main: ") if main \
+            else op.prim_main
         lines = [f"step {number}: {prim}"]
         flops = node_flops(tree, step.node)
         if flops:
             estimate = estimated_gflops(op)
-            lines.append(f"{flops / 1e6:.3g} MFLOP" + (f", ~{estimate:.0f} GFLOPS est."
-                                                       if estimate else ""))
+            lines.append(flops_text(flops) + (f", ~{estimate:.0f} GFLOPS est."
+                                              if estimate else ""))
         notes[id(step.node)] = lines
     return notes
 
@@ -223,7 +240,7 @@ def expression_html(expr: Any) -> str:
     plan = plan_of(expr)
     legend = ", ".join(f"{_esc(dim_name(tree, d))}={size}" for d, size in enumerate(tree.sizes))
     parts = [f'<div class="einjit-plan"><div><b>{_esc(expr.subscripts)}</b> on shapes '
-             f'{_esc(list(expr.shapes))}: {tree.flops() / 1e6:.4g} MFLOP</div>',
+             f'{_esc(list(expr.shapes))}: {flops_text(tree.flops())}</div>',
              f"<div>dims: {legend}</div>",
              f"<div>tree: <code>{_esc(tree)}</code></div>",
              expression_svg(expr)]

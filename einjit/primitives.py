@@ -94,8 +94,10 @@ def _kernel(target: Target, kind: str, params: tuple, signature: Signature, doc:
         log.kernel_generated(kind, params, target, len(code), time.perf_counter() - started)
         return kernel
 
+    misses = _cache.misses
     kernel = _cache.get(key, create)
-    log.cache_hit("kernel", (kind, params, target.name))    # DEBUG only; misses log above
+    if _cache.misses == misses:     # a hit (DEBUG only; racy in what it prints, nothing else)
+        log.cache_hit("kernel", (kind, params, target.name))
     return kernel
 
 
