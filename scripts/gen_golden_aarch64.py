@@ -448,9 +448,58 @@ def scalar_fp_cases():
     return cases
 
 
+def fp64_cases():
+    """The double-precision forms the FP64 kernels emit, with the operands they use: 2d
+    arithmetic and by-element FMLA, d/q loads and stores, ld1/st1 of 2d lists and d lanes
+    with register post-index, 2x2 transposes (trn/zip on 2d), constants (dup, ins, fmov,
+    movi), exponent arithmetic (shl/ushr/sshr/sub on 2d), reciprocal estimate and step."""
+    cases = []
+    for vd, vn, vm, index in ((16, 0, 4, 0), (31, 3, 7, 0), (8, 2, 5, 0), (23, 1, 6, 1),
+                              (24, 19, 3, 1)):
+        cases.append((f"fmla_elem({vd}, {vn}, {vm}, {index}, '2d')",
+                      f"fmla v{vd}.2d, v{vn}.2d, v{vm}.d[{index}]"))
+    for name in ("fmla", "fadd", "fsub", "fmul", "fdiv", "fmax", "fmin", "fcmeq", "fcmge",
+                 "fcmgt", "frecps", "fmaxnm", "fminnm"):
+        for vd, vn, vm in ((24, 24, 28), (7, 0, 3)):
+            cases.append((f"{name}({vd}, {vn}, {vm}, '2d')",
+                          f"{name} v{vd}.2d, v{vn}.2d, v{vm}.2d"))
+    for name in ("fabs", "fneg", "frecpe", "fsqrt", "frintn"):
+        cases.append((f"{name}(19, 24, '2d')", f"{name} v19.2d, v24.2d"))
+    for name, shift in (("shl_v", 52), ("ushr_v", 1), ("sshr_v", 63)):
+        mnem = name[:-2]
+        cases.append((f"{name}(11, 13, {shift}, '2d')", f"{mnem} v11.2d, v13.2d, #{shift}"))
+    for name in ("add_v", "sub_v"):
+        cases.append((f"{name}(12, 0, 12, '2d')", f"{name[:-2]} v12.2d, v0.2d, v12.2d"))
+    for name in ("trn1", "trn2", "zip1", "zip2"):
+        for vd, vn, vm in ((0, 24, 28), (1, 27, 31)):
+            cases.append((f"{name}({vd}, {vn}, {vm}, '2d')",
+                          f"{name} v{vd}.2d, v{vn}.2d, v{vm}.2d"))
+    cases += [
+        ("dup_elem(10, 4, 1, '2d')", "dup v10.2d, v4.d[1]"),
+        ("dup_elem(14, 9, 0, '2d')", "dup v14.2d, v9.d[0]"),
+        ("dup_gpr(1, 13, '2d')", "dup v1.2d, x13"),
+        ("ins_gpr(3, 'd', 1, 13)", "mov v3.d[1], x13"),
+        ("ins_gpr(10, 'd', 0, 6)", "mov v10.d[0], x6"),
+        ("fmov_v_imm(2, 1.0, '2d')", "fmov v2.2d, #1.0"),
+        ("ldr_v('d', 4, 17, 8)", "ldr d4, [x17, #8]"),
+        ("ldr_v('d', 5, 23, 32760)", "ldr d5, [x23, #32760]"),
+        ("str_v('d', 17, 16, 16)", "str d17, [x16, #16]"),
+        ("ldp_v('q', 0, 1, 16, 32)", "ldp q0, q1, [x16, #32]"),
+        ("ld1((24, 25, 26, 27), '2d', 6, post=64)", "ld1 {v24.2d-v27.2d}, [x6], #64"),
+        ("ld1((28, 29, 30, 31), '2d', 7, post=64)", "ld1 {v28.2d-v31.2d}, [x7], #64"),
+        ("st1(0, '2d', 8, post=Reg(3))", "st1 {v0.2d}, [x8], x3"),
+        ("st1(1, '2d', 8, post=Reg(3))", "st1 {v1.2d}, [x8], x3"),
+        ("st1_lane(24, 'd', 0, 8, post=Reg(3))", "st1 {v24.d}[0], [x8], x3"),
+        ("st1_lane(27, 'd', 1, 8, post=Reg(3))", "st1 {v27.d}[1], [x8], x3"),
+        ("ld1_lane(5, 'd', 1, 9, post=8)", "ld1 {v5.d}[1], [x9], #8"),
+        ("ld1r(6, '2d', 10, post=Reg(11))", "ld1r {v6.2d}, [x10], x11"),
+    ]
+    return cases
+
+
 def all_cases():
     return (base_cases() + branch_cases() + gpr_memory_cases() + simd_memory_cases()
-            + simd_arithmetic_cases() + scalar_fp_cases())
+            + simd_arithmetic_cases() + scalar_fp_cases() + fp64_cases())
 
 
 def assemble(cases, assembler):
