@@ -713,13 +713,14 @@ def _constructor_arguments(rng: np.random.Generator, kind: str) -> tuple[dict, l
             broken.append((TypeError, "trans_b"))
     roll = rng.random()
     if roll < 0.1:
-        kwargs["dtype"] = _pick(rng, ("float64", np.float16, "int32", "f8"))
+        kwargs["dtype"] = _pick(rng, ("float16", np.float16, "int32", "c16", ">f8", ">f4"))
         broken.append((ValueError, "dtype"))
     elif roll < 0.15:
         kwargs["dtype"] = _pick(rng, (3, 4.0, ["float32"]))
         broken.append((TypeError, "dtype"))
     elif roll < 0.3:
-        kwargs["dtype"] = _pick(rng, ("float32", np.float32, np.dtype("float32"), "f4"))
+        kwargs["dtype"] = _pick(rng, ("float32", np.float32, np.dtype("float32"), "f4",
+                                      "float64", np.float64, np.dtype("float64"), "f8"))
     roll = rng.random()
     if roll < 0.1:
         kwargs["isa"] = _pick(rng, ("arm", "x86", "x86_64:sse2", "aarch64:sve", "X86_64"))

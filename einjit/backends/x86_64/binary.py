@@ -1,4 +1,4 @@
-"""x86-64 binary kernels: C := A op B element-wise for column-major FP32 matrices.
+"""x86-64 binary kernels: C := A op B element-wise for column-major FP32 or FP64 matrices.
 
 Kernel ABI (System V): binary(a, b, c, ld_a, ld_b, ld_c) in rdi, rsi, rdx, rcx, r8, r9,
 leading dimensions in elements; M, N and the op are compile-time. The loop nest is
@@ -7,7 +7,8 @@ eltwise.ColumnSweep over the three matrices (streaming C when it is large).
 min/max follow numpy, which propagates a NaN from either side, while vminps/vmaxps return the
 second source when either is NaN: x = A, y = B, lanes where x is NaN keep x (AVX-512: the
 max is merge-masked to the lanes where x is ordered; AVX2: blended back by an unordered
-compare), and the others get vmaxps(x, y), which is y when y is NaN.
+compare), and the others get vmaxps(x, y), which is y when y is NaN. float64 uses the
+packed-double forms of the same instructions (precision.Precision).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.eltwise import (
     COLUMN_STREAM_MIN_BYTES,
-    LINE_FLOATS,
     MAX_UNROLL,
     MEMORY_BOUND_WIDTH,
     ColumnRegisters,
@@ -28,6 +28,7 @@ from einjit.backends.x86_64.eltwise import (
     Slot,
     Vector,
 )
+from einjit.backends.x86_64.precision import precision
 from einjit.backends.x86_64.encode import (
     R8,
     R9,
@@ -57,45 +58,51 @@ class BinaryOp:
     temps: int = 0
 
 
-def _arithmetic(instruction: Callable[..., bytes]) -> Callable[..., None]:
+def _arithmetic(name: str) -> Callable[..., None]:
+    """x := x op y with the Precision's instruction `name` (add, sub, mul, div)."""
     def emit(asm: Assembler, vector: Vector, x: int, y: int, scratch: list[int], k: int) -> None:
-        asm(instruction(x, x, y, vector.width))
+        asm(getattr(vector.precision, name)(x, x, y, vector.width))
     return emit
 
 
-def _nan_propagating(instruction: Callable[..., bytes]) -> Callable[..., None]:
+def _nan_propagating(name: str) -> Callable[..., None]:
+    """min/max (the Precision's instruction `name`) with numpy's NaN propagation."""
     def emit(asm: Assembler, vector: Vector, x: int, y: int, scratch: list[int], k: int) -> None:
-        width = vector.width
+        width, p = vector.width, vector.precision
+        instruction = getattr(p, name)
         if vector.masks:                                     # k: lanes where x is ordered
-            asm(enc.vcmpps(k, x, x, ORDERED, width, evex=True),
+            asm(p.compare(k, x, x, ORDERED, width, evex=True),
                 instruction(x, x, y, width, mask=k))
         else:
             (x_is_nan,) = scratch
             asm(instruction(y, x, y, width),                 # y when either is NaN
-                enc.vcmpps(x_is_nan, x, x, UNORDERED, width),
-                enc.vblendvps(x, y, x, x_is_nan, width))
+                p.compare(x_is_nan, x, x, UNORDERED, width),
+                p.blend_lanes(x, y, x, x_is_nan, width))
     return emit
 
 
 BINARY_OPS = {op.name: op for op in (
-    BinaryOp("add", _arithmetic(enc.vaddps)),
-    BinaryOp("sub", _arithmetic(enc.vsubps)),
-    BinaryOp("mul", _arithmetic(enc.vmulps)),
-    BinaryOp("div", _arithmetic(enc.vdivps)),
-    BinaryOp("min", _nan_propagating(enc.vminps), temps=1),
-    BinaryOp("max", _nan_propagating(enc.vmaxps), temps=1),
+    BinaryOp("add", _arithmetic("add")),
+    BinaryOp("sub", _arithmetic("sub")),
+    BinaryOp("mul", _arithmetic("mul")),
+    BinaryOp("div", _arithmetic("div")),
+    BinaryOp("min", _nan_propagating("min"), temps=1),
+    BinaryOp("max", _nan_propagating("max"), temps=1),
 )}
 
 REGISTERS = ColumnRegisters(column_counter=R10, row_counter=RAX, row_index=R11, start=RBX,
                             groups=R12, singles=R13, scratch=RAX)
 
 
-def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int) -> Label:
+def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int,
+                dtype: str = "float32") -> Label:
     """Emit the function binary(a, b, c, ld_a, ld_b, ld_c) at the current position of `asm`
-    and return its entry: C := A op B, all column-major m x n."""
-    vector = Vector(target, MEMORY_BOUND_WIDTH)
+    and return its entry: C := A op B, all column-major m x n of `dtype`."""
+    elements = precision(dtype)
+    vector = Vector(target, MEMORY_BOUND_WIDTH, elements)
     kernel = BINARY_OPS[op]
-    streaming = m >= LINE_FLOATS and 4 * m * n >= COLUMN_STREAM_MIN_BYTES
+    streaming = (m >= vector.line_elements
+                 and elements.bytes * m * n >= COLUMN_STREAM_MIN_BYTES)
     spare = list(range(vector.registers))
     mask_count = ColumnSweep.mask_count(vector, streaming)
     masks = [1 + i if vector.masks else spare.pop() for i in range(mask_count)]
@@ -117,15 +124,16 @@ def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int) -> Labe
     asm.prologue((RAX, RBX, RCX, RDX, RSI, RDI, R8, R9, R10, R11, R12, R13)
                  + ((RBP,) if not vector.frame.empty else ()))
     vector.frame.enter(asm)
-    asm(enc.shl_ri(RCX, 2), enc.shl_ri(R8, 2), enc.shl_ri(R9, 2))   # leading dimensions in bytes
+    shift = elements.shift                                  # leading dimensions in bytes
+    asm(enc.shl_ri(RCX, shift), enc.shl_ri(R8, shift), enc.shl_ri(R9, shift))
     sweep.emit()
     vector.frame.leave(asm)
     asm.epilogue()
     return entry
 
 
-def generate_binary(target: Target, op: str, m: int, n: int) -> bytes:
+def generate_binary(target: Target, op: str, m: int, n: int, dtype: str = "float32") -> bytes:
     """The code of emit_binary as a buffer of its own."""
     asm = Assembler()
-    emit_binary(asm, target, op, m, n)
+    emit_binary(asm, target, op, m, n, dtype)
     return asm.finish()

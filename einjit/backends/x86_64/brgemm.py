@@ -44,6 +44,7 @@ from functools import lru_cache
 from einjit.backends import Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
+from einjit.backends.x86_64.precision import FLOAT32, Precision, precision
 from einjit.backends.x86_64.encode import (
     R8,
     R9,
@@ -178,11 +179,13 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
 
 
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int,
-             br: int) -> tuple[float, int, int, int, int]:
+             br: int, packable: bool = True) -> tuple[float, int, int, int, int]:
     """Best (cycles, cols, n_blocks, n_tail, group) for one block row of `vectors` vectors;
-    on a tie the tail is not packed (no lane shuffles for nothing)."""
+    on a tie the tail is not packed (no lane shuffles for nothing). float64 tails are never
+    packed (packing is derived for 32-bit lanes)."""
     best = None
-    for group in sorted({1, pack_group(target, vectors, tail_rows)}):
+    groups = {1, pack_group(target, vectors, tail_rows)} if packable else {1}
+    for group in sorted(groups):
         widest = _max_cols(target, vectors, tail_rows, group)
         fewest = -(-n // widest)
         for cols in range(-(-n // fewest), min(widest, n) + 1):
@@ -210,10 +213,14 @@ def _row_partitions(total: int) -> Iterator[tuple[int, ...]]:
                 yield heights
 
 
-def plan(m: int, n: int, k: int, br: int, target: Target) -> tuple[Panel, ...]:
-    """The cheapest blocking of an M×N C by the cost model, as panels in row order."""
-    vectors_total = -(-m // target.lanes())
-    tail_rows = m % target.lanes()
+def plan(m: int, n: int, k: int, br: int, target: Target,
+         dtype: str = "float32") -> tuple[Panel, ...]:
+    """The cheapest blocking of an M×N C by the cost model, as panels in row order (vectors
+    of target.lanes(element bytes) elements: 8 doubles a zmm, 4 a ymm)."""
+    elements = precision(dtype)
+    lanes = target.lanes(elements.bytes)
+    vectors_total = -(-m // lanes)
+    tail_rows = m % lanes
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):
@@ -231,7 +238,8 @@ def plan(m: int, n: int, k: int, br: int, target: Target) -> tuple[Panel, ...]:
             rows = tail_rows if masked else 0
             key = (height, rows)
             if key not in sweeps:
-                sweeps[key] = _sweep_n(target, height, rows, n, k, br)
+                sweeps[key] = _sweep_n(target, height, rows, n, k, br,
+                                       packable=elements is FLOAT32)
             sweep_cycles, cols, n_blocks, n_tail, group = sweeps[key]
             cycles += count * sweep_cycles
             panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group))
@@ -255,9 +263,11 @@ INDEX_SLOT = Mem(RSP, disp=-128)    # AVX-512 packed tail: vpermps lane indices,
 
 
 class _Generator:
-    def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int) -> None:
+    def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int,
+                 elements: Precision = FLOAT32) -> None:
         self.asm, self.target, self.k, self.br = asm, target, k, br
-        self.panels = plan(m, n, k, br, target)
+        self.p = elements
+        self.panels = plan(m, n, k, br, target, elements.dtype)
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
         pool = list(POOL)
         self.counter = pool.pop(0)                 # K counter, scratch between blocks
@@ -276,7 +286,8 @@ class _Generator:
             used.append(self.ldb3)
         entry = asm.entry("brgemm")
         asm.prologue(used)
-        asm(enc.shl_ri(LDA, 2), enc.shl_ri(LDB, 2), enc.shl_ri(LDC, 2))
+        shift = self.p.shift
+        asm(enc.shl_ri(LDA, shift), enc.shl_ri(LDB, shift), enc.shl_ri(LDC, shift))
         if self.ldb3 is not None:
             asm(enc.lea(self.ldb3, Mem(LDB, LDB, 2)))
         if self.batch is not None:
@@ -284,9 +295,9 @@ class _Generator:
             # the K loop leaves A moved by K*ld_a and the B bases by K elements
             asm.stack_arg(6, a_step)
             asm.stack_arg(7, b_step)
-            asm(enc.shl_ri(a_step, 2), enc.shl_ri(b_step, 2),
+            asm(enc.shl_ri(a_step, shift), enc.shl_ri(b_step, shift),
                 enc.imul_rri(self.counter, LDA, self.k), enc.sub_rr(a_step, self.counter),
-                enc.sub_ri(b_step, 4 * self.k))
+                enc.sub_ri(b_step, self.p.bytes * self.k))
         asm(enc.mov_mr(A_ROW, A_PTR), enc.mov_mr(C_ROW, C_PTR), enc.mov_mr(B_ORIGIN, B_BASE))
         self._set_tail_masks()
         for panel in self.panels:
@@ -306,7 +317,7 @@ class _Generator:
         tail_panel = next((p for p in self.panels if p.tail_rows), None)
         if tail_panel is None:
             return
-        asm, scratch, lanes = self.asm, self.counter, self.target.lanes()
+        asm, scratch, lanes = self.asm, self.counter, self.target.lanes(self.p.bytes)
         tail, group = tail_panel.tail_rows, tail_panel.group
         first = lanes - tail if tail_panel.vectors > 1 else 0     # lane of the first tail row
         if self.target.masks:
@@ -316,8 +327,10 @@ class _Generator:
                 lanes_of_s = ((1 << tail) - 1) << (first - tail * s)
                 asm(enc.mov_ri(scratch, lanes_of_s), enc.kmovw_kr(1 + s, scratch))
             return
-        # AVX2: sign bits from one set dword: lanes 0..count-1 in register (count - 1) % 4
-        count = first or tail
+        # AVX2: sign bits from one set dword: lanes 0..count-1 in register (count - 1) % 4;
+        # a double's sign is in the second of its two dwords: both are set
+        pairs = self.p.dword_pairs
+        count, first = (first or tail) * pairs, first * pairs
         asm(enc.mov_ri(scratch, -1), enc.vmovd_xr(0, scratch),   # 0: lane 0
             enc.vunpcklps(1, 0, 0, 128),                        # 1: lanes 0-1
             enc.vunpcklpd(2, 1, 0, 128),                        # 2: lanes 0-2
@@ -372,7 +385,8 @@ class _Generator:
 
     def _block(self, panel: Panel, cols: int) -> None:
         asm, target = self.asm, self.target
-        regs = _VectorRegisters(target, panel.vectors, cols, panel.tail_rows, panel.group)
+        regs = _VectorRegisters(target, panel.vectors, cols, panel.tail_rows, panel.group,
+                                self.p)
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         bases = self.bases[:-(-cols // COLUMNS_PER_BASE)]
         for previous, base in zip(bases, bases[1:]):
@@ -416,11 +430,12 @@ class _Generator:
     def _k_loop(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> None:
         """K k-steps; measured: unrolling K gains nothing on Zen 4/5, so the loop body is one k."""
         with self.asm.counted_loop(self.counter, self.k):
-            self.asm(self._k_step(regs, bases), (enc.add_ri(base, 4) for base in bases))
+            self.asm(self._k_step(regs, bases),
+                     (enc.add_ri(base, self.p.bytes) for base in bases))
 
     def _k_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
         """One k: load A's column and move A on, then every column's FMAs."""
-        width = self.target.vector_bits
+        width, p = self.target.vector_bits, self.p
         code = [regs.load(a_reg, Mem(A_PTR, disp=regs.offset(i)), i)
                 for i, a_reg in enumerate(regs.a)]
         code.append(enc.add_rr(A_PTR, LDA))
@@ -434,18 +449,19 @@ class _Generator:
                 first, last = j % regs.group == 0, s == 0
                 # a group's first element goes straight into the packed B vector
                 b_reg = regs.packed_b if first else regs.broadcast
-                code.append(_broadcast(b_reg, b_mem, width))
-                code.extend(_fma(acc, a_reg, b_reg, width, False)
+                code.append(_broadcast(b_reg, b_mem, width, p))
+                code.extend(_fma(acc, a_reg, b_reg, width, False, p)
                             for acc, a_reg in zip(accs, regs.a))
                 if not first:
                     code.append(regs.blend(s))
                 if last:
-                    code.append(_fma(regs.packed_acc[q], regs.a[-1], regs.packed_b, width, False))
+                    code.append(_fma(regs.packed_acc[q], regs.a[-1], regs.packed_b, width, False,
+                                     p))
             elif regs.broadcast is None:
-                code.append(_fma(accs[0], regs.a[0], b_mem, width, True))
+                code.append(_fma(accs[0], regs.a[0], b_mem, width, True, p))
             else:
-                code.append(_broadcast(regs.broadcast, b_mem, width))
-                code.extend(_fma(acc, a_reg, regs.broadcast, width, False)
+                code.append(_broadcast(regs.broadcast, b_mem, width, p))
+                code.extend(_fma(acc, a_reg, regs.broadcast, width, False, p)
                             for acc, a_reg in zip(accs, regs.a))
         return b"".join(code)
 
@@ -471,8 +487,10 @@ class _VectorRegisters:
     lanes below the top, so a group's last column ends its span at its last row too; the
     others reach into the following column of the same block, whose loads come first."""
 
-    def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int):
-        self.width, self.lanes = target.vector_bits, target.lanes()
+    def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
+                 elements: Precision = FLOAT32):
+        self.p = elements
+        self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
         self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
         self.share = share_lanes(target, tail_rows) if group > 1 else 0
@@ -494,7 +512,8 @@ class _VectorRegisters:
             self.mask_vector, top = top, top - 1
         assert top >= cols * own + packed - 1, "block does not fit the register file"
         # bytes the tail vector starts before the end of the full vectors
-        self.tail_back = 4 * (target.lanes() - tail_rows) if tail_rows and vectors > 1 else 0
+        self.tail_back = (elements.bytes * (self.lanes - tail_rows)
+                          if tail_rows and vectors > 1 else 0)
 
     def accumulators(self) -> list[int]:
         return [acc for accs in self.acc for acc in accs] + self.packed_acc
@@ -525,7 +544,7 @@ class _VectorRegisters:
         AVX2 tail: the column's last `share` rows in every share."""
         if self._masked(i) and self.share and self.indices is None:
             return _broadcast_rows(dst, mem.offset(4 * (self.lanes - self.share)), self.share)
-        return _load(dst, mem, self.width, self._masked(i), self.mask_vector)
+        return _load(dst, mem, self.width, self._masked(i), self.mask_vector, self.p)
 
     def blend(self, s: int) -> bytes:
         """The lanes of the column s places before its group's end of the packed B := the
@@ -536,11 +555,11 @@ class _VectorRegisters:
 
     def add(self, acc: int, mem: Mem, i: int) -> bytes:
         """acc += vector i of a block column (A's registers are free to help once K is done)."""
-        return _add(acc, mem, self.width, self._masked(i), self.mask_vector, self.a[0])
+        return _add(acc, mem, self.width, self._masked(i), self.mask_vector, self.a[0], self.p)
 
     def store(self, src: int, mem: Mem, i: int) -> bytes:
         """Vector i of a block column: rows past M are not written."""
-        return _store(src, mem, self.width, self._masked(i), self.mask_vector)
+        return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
 
     def _packed_mask(self, s: int) -> bytes:
         """AVX2: the broadcast register := the mask vector of the column s places before its
@@ -563,13 +582,14 @@ class _VectorRegisters:
 # the same few hundred instructions recur in every kernel: encode each once per process
 
 @lru_cache(maxsize=8192)
-def _fma(acc: int, a: int, b: int | Mem, width: int, bcst: bool) -> bytes:
-    return enc.vfmadd231ps(acc, a, b, width, bcst=bcst)
+def _fma(acc: int, a: int, b: int | Mem, width: int, bcst: bool,
+         p: Precision = FLOAT32) -> bytes:
+    return p.fmadd231(acc, a, b, width, bcst=bcst)
 
 
 @lru_cache(maxsize=8192)
-def _broadcast(dst: int, mem: Mem, width: int) -> bytes:
-    return enc.vbroadcastss(dst, mem, width)
+def _broadcast(dst: int, mem: Mem, width: int, p: Precision = FLOAT32) -> bytes:
+    return p.broadcast(dst, mem, width)
 
 
 @lru_cache(maxsize=1024)
@@ -605,23 +625,24 @@ def _permute(reg: int, indices: int, width: int) -> bytes:
 
 
 @lru_cache(maxsize=8192)
-def _load(dst: int, mem: Mem, width: int, masked: bool, mask_vector: int | None) -> bytes:
+def _load(dst: int, mem: Mem, width: int, masked: bool, mask_vector: int | None,
+          p: Precision = FLOAT32) -> bytes:
     if not masked:
-        return enc.vmovups_load(dst, mem, width)
+        return p.load(dst, mem, width)
     if mask_vector is not None:
-        return enc.vmaskmovps_load(dst, mask_vector, mem, width)
-    return enc.vmovups_load(dst, mem, width, mask=1, zeroing=True)
+        return p.mask_load(dst, mask_vector, mem, width)
+    return p.load(dst, mem, width, mask=1, zeroing=True)
 
 
 @lru_cache(maxsize=8192)
 def _add(acc: int, mem: Mem, width: int, masked: bool, mask_vector: int | None,
-         spare: int) -> bytes:
+         spare: int, p: Precision = FLOAT32) -> bytes:
     if not masked:
-        return enc.vaddps(acc, acc, mem, width)
+        return p.add(acc, acc, mem, width)
     if mask_vector is not None:
-        return (enc.vmaskmovps_load(spare, mask_vector, mem, width)
-                + enc.vaddps(acc, acc, spare, width))
-    return enc.vaddps(acc, acc, mem, width, mask=1)     # masked lanes are not read
+        return (p.mask_load(spare, mask_vector, mem, width)
+                + p.add(acc, acc, spare, width))
+    return p.add(acc, acc, mem, width, mask=1)     # masked lanes are not read
 
 
 @lru_cache(maxsize=8192)
@@ -641,23 +662,27 @@ def _zero(reg: int) -> bytes:
 
 
 @lru_cache(maxsize=8192)
-def _store(src: int, mem: Mem, width: int, masked: bool, mask_vector: int | None) -> bytes:
+def _store(src: int, mem: Mem, width: int, masked: bool, mask_vector: int | None,
+           p: Precision = FLOAT32) -> bytes:
     if not masked:
-        return enc.vmovups_store(mem, src, width)
+        return p.store(mem, src, width)
     if mask_vector is not None:
-        return enc.vmaskmovps_store(mem, mask_vector, src, width)
-    return enc.vmovups_store(mem, src, width, mask=1)
+        return p.mask_store(mem, mask_vector, src, width)
+    return p.store(mem, src, width, mask=1)
 
 
-def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int) -> Label:
+def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
+                dtype: str = "float32") -> Label:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
-    A_i (m×k) B_i (k×n), column-major FP32. A leaf function: it keeps data in the red zone."""
-    return _Generator(asm, target, m, n, k, br_size).emit()
+    A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64). A leaf function: it keeps
+    data in the red zone."""
+    return _Generator(asm, target, m, n, k, br_size, precision(dtype)).emit()
 
 
-def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int) -> bytes:
+def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
+                    dtype: str = "float32") -> bytes:
     """The code of emit_brgemm as a buffer of its own."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype)
     return asm.finish()

@@ -32,10 +32,11 @@ from einjit.backends import Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.encode import RAX, RBP, RSP, Mem, Reg
+from einjit.backends.x86_64.precision import FLOAT32, Precision
 
 FRAME_ALIGNMENT = 64
 LINE_MASK = 63                # cache lines are 64 bytes
-LINE_FLOATS = 16
+LINE_FLOATS = 16              # float32 elements in a cache line (Vector.line_elements)
 MAX_UNROLL = 4                # vectors per row group: enough to keep the load ports busy
 # Column sweeps stream outputs this large (when they can be aligned): measured against cached
 # stores, streaming was slower at 4 MiB, even at 8 MiB and ~12% faster at 16 MiB
@@ -51,11 +52,18 @@ def float_bits(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
 
 
+def double_bits(value: float) -> int:
+    """The IEEE binary64 bits of `value`."""
+    return struct.unpack("<Q", struct.pack("<d", value))[0]
+
+
 @dataclass(frozen=True)
 class Const:
-    """A 32-bit constant kept in the frame; `Vector.op` turns it into a memory operand."""
+    """A constant of one element (32 bits, or 64 with size=8) kept in the frame; `Vector.op`
+    turns it into a memory operand."""
     name: str
     bits: int
+    size: int = 4
 
 
 @dataclass(frozen=True)
@@ -84,14 +92,18 @@ class Frame:
 
     def add_constant(self, const: Const) -> None:
         copies = 1 if self._vector.masks else self._vector.lanes   # EVEX: {1toN} broadcast
-        self._add(const, struct.pack("<I", const.bits) * copies)
+        self._add(const, struct.pack("<Q" if const.size == 8 else "<I", const.bits) * copies)
 
-    def add_vector(self, key: object, dwords: Sequence[int]) -> None:
-        """A full vector of the given 32-bit integers."""
-        self._add(key, struct.pack(f"<{len(dwords)}i", *dwords))
+    def add_vector(self, key: object, values: Sequence[int]) -> None:
+        """A full vector of the given integers, one per lane (32 or 64 bits as the elements)."""
+        code = "q" if self._vector.precision.bytes == 8 else "i"
+        self._add(key, struct.pack(f"<{len(values)}{code}", *values))
 
     def add_mask_vector(self, lanes: int) -> None:
         """An AVX2 mask selecting the first `lanes` lanes (sign bit set)."""
+        if self._vector.precision.bytes == 8:
+            self._add(("mask", lanes), struct.pack("<4q", *([-1] * lanes + [0] * (4 - lanes))))
+            return
         self._add(("mask", lanes), struct.pack("<8i", *([-1] * lanes + [0] * (8 - lanes))))
 
     def mem(self, key: object) -> Mem:
@@ -126,6 +138,7 @@ class Vector:
     registers and use EVEX forms (embedded broadcasts, compares into masks) at any width."""
     target: Target
     width: int = 0      # bits; 0: the target's full width
+    precision: Precision = FLOAT32
     frame: Frame = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -134,7 +147,12 @@ class Vector:
 
     @property
     def lanes(self) -> int:
-        return self.width // 32
+        return self.width // (8 * self.precision.bytes)
+
+    @property
+    def line_elements(self) -> int:
+        """Elements in a 64-byte cache line."""
+        return (LINE_MASK + 1) // self.precision.bytes
 
     @property
     def registers(self) -> int:
@@ -150,22 +168,24 @@ class Vector:
         return self.width // 8
 
     def load(self, dst: int, mem: Mem, tail: Tail | None = None) -> bytes:
+        p = self.precision
         if tail is None:
-            return enc.vmovups_load(dst, mem, self.width)
+            return p.load(dst, mem, self.width)
         if self.masks:
-            return enc.vmovups_load(dst, mem, self.width, mask=tail.mask, zeroing=True)
-        return enc.vmaskmovps_load(dst, tail.mask, mem, self.width)
+            return p.load(dst, mem, self.width, mask=tail.mask, zeroing=True)
+        return p.mask_load(dst, tail.mask, mem, self.width)
 
     def store(self, mem: Mem, src: int, tail: Tail | None = None) -> bytes:
+        p = self.precision
         if tail is None:
-            return enc.vmovups_store(mem, src, self.width)
+            return p.store(mem, src, self.width)
         if self.masks:
-            return enc.vmovups_store(mem, src, self.width, mask=tail.mask)
-        return enc.vmaskmovps_store(mem, tail.mask, src, self.width)
+            return p.store(mem, src, self.width, mask=tail.mask)
+        return p.mask_store(mem, tail.mask, src, self.width)
 
     def stream(self, mem: Mem, src: int) -> bytes:
         """Non-temporal store of a full vector (mem aligned to the vector size)."""
-        return enc.vmovntps_store(mem, src, self.width)
+        return self.precision.stream(mem, src, self.width)
 
     def op(self, instruction: Callable, *operands, **options) -> bytes:
         """`instruction(*operands, width, **options)` with Const operands turned into frame
@@ -181,14 +201,15 @@ class Vector:
 
     def broadcast(self, dst: int, const: Const) -> bytes:
         """dst := const in every lane (from the frame)."""
-        return enc.vbroadcastss(dst, self.frame.mem(const), self.width)
+        return self.precision.broadcast(dst, self.frame.mem(const), self.width)
 
     def set_constant(self, dst: int, const: Const) -> bytes:
         """dst := const in every lane, through rax (no frame needed)."""
+        p = self.precision
         if self.masks:
-            return enc.mov_ri(RAX, const.bits) + enc.vpbroadcastd_gpr(dst, RAX, self.width)
-        return (enc.mov_ri(RAX, const.bits) + enc.vmovd_xr(dst, RAX)
-                + enc.vbroadcastss(dst, dst, self.width))
+            return enc.mov_ri(RAX, const.bits) + p.broadcast_gpr(dst, RAX, self.width)
+        return (enc.mov_ri(RAX, const.bits) + p.move_to_xmm(dst, RAX)
+                + p.broadcast(dst, dst, self.width))
 
     def zero(self, dst: int) -> bytes:
         return enc.vxorps(dst, dst, dst, self.width if self.masks else 128)
@@ -207,12 +228,13 @@ class Vector:
         register (<= 0: none, >= lanes: all); temp is a free vector register. Needs the frame
         vectors "iota" and "reverse iota" (lane numbers ascending and descending)."""
         lane_numbers = self.frame.mem("reverse iota" if from_end else "iota")
+        p = self.precision
         if self.masks:
-            asm(enc.vpbroadcastd_gpr(temp, count, self.width))
+            asm(p.broadcast_gpr(temp, count, self.width))
         else:
-            asm(enc.vmovd_xr(temp, count), enc.vpbroadcastd(temp, temp, self.width))
-        asm(enc.vpcmpgtd(mask, temp, lane_numbers, self.width,   # count > lane number
-                         evex=bool(self.masks)))
+            asm(p.move_to_xmm(temp, count), p.int_broadcast(temp, temp, self.width))
+        asm(p.int_greater(mask, temp, lane_numbers, self.width,   # count > lane number
+                          evex=bool(self.masks)))
 
 
 # ---------------------------------------------------------------- non-transposed sweep
@@ -297,7 +319,7 @@ class ColumnSweep:
     @staticmethod
     def mask_count(vector: Vector, streaming: bool) -> int:
         """How many mask registers the sweep needs: the tail's, and the peel's if streaming."""
-        return 1 + (LINE_FLOATS // vector.lanes if streaming else 0)
+        return 1 + (vector.line_elements // vector.lanes if streaming else 0)
 
     def _slot(self, offset: int, index: int | None, tail: Tail | None,
               stream: bool = False) -> Slot:
@@ -337,16 +359,17 @@ class ColumnSweep:
         lanes, out, ld_out = vector.lanes, self.streams[-1][0], self.streams[-1][1]
         asm(enc.mov_rr(g.scratch, ld_out), enc.and_ri(g.scratch, LINE_MASK))
         asm.jcc("ne", static)
-        asm(enc.mov_rr(g.scratch, out), enc.and_ri(g.scratch, 3))
+        shift = vector.precision.shift
+        asm(enc.mov_rr(g.scratch, out), enc.and_ri(g.scratch, vector.precision.bytes - 1))
         asm.jcc("ne", static)
         tail_mask, peel_masks = self.masks[0], self.masks[1:]
         # start := bytes before the first row on a cache line (the same in every column)
         asm(enc.mov_rr(g.start, out), enc.neg(g.start), enc.and_ri(g.start, LINE_MASK))
         for index, mask in enumerate(peel_masks):   # rows index*lanes.. below q
-            asm(enc.mov_rr(g.scratch, g.start), enc.shr_ri(g.scratch, 2),
+            asm(enc.mov_rr(g.scratch, g.start), enc.shr_ri(g.scratch, shift),
                 enc.sub_ri(g.scratch, index * lanes))
             vector.set_runtime_mask(asm, mask, g.scratch, self.temp, from_end=False)
-        asm(enc.mov_rr(g.scratch, g.start), enc.shr_ri(g.scratch, 2), enc.neg(g.scratch),
+        asm(enc.mov_rr(g.scratch, g.start), enc.shr_ri(g.scratch, shift), enc.neg(g.scratch),
             enc.add_ri(g.scratch, self.m),                        # rows from q on
             enc.mov_rr(g.groups, g.scratch),
             enc.shr_ri(g.groups, (lanes * unroll).bit_length() - 1),
@@ -437,6 +460,49 @@ def transpose(asm: Assembler, vector: Vector, regs: list[int], free: list[int]) 
         group = [regs[order[q]], regs[4 + order[q]]]
         _pairwise(asm, group, [(0, 1)], swap_halves, free)
         out[q], out[4 + q] = group
+    return out
+
+
+def transpose64(asm: Assembler, vector: Vector, regs: list[int], free: list[int]) -> list[int]:
+    """transpose() for 64-bit elements: the lanes x lanes (8 or 4) matrix of doubles whose row
+    c is regs[c]. Within each 128-bit lane, 2 x 2 transposes of row pairs (vunpck[lh]pd);
+    then the 128-bit lanes move across the pairs as in transpose() (zmm: vshuff64x2 twice;
+    ymm: vperm2f128)."""
+    width = vector.width
+    regs = list(regs)
+
+    def unpack_pd(dst: int, a: int, b: int, low: bool) -> None:
+        asm((enc.vunpcklpd if low else enc.vunpckhpd)(dst, a, b, width))
+
+    _pairwise(asm, regs, [(c, c + 1) for c in range(0, vector.lanes, 2)], unpack_pd, free)
+    # now regs[c] (c even) holds (in[c][2L], in[c+1][2L]) in 128-bit lane L and regs[c + 1]
+    # the same with 2L + 1: row pair c of the transpose's 2L-th and 2L+1-th rows
+    if width == 512:
+        def shuffle_pairs(dst: int, a: int, b: int, low: bool) -> None:
+            asm(enc.vshuff64x2(dst, a, b, 0x44 if low else 0xEE, 512))
+
+        def shuffle_evens(dst: int, a: int, b: int, low: bool) -> None:
+            asm(enc.vshuff64x2(dst, a, b, 0x88 if low else 0xDD, 512))
+
+        order = (0, 2, 1, 3)
+        out = [None] * 8
+        for parity in range(2):
+            group = [regs[2 * q + parity] for q in range(4)]   # lane L: rows 2L + parity
+            _pairwise(asm, group, [(0, 1), (2, 3)], shuffle_pairs, free)
+            _pairwise(asm, group, [(0, 2), (1, 3)], shuffle_evens, free)
+            # group[order[L]] holds 128-bit lane L of each pair: row 2L + parity
+            for lane in range(4):
+                out[2 * lane + parity] = group[order[lane]]
+        return out
+
+    def swap_halves(dst: int, a: int, b: int, low: bool) -> None:
+        asm(enc.vperm2f128(dst, a, b, 0x20 if low else 0x31))
+
+    out = [None] * 4
+    for parity in range(2):
+        group = [regs[parity], regs[2 + parity]]
+        _pairwise(asm, group, [(0, 1)], swap_halves, free)
+        out[parity], out[2 + parity] = group
     return out
 
 
@@ -544,7 +610,8 @@ class TransposedSweep:
             for reg in data[:columns]:
                 asm(vector.load(reg, next(a_columns), rows))
             self.apply(data[:columns], free)
-            out = transpose(asm, vector, data, free)
+            transposer = transpose if vector.precision.bytes == 4 else transpose64
+            out = transposer(asm, vector, data, free)
             count = rows.lanes if rows else lanes
             for reg, mem in zip(out, strided(asm, g.b_rows, g.ld_b, g.ld_b3, g.group_b, count)):
                 asm(store(mem.offset(index * vector.bytes), reg))
@@ -559,21 +626,26 @@ class TransposedSweep:
                 asm(enc.add_ri(g.a_rows, vector.bytes))
                 for _ in range(lanes // 8):
                     asm(enc.lea(g.b_rows, Mem(g.b_rows, index=g.ld_b, scale=8)))
+                if lanes % 8:                   # 4 doubles a ymm
+                    asm(enc.lea(g.b_rows, Mem(g.b_rows, index=g.ld_b, scale=lanes % 8)))
         if self.row_tail:
             self._row_step(blocks, columns_last, self.row_tail, store)
 
     def _advance(self, columns: int) -> None:
-        """Move a and b `columns` (a multiple of 8) columns of A on."""
+        """Move a and b `columns` (a multiple of 4) columns of A on."""
         g = self.g
         for _ in range(columns // 8):
             self.asm(enc.lea(g.a, Mem(g.a, index=g.ld_a, scale=8)))
-        self.asm(enc.add_ri(g.b, 4 * columns))
+        if columns % 8:
+            self.asm(enc.lea(g.a, Mem(g.a, index=g.ld_a, scale=columns % 8)))
+        self.asm(enc.add_ri(g.b, self.vector.precision.bytes * columns))
 
     def _advance_by(self, columns: Reg) -> None:
         """Move a and b by the signed column count in general register `columns`."""
         g = self.g
         self.asm(enc.mov_rr(g.scratch, columns), enc.imul_rr(g.scratch, g.ld_a),
-                 enc.add_rr(g.a, g.scratch), enc.lea(g.b, Mem(g.b, index=columns, scale=4)))
+                 enc.add_rr(g.a, g.scratch),
+                 enc.lea(g.b, Mem(g.b, index=columns, scale=self.vector.precision.bytes)))
 
     def _plain_store(self, mem: Mem, reg: int) -> bytes:
         return self.vector.store(mem, reg)
@@ -612,20 +684,21 @@ class TransposedSweep:
 
     def _streaming(self, static: Label) -> None:
         asm, g, lanes = self.asm, self.g, self.vector.lanes
+        p, line = self.vector.precision, self.vector.line_elements
         group = STREAM_GROUP_COLUMNS
         asm(enc.mov_rr(g.scratch, g.ld_b), enc.and_ri(g.scratch, self.stream_stride_mask))
         asm.jcc("ne", static)
-        asm(enc.mov_rr(g.scratch, g.b), enc.and_ri(g.scratch, 3))
+        asm(enc.mov_rr(g.scratch, g.b), enc.and_ri(g.scratch, p.bytes - 1))
         asm.jcc("ne", static)
         # count := columns before the first one whose B rows start on a cache line
-        asm(enc.mov_rr(g.count, g.b), enc.neg(g.count), enc.shr_ri(g.count, 2),
-            enc.and_ri(g.count, LINE_FLOATS - 1))
-        for start in range(0, LINE_FLOATS, lanes):      # store lanes < count - start
+        asm(enc.mov_rr(g.count, g.b), enc.neg(g.count), enc.shr_ri(g.count, p.shift),
+            enc.and_ri(g.count, line - 1))
+        for start in range(0, line, lanes):             # store lanes < count - start
             asm(enc.mov_rr(g.scratch, g.count))
             self._masked_panel(-start, from_end=False)
-        asm(enc.sub_ri(g.count, LINE_FLOATS))
+        asm(enc.sub_ri(g.count, line))
         self._advance_by(g.count)                       # to column count
-        asm(enc.add_ri(g.count, LINE_FLOATS - self.n), enc.neg(g.count),   # n - count
+        asm(enc.add_ri(g.count, line - self.n), enc.neg(g.count),   # n - count
             enc.mov_rr(g.panel_counter, g.count),
             enc.shr_ri(g.panel_counter, group.bit_length() - 1),
             enc.and_ri(g.count, group - 1))               # the rest: count < group columns

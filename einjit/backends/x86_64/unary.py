@@ -16,10 +16,19 @@ fit of exp on [-ln2/2, ln2/2] (relative error 2e-7); 2**n is added to p's expone
 e is forced to 0 below -87 where that would leave the normal range (the true e < 2e-38 there).
 A NaN passes every step as NaN: the cutoff compare is unordered-true and the final division
 sees 1 + NaN.
+
+float64 (precision.FLOAT64) runs the same ops with the packed-double instructions; its
+sigmoid has the same shape with an exp accurate to double precision: n = round(-|x| log2 e)
+by adding 1.5 * 2**52 (the integer lands in the low mantissa bits, shifted to the exponent
+field to make 2**n), the Cody-Waite split of ln 2 into two doubles, and the degree-13 Taylor
+polynomial of exp on [-ln2/2, ln2/2] (truncation below 5e-18 relative); e = p(r) * 2**n is a
+multiplication (a NaN stays NaN), forced to 0 below -708 where 2**n would leave the normal
+range (the true e < 4e-308 there).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +37,6 @@ from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.eltwise import (
     COLUMN_STREAM_MIN_BYTES,
-    LINE_FLOATS,
     LINE_MASK,
     MAX_UNROLL,
     MEMORY_BOUND_WIDTH,
@@ -40,8 +48,10 @@ from einjit.backends.x86_64.eltwise import (
     TransposedSweep,
     TransposeRegisters,
     Vector,
+    double_bits,
     float_bits,
 )
+from einjit.backends.x86_64.precision import FLOAT32, precision
 from einjit.backends.x86_64.encode import (
     R8,
     R9,
@@ -75,6 +85,20 @@ EXP_POLYNOMIAL = tuple(Const(f"c{i}", float_bits(c)) for i, c in enumerate((
     0.041915049474499096, 0.00829171966080362)))
 EXPONENT_SHIFT = 23
 
+# float64 constants (see the module doc)
+ONE64 = Const("one", double_bits(1.0), 8)
+ZERO64 = Const("zero", 0, 8)
+SIGN64 = Const("sign", 0x8000_0000_0000_0000, 8)
+LOG2E64 = Const("log2e", double_bits(1.4426950408889634), 8)
+ROUNDER64 = Const("1.5*2**52", double_bits(6755399441055744.0), 8)
+LN2_HI64 = 0.6931471805599453                       # float64(ln 2)
+NEG_LN2_HI64 = Const("-ln2_hi", double_bits(-LN2_HI64), 8)
+NEG_LN2_LO64 = Const("-ln2_lo", double_bits(-2.3190468138462996e-17), 8)  # ln 2 - LN2_HI64
+EXP_CUTOFF64 = Const("cutoff", double_bits(-708.0), 8)
+EXP_POLYNOMIAL64 = tuple(Const(f"c{i}", double_bits(1.0 / math.factorial(i)), 8)
+                         for i in range(14))
+EXPONENT_SHIFT64 = 52
+
 
 @dataclass(frozen=True)
 class UnaryOp:
@@ -102,27 +126,27 @@ def _nothing(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
 
 def _relu(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
           constant: int | None, masks: Sequence[int]) -> None:
-    asm(enc.vmaxps(x, constant, x, vector.width))   # second source: a NaN in x is returned
+    asm(vector.precision.max(x, constant, x, vector.width))  # second source: NaN in x returned
 
 
 def _square(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
             constant: int | None, masks: Sequence[int]) -> None:
-    asm(enc.vmulps(x, x, x, vector.width))
+    asm(vector.precision.mul(x, x, x, vector.width))
 
 
 def _reciprocal(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
                 constant: int | None, masks: Sequence[int]) -> None:
-    asm(enc.vdivps(x, constant, x, vector.width))
+    asm(vector.precision.div(x, constant, x, vector.width))
 
 
 def _increment(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
                constant: int | None, masks: Sequence[int]) -> None:
-    asm(enc.vaddps(x, x, constant, vector.width))
+    asm(vector.precision.add(x, x, constant, vector.width))
 
 
 def _decrement(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
                constant: int | None, masks: Sequence[int]) -> None:
-    asm(enc.vsubps(x, x, constant, vector.width))
+    asm(vector.precision.sub(x, x, constant, vector.width))
 
 
 def _sigmoid(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
@@ -161,6 +185,44 @@ def _sigmoid(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
         asm(enc.vdivps(x, q, p, vector.width))
 
 
+def _sigmoid64(asm: Assembler, vector: Vector, x: int, scratch: Sequence[int],
+               constant: int | None, masks: Sequence[int]) -> None:
+    """sigmoid of doubles (see the module doc): a = -|x|, t = 1.5*2**52 + n, r = a - n ln2,
+    e = p(r) * 2**n."""
+    a, t, p, q = scratch
+    op = vector.op
+    asm(op(enc.vorpd, a, x, SIGN64))                        # a = -|x|
+    if vector.masks:
+        keep, nonnegative = masks[:2]                     # keep: a >= cutoff, or NaN
+        asm(op(enc.vcmppd, keep, a, EXP_CUTOFF64, GREATER_EQUAL_OR_NAN, evex=True))
+    else:
+        keep = q
+        asm(op(enc.vcmppd, keep, a, EXP_CUTOFF64, GREATER_EQUAL_OR_NAN))
+    asm(vector.broadcast(t, ROUNDER64),
+        op(enc.vfmadd231pd, t, a, LOG2E64),                # t = 1.5*2**52 + round(a log2 e)
+        op(enc.vsubpd, p, t, ROUNDER64),                   # n
+        op(enc.vfmadd231pd, a, p, NEG_LN2_HI64),           # r = a - n ln2
+        op(enc.vfmadd231pd, a, p, NEG_LN2_LO64),
+        enc.vpsllq_ri(t, t, EXPONENT_SHIFT64, vector.width),
+        op(enc.vpaddq, t, t, ONE64),                       # 2**n
+        vector.broadcast(p, EXP_POLYNOMIAL64[-1]))
+    for coefficient in reversed(EXP_POLYNOMIAL64[:-1]):
+        asm(op(enc.vfmadd213pd, p, a, coefficient))        # p = p r + c
+    if vector.masks:
+        asm(enc.vmulpd(p, p, t, vector.width, mask=keep, zeroing=True),  # e = p 2**n, or 0
+            op(enc.vcmppd, nonnegative, x, ZERO64, GREATER_EQUAL_OR_NAN, evex=True),
+            op(enc.vaddpd, q, p, ONE64),                                  # 1 + e
+            op(enc.vblendmpd, p, p, ONE64, mask=nonnegative))             # x >= 0: 1, else e
+        asm(enc.vdivpd(x, p, q, vector.width))
+    else:
+        asm(enc.vmulpd(p, p, t, vector.width),
+            enc.vandpd(p, p, keep, vector.width),
+            vector.broadcast(q, ONE64),
+            enc.vblendvpd(q, q, p, x, vector.width),        # x < 0 (sign set): e, else 1
+            op(enc.vaddpd, p, p, ONE64))
+        asm(enc.vdivpd(x, q, p, vector.width))
+
+
 UNARY_OPS = {op.name: op for op in (
     UnaryOp("zero", _nothing, reads_input=False),
     UnaryOp("identity", _nothing),
@@ -172,6 +234,20 @@ UNARY_OPS = {op.name: op for op in (
     UnaryOp("sigmoid", _sigmoid, temps=4, compute_bound=True,
             frame_constants=(ONE, ZERO, SIGN, LOG2E, NEG_LN2_HI, NEG_LN2_LO, EXP_CUTOFF)
             + EXP_POLYNOMIAL),
+)}
+
+# the same ops on doubles: 64-bit constants, sigmoid64
+UNARY_OPS64 = {op.name: op for op in (
+    UnaryOp("zero", _nothing, reads_input=False),
+    UnaryOp("identity", _nothing),
+    UnaryOp("relu", _relu, register_constant=ZERO64),
+    UnaryOp("square", _square),
+    UnaryOp("reciprocal", _reciprocal, register_constant=ONE64),
+    UnaryOp("increment", _increment, register_constant=ONE64),
+    UnaryOp("decrement", _decrement, register_constant=ONE64),
+    UnaryOp("sigmoid", _sigmoid64, temps=4, compute_bound=True,
+            frame_constants=(ONE64, ZERO64, SIGN64, LOG2E64, ROUNDER64, NEG_LN2_HI64,
+                             NEG_LN2_LO64, EXP_CUTOFF64) + EXP_POLYNOMIAL64),
 )}
 
 # Transposed kernels stream B (eltwise.TransposedSweep) when its rows can be aligned and it
@@ -192,7 +268,7 @@ def _load_register_constant(asm: Assembler, vector: Vector, op: UnaryOp,
                             reg: int | None) -> None:
     if not op.reads_input:                       # zero: the register stored everywhere
         asm(vector.zero(reg))
-    elif op.register_constant is ZERO:
+    elif op.register_constant in (ZERO, ZERO64):
         asm(vector.zero(reg))
     elif op.register_constant is not None:
         asm(vector.set_constant(reg, op.register_constant))
@@ -204,7 +280,8 @@ def _plain(asm: Assembler, vector: Vector, op: UnaryOp, m: int,
 
     Registers what the frame needs; returns the sweep and the register that must hold the
     op's constant before it runs (None: no constant)."""
-    streaming = m >= LINE_FLOATS and 4 * m * n >= COLUMN_STREAM_MIN_BYTES
+    streaming = (m >= vector.line_elements
+                 and vector.precision.bytes * m * n >= COLUMN_STREAM_MIN_BYTES)
     spare = list(range(vector.registers))
     mask_count = ColumnSweep.mask_count(vector, streaming)
     masks = [1 + i if vector.masks else spare.pop() for i in range(mask_count)]
@@ -229,12 +306,12 @@ def _plain(asm: Assembler, vector: Vector, op: UnaryOp, m: int,
     return sweep, constant
 
 
-def _stream_stride_mask(m: int, n: int) -> int | None:
+def _stream_stride_mask(m: int, n: int, element_bytes: int = 4) -> int | None:
     """Which ld_b (in bytes) get the streaming path: those with no bit of the mask set."""
-    if n < 2 * STREAM_GROUP_COLUMNS or 4 * m * n < TRANSPOSED_STREAM_MIN_BYTES:
+    size = element_bytes * m * n
+    if n < 2 * STREAM_GROUP_COLUMNS or size < TRANSPOSED_STREAM_MIN_BYTES:
         return None
-    return (LINE_MASK if 4 * m * n >= TRANSPOSED_STREAM_ALWAYS_BYTES
-            else CONFLICTING_STRIDE_MASK)
+    return LINE_MASK if size >= TRANSPOSED_STREAM_ALWAYS_BYTES else CONFLICTING_STRIDE_MASK
 
 
 def _transposed(asm: Assembler, vector: Vector, op: UnaryOp, m: int,
@@ -256,20 +333,23 @@ def _transposed(asm: Assembler, vector: Vector, op: UnaryOp, m: int,
 
     sweep = TransposedSweep(asm, vector, m, n, apply, spare, row_mask=masks[0],
                             column_mask=masks[1], gprs=TRANSPOSE_REGISTERS,
-                            stream_stride_mask=_stream_stride_mask(m, n))
+                            stream_stride_mask=_stream_stride_mask(m, n,
+                                                                   vector.precision.bytes))
     return sweep, constant
 
 
 def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int,
-               trans_b: bool) -> Label:
+               trans_b: bool, dtype: str = "float32") -> Label:
     """Emit the function unary(a, b, ld_a, ld_b) at the current position of `asm` and return
-    its entry: B := op(A), A column-major m x n; B column-major, or row-major
+    its entry: B := op(A), A column-major m x n of `dtype`; B column-major, or row-major
     (B[j + r ld_b] = op(A[r + j ld_a])) if trans_b."""
-    kernel = UNARY_OPS[op]
+    elements = precision(dtype)
+    kernel = (UNARY_OPS if elements is FLOAT32 else UNARY_OPS64)[op]
     transposed = trans_b and kernel.reads_input
     if trans_b and not transposed:   # zero: B is simply an n x m column-major matrix
         m, n = n, m
-    vector = Vector(target, 0 if transposed or kernel.compute_bound else MEMORY_BOUND_WIDTH)
+    vector = Vector(target, 0 if transposed or kernel.compute_bound else MEMORY_BOUND_WIDTH,
+                    elements)
     for const in kernel.frame_constants:
         vector.frame.add_constant(const)
     if transposed:
@@ -281,7 +361,7 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int,
     entry = asm.entry(f"unary_{op}")
     asm.prologue(gprs + ((RBP,) if not vector.frame.empty else ()))
     vector.frame.enter(asm)
-    asm(enc.shl_ri(RDX, 2), enc.shl_ri(RCX, 2))      # leading dimensions in bytes
+    asm(enc.shl_ri(RDX, elements.shift), enc.shl_ri(RCX, elements.shift))   # ld in bytes
     _load_register_constant(asm, vector, kernel, constant)
     sweep.emit()
     vector.frame.leave(asm)
@@ -289,8 +369,9 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int,
     return entry
 
 
-def generate_unary(target: Target, op: str, m: int, n: int, trans_b: bool) -> bytes:
+def generate_unary(target: Target, op: str, m: int, n: int, trans_b: bool,
+                   dtype: str = "float32") -> bytes:
     """The code of emit_unary as a buffer of its own."""
     asm = Assembler()
-    emit_unary(asm, target, op, m, n, trans_b)
+    emit_unary(asm, target, op, m, n, trans_b, dtype)
     return asm.finish()
