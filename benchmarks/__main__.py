@@ -28,6 +28,20 @@ def _x86_variants():
     return [best] + (["avx2"] if best != "avx2" else [])
 
 
+def _plots():
+    """PNG/SVG figures of the CSVs and summary.md beside them (needs matplotlib: the "plots"
+    extra that scripts/setup installs)."""
+    try:
+        import matplotlib  # noqa: F401
+
+        from . import plots
+    except ImportError:
+        print("plots skipped: matplotlib is not installed (pip install -e '.[plots]')")
+        return
+    written = plots.write_plots(results_dir())
+    print(f"written: {written[-1]} with {len(written) - 1} figure files")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -68,6 +82,7 @@ def main(argv=None):
     summary.append(f"total time {time.perf_counter() - started:.0f} s")
     path = write_result("summary.txt", "\n".join(summary) + "\n")
     print(f"\nwritten: {path} and the tables beside it")
+    _plots()
     if options.update_reference:
         reference = update_reference(results_dir(), datetime.date.today().isoformat(),
                                      machine_name())

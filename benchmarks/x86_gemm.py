@@ -21,6 +21,7 @@ import numpy as np
 from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
 
 from .harness import JitFunction, RepeatDriver, best_seconds, cold_ms, fma_peak_gflops, write_result
+from .progress import progress_bar
 
 K_VALUES = (1, 16, 32, 64, 128)
 BATCH_SHAPES = [(16, 16, 16), (32, 32, 32), (64, 64, 64), (64, 64, 128), (48, 24, 64)]
@@ -71,15 +72,18 @@ def run(variant, sizes, k_values, progress=print):
     best = {}   # (m, n, k) -> (percent of peak, gflops)
     peaks = []
     start = time.perf_counter()
-    for sweep in (1, 2):
-        for k in k_values:
-            peaks.append(fma_peak_gflops(variant, seconds=0.02))
-            for m in sizes:
-                for n in sizes:
-                    g = timer.gflops(m, n, k)
-                    best[m, n, k] = max(best.get((m, n, k), (0.0, 0.0)), (100 * g / peaks[-1], g))
-            progress(f"  {variant}: pass {sweep}/2, K={k} done "
-                     f"({time.perf_counter() - start:.0f} s)")
+    with progress_bar(2 * len(k_values) * len(sizes) ** 2, f"GEMM {variant}") as bar:
+        for sweep in (1, 2):
+            for k in k_values:
+                peaks.append(fma_peak_gflops(variant, seconds=0.02))
+                for m in sizes:
+                    for n in sizes:
+                        bar.step(f"pass {sweep}/2 {m}x{n}x{k}")
+                        g = timer.gflops(m, n, k)
+                        best[m, n, k] = max(best.get((m, n, k), (0.0, 0.0)),
+                                            (100 * g / peaks[-1], g))
+                progress(f"  {variant}: pass {sweep}/2, K={k} done "
+                         f"({time.perf_counter() - start:.0f} s)")
     grid = [(m, n, k, 1, g, percent) for (m, n, k), (percent, g) in best.items()]
     batched = [(m, n, k, paired_percent(timer, m, n, k, 16)) for m, n, k in BATCH_SHAPES]
     headline = paired_percent(timer, 64, 64, 64, 1)
