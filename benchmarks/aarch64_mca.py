@@ -1,9 +1,11 @@
-"""Static throughput of the generated A64 BRGEMM inner loops, and kernel generation times.
+"""Static throughput of the generated A64 BRGEMM inner loops (FP32 and FP64), and kernel
+generation times.
 
 Our machines only emulate AArch64, so A64 speed is judged with LLVM's machine-code analyser:
 each innermost loop of a generated BRGEMM (the K loop of one C block shape) is handed to
 `llvm-mca-16 -mcpu=neoverse-v2`, and its predicted FMLA per cycle is compared with the
-model's peak, measured in the same run on a block of independent FMLAs.
+model's peak, measured in the same run on a block of independent FMLAs of the same
+arrangement (4s for FP32, 2d for FP64: half the FLOPs per instruction, the same FMLA rate).
 
     python -m benchmarks.aarch64_mca        # prints a table, writes benchmarks/results/
 
@@ -26,6 +28,10 @@ MCA = ["llvm-mca-16", "-mtriple=aarch64", "-mcpu=neoverse-v2", "-iterations=300"
 SHAPES = [(64, 64, 64, 1), (64, 60, 256, 16), (12, 6, 64, 1), (8, 6, 64, 1), (4, 6, 64, 1),
           (3, 6, 64, 1), (2, 6, 64, 1), (1, 6, 64, 1), (16, 5, 64, 1), (16, 4, 64, 1),
           (16, 3, 64, 1), (16, 2, 64, 1), (16, 1, 64, 1), (31, 11, 64, 1), (1, 1, 64, 1)]
+# FP64: the main 8x6 microkernel, then its remainder blocks (rows 6, 4, 2 and an odd one).
+SHAPES64 = [(64, 64, 64, 1), (64, 60, 256, 16), (8, 6, 64, 1), (7, 6, 64, 1), (6, 6, 64, 1),
+            (4, 6, 64, 1), (2, 6, 64, 1), (1, 6, 64, 1), (8, 5, 64, 1), (8, 3, 64, 1),
+            (8, 1, 64, 1), (31, 11, 64, 1), (1, 1, 64, 1)]
 
 
 ELTWISE = [("unary", ("identity", 2048, 2048, False)), ("unary", ("relu", 2048, 2048, False)),
@@ -65,9 +71,12 @@ def stored_bytes(body):
     return total
 
 
-def model_peak():
-    """FMLA/cycle of 32 independent vector FMLAs: the model's FP pipe throughput."""
-    body = [f"fmla v{i}.4s, v{(i + 1) % 32}.4s, v{(i + 2) % 32}.s[0]" for i in range(32)]
+def model_peak(arr="4s"):
+    """FMLA/cycle of 32 independent vector FMLAs by element (arr 4s or 2d): the model's FP
+    pipe throughput."""
+    lane = arr[-1]
+    body = [f"fmla v{i}.{arr}, v{(i + 1) % 32}.{arr}, v{(i + 2) % 32}.{lane}[0]"
+            for i in range(32)]
     return fmla_per_cycle(body)
 
 
@@ -111,12 +120,11 @@ def generation_ms(kind, *params):
     return cold, 1e3 * best_seconds(lambda: generate(kind, *params), 10)
 
 
-def report():
-    """The report text (also written to benchmarks/results/aarch64_mca.txt)."""
-    peak = model_peak()
+def brgemm_rows(shapes, peak, dtype):
+    """(name, FMLA/iter, insns/iter, FMLA/cycle, of peak) of each shape's distinct K loops."""
     rows = []
-    for shape in SHAPES:
-        code = generate("brgemm", *shape)
+    for shape in shapes:
+        code = generate("brgemm", *shape, dtype)
         seen = set()
         for body in innermost_loops(code):
             fmlas = sum(t.startswith("fmla") for t in body)
@@ -126,8 +134,17 @@ def report():
             rate = fmla_per_cycle(body)
             rows.append((f"{shape[0]}x{shape[1]}x{shape[2]} br{shape[3]}", fmlas, len(body) - 1,
                          rate, rate / peak))
+    return rows
+
+
+def report():
+    """The report text (also written to benchmarks/results/aarch64_mca.txt)."""
+    peak, peak64 = model_peak(), model_peak("2d")
+    rows = brgemm_rows(SHAPES, peak, "float32")
+    rows64 = brgemm_rows(SHAPES64, peak64, "float64")
     gen = [(f"brgemm {m}x{n}x{k} br{br}", generation_ms("brgemm", m, n, k, br))
            for m, n, k, br in [(64, 64, 64, 1), (16, 6, 1, 1), (1024, 1024, 2048, 1024)]]
+    gen += [("brgemm 64x64x64 br1 float64", generation_ms("brgemm", 64, 64, 64, 1, "float64"))]
     gen += [(f"unary {op} 2048x2048{' trans' if t else ''}",
              generation_ms("unary", op, 2048, 2048, t))
             for op, t in [("identity", False), ("identity", True), ("sigmoid", True)]]
@@ -138,6 +155,11 @@ def report():
              f"{'kernel':<22}{'FMLA/iter':>10}{'insns/iter':>11}{'FMLA/cycle':>11}{'of peak':>9}"]
     lines += [f"{name:<22}{fmlas:>10}{insns:>11}{rate:>11.2f}{ratio:>9.1%}"
               for name, fmlas, insns, rate, ratio in rows]
+    lines += ["", f"FP64 (8x6 microkernel, fmla .2d by element): model peak {peak64:.2f} "
+              f"FMLA/cycle (32 independent .2d FMLAs); target >= 90% on the main microkernel",
+              f"{'kernel':<22}{'FMLA/iter':>10}{'insns/iter':>11}{'FMLA/cycle':>11}{'of peak':>9}"]
+    lines += [f"{name:<22}{fmlas:>10}{insns:>11}{rate:>11.2f}{ratio:>9.1%}"
+              for name, fmlas, insns, rate, ratio in rows64]
     lines += ["", "element-wise kernels, 2048x2048: their main (most storing) inner loop",
               f"{'kernel':<26}{'insns/iter':>11}{'cycles/iter':>12}{'stored B/cycle':>15}"]
     for kind, params in ELTWISE:

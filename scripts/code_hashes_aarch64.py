@@ -8,7 +8,11 @@ BRGEMM with br_size 1, 2 and 16, sizes 1..70 (every remainder of the blockings: 
 blocks, K unrolled 4x, 4-row pieces, 8-vector steps, 4x4/8-column transpose tiles, 64-row
 blocks) and a few large shapes (big loop counts and immediates).
 
-Usage: python scripts/code_hashes_aarch64.py [--quick] > hashes.txt
+--dtype float64 hashes the FP64 kernels over the same grid (its blockings: 8x6 GEMM blocks,
+2-row pieces, 2x2 transposes with 8-row steps; the sizes 1..70 cover their remainders too);
+the default, float32, prints exactly what this script printed before FP64 existed.
+
+Usage: python scripts/code_hashes_aarch64.py [--quick] [--dtype float64] > hashes.txt
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ def grid(quick: bool) -> Iterator[tuple]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every 7th size only")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     args = parser.parse_args()
     target = resolve_target("aarch64")
     module = backend("aarch64")
@@ -69,7 +74,7 @@ def main() -> None:
                   "binary": module.generate_binary}
     total = hashlib.sha256()
     for kind, params in grid(args.quick):
-        code = generators[kind](target, *params)
+        code = generators[kind](target, *params, dtype=args.dtype)
         line = f"{kind} {' '.join(str(p) for p in params)} {hashlib.sha256(code).hexdigest()}"
         total.update(line.encode() + b"\n")
         print(line)
