@@ -19,9 +19,28 @@ SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40,
                     dtype=np.float32)
 
 
-def canary_buffer(size):
-    """A float32 array of `size` canaries."""
-    return np.full(size, CANARY, dtype=np.uint32).view(np.float32)
+# float64 operands: the same roles with 64-bit values
+CANARY64 = np.uint64(0x7FF8_0000_0BAD_BEEF)
+SPECIALS64 = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, -5e-324, 1e-310,
+                       -2.5e-309, 2.2250738585072014e-308, -2.2250738585072014e-308, 1.0, -1.0,
+                       0.5, 1.7e308, -1.7e308, 1.3e154, 1e-300, 3.4e38, 1e-45],
+                      dtype=np.float64)
+
+
+def canary(dtype=np.float32):
+    """The canary bits of float32 or float64 buffers."""
+    return CANARY64 if np.dtype(dtype) == np.float64 else CANARY
+
+
+def bits(array):
+    """The array's elements as unsigned integers of their size (bit-exact comparisons)."""
+    return array.view(np.uint64 if array.itemsize == 8 else np.uint32)
+
+
+def canary_buffer(size, dtype=np.float32):
+    """A float32 (or float64) array of `size` canaries."""
+    dtype = np.dtype(dtype)
+    return np.full(size, canary(dtype), dtype=bits(np.empty(0, dtype)).dtype).view(dtype)
 
 
 def strided(buffer, shape, strides):
@@ -37,7 +56,7 @@ def column_major(buffer, rows, cols, ld):
 def mixed_data(rng, count, specials=SPECIALS, fraction=0.15):
     """Random values with magnitudes from 1e-4 to ~160 (both signs), `fraction` specials."""
     values = 10.0 ** rng.uniform(-4.0, 2.2, count) * rng.choice((-1.0, 1.0), count)
-    values = values.astype(np.float32)
+    values = values.astype(specials.dtype)
     special = rng.random(count) < fraction
     values[special] = rng.choice(specials, int(special.sum()))
     return values
@@ -48,19 +67,20 @@ _libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _mappings = []   # guarded mappings live as long as the test process (arrays may view them)
 
 
-def guarded(count):
-    """A float32 array of `count` canaries ending right before a no-access page, in shared
-    memory (a forked child's writes are visible to the parent)."""
+def guarded(count, dtype=np.float32):
+    """A float32 (or float64) array of `count` canaries ending right before a no-access page,
+    in shared memory (a forked child's writes are visible to the parent)."""
+    dtype = np.dtype(dtype)
     page = mmap.PAGESIZE
-    data_pages = -(-4 * count // page)
+    data_pages = -(-dtype.itemsize * count // page)
     mapping = mmap.mmap(-1, (data_pages + 1) * page)
     _mappings.append(mapping)
     raw = np.frombuffer(mapping, dtype=np.uint8)
     guard = raw.ctypes.data + data_pages * page
     if _libc.mprotect(guard, page, 0) != 0:
         raise OSError(ctypes.get_errno(), "mprotect of the guard page failed")
-    array = raw[:data_pages * page].view(np.float32)[-count:]
-    array.view(np.uint32)[...] = CANARY
+    array = raw[:data_pages * page].view(dtype)[-count:]
+    bits(array)[...] = canary(dtype)
     return array
 
 

@@ -1,4 +1,4 @@
-"""Binary primitives (C := A op B element-wise, FP32, column-major) against numpy.
+"""Binary primitives (C := A op B element-wise, FP32 and FP64, column-major) against numpy.
 
 Everything goes through the public einjit.binary with isa=None, so the same tests check the
 x86-64 kernels on the host and the A64 kernels in the aarch64 lane. Each kernel is generated
@@ -13,7 +13,7 @@ write past the last element faults.
 
 Semantics (the kernel contract): bit-exact with numpy (NaN compared as NaN-ness), min/max
 NaN-propagating like np.minimum/np.maximum; the sign of a zero that min/max return when both
-operands are zeros is free.
+operands are zeros is free. Every test runs for both dtypes.
 """
 
 import re
@@ -24,8 +24,10 @@ import pytest
 import einjit
 
 from support import (
-    CANARY,
+    SPECIALS64,
     assert_well_formed,
+    bits,
+    canary,
     canary_buffer,
     column_major,
     guarded,
@@ -40,12 +42,17 @@ NUMPY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide
 PADDING = 19                      # canary elements before and after C's extent
 LD_GAPS = (3, 1, 6)               # ld - rows of A, B and C when padded
 
-SPECIALS = np.concatenate([BASE_SPECIALS, np.array([1e-20, -1e-20], np.float32)])
+DTYPES = ("float32", "float64")
+SPECIALS = {
+    "float32": np.concatenate([BASE_SPECIALS, np.array([1e-20, -1e-20], np.float32)]),
+    "float64": np.concatenate([SPECIALS64, np.array([1e-160, -1e-160, 1e160], np.float64)]),
+}
 
 
 
-def _operands(rng, m, n):
-    a, b = mixed_data(rng, m * n, SPECIALS), mixed_data(rng, m * n, SPECIALS)
+def _operands(rng, m, n, dtype):
+    specials = SPECIALS[dtype]
+    a, b = mixed_data(rng, m * n, specials), mixed_data(rng, m * n, specials)
     same = rng.random(m * n) < 0.1          # x op x, specials against themselves
     b[same] = a[same]
     negated = rng.random(m * n) < 0.05      # x - (-x) style: ±0 sums, inf - inf
@@ -58,18 +65,19 @@ def _operands(rng, m, n):
 class Problem:
     """Operands of one binary call in canary-filled buffers."""
 
-    def __init__(self, op, m, n, padded, seed, allocate=canary_buffer, c_after=PADDING):
-        self.op, self.m, self.n = op, m, n
+    def __init__(self, op, m, n, padded, seed, allocate=canary_buffer, c_after=PADDING,
+                 dtype="float32"):
+        self.op, self.m, self.n, self.dtype = op, m, n, dtype
         gaps = LD_GAPS if padded else (0, 0, 0)
         self.ld_a, self.ld_b, self.ld_c = (m + gap for gap in gaps)
-        self.a = allocate((n - 1) * self.ld_a + m)
-        self.b = allocate((n - 1) * self.ld_b + m)
-        a, b = _operands(np.random.default_rng(seed), m, n)
+        self.a = allocate((n - 1) * self.ld_a + m, dtype)
+        self.b = allocate((n - 1) * self.ld_b + m, dtype)
+        a, b = _operands(np.random.default_rng(seed), m, n, dtype)
         column_major(self.a, m, n, self.ld_a)[...] = a
         column_major(self.b, m, n, self.ld_b)[...] = b
-        self.input_bits = (self.a.view(np.uint32).copy(), self.b.view(np.uint32).copy())
+        self.input_bits = (bits(self.a).copy(), bits(self.b).copy())
         c_extent = (n - 1) * self.ld_c + m
-        self.c_buffer = allocate(PADDING + c_extent + c_after)
+        self.c_buffer = allocate(PADDING + c_extent + c_after, dtype)
         self.c = self.c_buffer[PADDING:PADDING + c_extent]
         self.in_c = np.zeros(self.c_buffer.size, dtype=bool)
         column_major(self.in_c[PADDING:], m, n, self.ld_c)[...] = True
@@ -78,34 +86,32 @@ class Problem:
         kernel(self.a, self.b, self.c, self.ld_a, self.ld_b, self.ld_c)
 
     def verify(self):
-        where = (f"{self.op} m={self.m} n={self.n} "
+        where = (f"{self.op} {self.dtype} m={self.m} n={self.n} "
                  f"ld_a={self.ld_a} ld_b={self.ld_b} ld_c={self.ld_c}")
-        bits = self.c_buffer.view(np.uint32)
-        outside = np.flatnonzero(~self.in_c & (bits != CANARY))
+        outside = np.flatnonzero(~self.in_c & (bits(self.c_buffer) != canary(self.dtype)))
         assert outside.size == 0, (f"{where}: wrote outside the sub-matrix of C at buffer "
                                    f"offsets {(outside - PADDING)[:10].tolist()}")
-        assert np.array_equal(self.a.view(np.uint32), self.input_bits[0]), f"{where}: A changed"
-        assert np.array_equal(self.b.view(np.uint32), self.input_bits[1]), f"{where}: B changed"
+        assert np.array_equal(bits(self.a), self.input_bits[0]), f"{where}: A changed"
+        assert np.array_equal(bits(self.b), self.input_bits[1]), f"{where}: B changed"
         a = column_major(self.a, self.m, self.n, self.ld_a)
         b = column_major(self.b, self.m, self.n, self.ld_b)
         got = np.ascontiguousarray(column_major(self.c, self.m, self.n, self.ld_c))
         with np.errstate(all="ignore"):
             expected = NUMPY[self.op](a, b)
-        same = (got.view(np.uint32) == expected.view(np.uint32)) \
-            | (np.isnan(got) & np.isnan(expected))
+        same = (bits(got) == bits(expected)) | (np.isnan(got) & np.isnan(expected))
         if self.op in ("min", "max"):   # both operands zeros: either zero
             same |= (a == 0) & (b == 0) & (got == 0)
         if not same.all():
             r, j = np.argwhere(~same)[0]
             pytest.fail(f"{where}: {int((~same).sum())} wrong elements; first at row {r}, "
                         f"column {j}: {a[r, j]!r} {self.op} {b[r, j]!r} gave {got[r, j]!r} "
-                        f"(bits {got[r, j].view(np.uint32):#010x}), expected {expected[r, j]!r}")
+                        f"(bits {bits(got[r:r + 1, j])[0]:#x}), expected {expected[r, j]!r}")
 
 
-def check(op, m, n, seed=0):
-    kernel = einjit.binary(op, m, n)
+def check(op, m, n, seed=0, dtype="float32"):
+    kernel = einjit.binary(op, m, n, dtype=dtype)
     for padded in (False, True):
-        problem = Problem(op, m, n, padded, seed)
+        problem = Problem(op, m, n, padded, seed, dtype=dtype)
         problem.call(kernel)
         problem.verify()
 
@@ -129,32 +135,37 @@ def _case_id(case):
     return f"{op}-m{m}-n{n}"
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", SMALL_CASES, ids=_case_id)
-def test_every_m_and_n_up_to_33(case):
-    check(*case)
+def test_every_m_and_n_up_to_33(case, dtype):
+    check(*case, dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", [(op, m, n) for op in OPS
                                   for m, n in MEDIUM_SHAPES + EDGE_SHAPES], ids=_case_id)
-def test_block_boundaries_and_limits(case):
-    check(*case, seed=3)
+def test_block_boundaries_and_limits(case, dtype):
+    check(*case, seed=3, dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", LARGE_CASES, ids=_case_id)
-def test_large(case):
-    check(*case, seed=5)
+def test_large(case, dtype):
+    check(*case, seed=5, dtype=dtype)
 
 
-def test_every_pair_of_specials():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_pair_of_specials(dtype):
     """Each op on the full cross product of the special values (one kernel call per op)."""
-    a, b = (x.ravel() for x in np.meshgrid(SPECIALS, SPECIALS, indexing="ij"))
-    m = SPECIALS.size
+    specials = SPECIALS[dtype]
+    a, b = (x.ravel() for x in np.meshgrid(specials, specials, indexing="ij"))
+    m = specials.size
     for op in OPS:
         c = np.empty_like(a)
-        einjit.binary(op, m, m)(a, b, c, m, m, m)
+        einjit.binary(op, m, m, dtype=dtype)(a, b, c, m, m, m)
         with np.errstate(all="ignore"):
             expected = NUMPY[op](a, b)
-        same = (c.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(c) & np.isnan(expected))
+        same = (bits(c) == bits(expected)) | (np.isnan(c) & np.isnan(expected))
         if op in ("min", "max"):
             same |= (a == 0) & (b == 0) & (c == 0)
         assert same.all(), (f"{op}: {a[~same][:4].tolist()} op {b[~same][:4].tolist()} gave "
@@ -171,12 +182,14 @@ def test_kernels_are_generated_once():
 GUARD_CASES = [("add", m, n) for m in range(1, 40) for n in (1, 2, 5)]
 
 
-def test_no_access_past_the_last_element_of_any_operand():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_no_access_past_the_last_element_of_any_operand(dtype):
     """A, B and C each end right before a no-access page (tight layouts). The kernels run in a
     forked child, so a fault is reported as a failure of the case that caused it."""
-    problems = [Problem(*case, padded=False, seed=seed, allocate=guarded, c_after=0)
+    problems = [Problem(*case, padded=False, seed=seed, allocate=guarded, c_after=0,
+                        dtype=dtype)
                 for seed, case in enumerate(GUARD_CASES)]
-    kernels = [einjit.binary(*case) for case in GUARD_CASES]
+    kernels = [einjit.binary(*case, dtype=dtype) for case in GUARD_CASES]
     run_guarded(GUARD_CASES, problems, kernels, lambda case: f"binary{case}")
 
 
@@ -191,8 +204,9 @@ def test_invalid_parameters_raise_value_error_naming_them(kwargs, named):
         einjit.binary(args["op"], args["m"], args["n"])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("isa", ("aarch64", "x86_64"))
-def test_code_for_every_op_is_generated_for_every_isa(isa):
+def test_code_for_every_op_is_generated_for_every_isa(isa, dtype):
     for op in OPS:
         for m, n in ((1, 1), (3, 7), (2048, 2048)):
-            assert_well_formed(einjit.binary(op, m, n, isa=isa))
+            assert_well_formed(einjit.binary(op, m, n, dtype=dtype, isa=isa))

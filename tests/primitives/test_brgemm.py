@@ -1,4 +1,4 @@
-"""BRGEMM (C += sum_i A_i B_i, FP32, column-major) against numpy.
+"""BRGEMM (C += sum_i A_i B_i, FP32 and FP64, column-major) against numpy.
 
 Everything goes through the public einjit.brgemm with isa=None, so the same tests check the
 x86-64 kernels on the host and the A64 kernels in the aarch64 lane. Every kernel is generated
@@ -7,7 +7,7 @@ in 1..64 meets several values of the other dimension, of K and of the batch size
 
 Each check fills the gaps of the operands (ld gap rows, batch stride gaps) and a padding around
 C with a NaN-payload canary: a read of a gap that reaches C turns it into NaN, and a write
-outside the M×N sub-matrix changes a canary's bits. The guard-page test puts each operand right
+outside the M×N sub-matrix changes a canary's bits. Every test runs for both dtypes. The guard-page test puts each operand right
 before a no-access page, so a read past its last element faults.
 """
 
@@ -19,10 +19,11 @@ import pytest
 
 import einjit
 
-from support import CANARY, assert_well_formed, canary_buffer, guarded, run_guarded, strided
+from support import assert_well_formed, bits, canary, canary_buffer, guarded, run_guarded, strided
 
 C_PADDING = 19                    # canary elements before and after C's extent
-U32 = 2.0 ** -24                  # unit roundoff of float32
+UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
+DTYPES = ("float32", "float64")
 
 K_VALUES = (1, 2, 3, 16, 17, 64)
 BATCH_VALUES = (1, 3, 16)
@@ -42,39 +43,41 @@ class Layout:
 
 
 
-def _random(rng, shape, integers):
-    if integers:   # small integers: every float32 partial sum is exact
-        return rng.integers(-4, 5, size=shape).astype(np.float32)
-    return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+def _random(rng, shape, integers, dtype):
+    if integers:   # small integers: every partial sum is exact
+        return rng.integers(-4, 5, size=shape).astype(dtype)
+    return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
 
 
 class Problem:
     """Operands of one BRGEMM call in canary-filled buffers, and the float64 reference."""
 
     def __init__(self, m, n, k, br, layout, integers, seed, allocate=canary_buffer,
-                 c_after=C_PADDING):
+                 c_after=C_PADDING, dtype="float32"):
         rng = np.random.default_rng(seed)
         self.m, self.n, self.k, self.br, self.layout = m, n, k, br, layout
-        self.integers = integers
+        self.integers, self.dtype = integers, dtype
         lay = layout
-        self.a = allocate((br - 1) * lay.stride_a + (k - 1) * lay.ld_a + m)
-        self.b = allocate((br - 1) * lay.stride_b + (n - 1) * lay.ld_b + k)
+        self.a = allocate((br - 1) * lay.stride_a + (k - 1) * lay.ld_a + m, dtype)
+        self.b = allocate((br - 1) * lay.stride_b + (n - 1) * lay.ld_b + k, dtype)
         c_extent = (n - 1) * lay.ld_c + m
-        self.c_buffer = allocate(C_PADDING + c_extent + c_after)
+        self.c_buffer = allocate(C_PADDING + c_extent + c_after, dtype)
         self.c = self.c_buffer[C_PADDING:C_PADDING + c_extent]
         a_view = strided(self.a, (br, m, k), (lay.stride_a, 1, lay.ld_a))
         b_view = strided(self.b, (br, k, n), (lay.stride_b, 1, lay.ld_b))
         c_view = strided(self.c, (m, n), (1, lay.ld_c))
-        a_view[...] = _random(rng, (br, m, k), integers)
-        b_view[...] = _random(rng, (br, k, n), integers)
-        c_view[...] = _random(rng, (m, n), integers)
+        a_view[...] = _random(rng, (br, m, k), integers, dtype)
+        b_view[...] = _random(rng, (br, k, n), integers, dtype)
+        c_view[...] = _random(rng, (m, n), integers, dtype)
         a64, b64 = a_view.astype(np.float64), b_view.astype(np.float64)
         c64 = c_view.astype(np.float64)
         self.expected = c64 + np.einsum("imk,ikn->mn", a64, b64, optimize=True)
-        # first-order bound on the float32 rounding error of the sum in any order
+        # first-order bound on the rounding error of the sum in any order (float64: the
+        # reference's own error counts once more)
         magnitude = np.abs(c64) + np.einsum("imk,ikn->mn", np.abs(a64), np.abs(b64),
                                             optimize=True)
-        self.tolerance = (k * br + 2) * U32 * magnitude
+        sums = 2 if dtype == "float64" else 1
+        self.tolerance = sums * (k * br + 2) * UNIT_ROUNDOFF[dtype] * magnitude
         self.in_c = np.zeros(self.c_buffer.size, dtype=bool)
         strided(self.in_c[C_PADDING:], (m, n), (1, lay.ld_c))[...] = True
 
@@ -83,8 +86,7 @@ class Problem:
         kernel(self.a, self.b, self.c, lay.ld_a, lay.ld_b, lay.ld_c, lay.stride_a, lay.stride_b)
 
     def verify(self):
-        bits = self.c_buffer.view(np.uint32)
-        outside = np.flatnonzero(~self.in_c & (bits != CANARY))
+        outside = np.flatnonzero(~self.in_c & (bits(self.c_buffer) != canary(self.dtype)))
         assert outside.size == 0, (
             f"wrote outside the {self.m}x{self.n} sub-matrix of C (ld_c={self.layout.ld_c}) at "
             f"buffer offsets {(outside - C_PADDING)[:10].tolist()}")
@@ -99,9 +101,9 @@ class Problem:
                         f"got {got[r, j]!r}, expected {self.expected[r, j]!r}")
 
 
-def check(m, n, k, br, padded, integers, seed=0):
-    problem = Problem(m, n, k, br, Layout(m, n, k, padded), integers, seed)
-    problem.call(einjit.brgemm(m, n, k, br))
+def check(m, n, k, br, padded, integers, seed=0, dtype="float32"):
+    problem = Problem(m, n, k, br, Layout(m, n, k, padded), integers, seed, dtype=dtype)
+    problem.call(einjit.brgemm(m, n, k, br, dtype=dtype))
     problem.verify()
 
 
@@ -124,14 +126,16 @@ def _sweep(dimension):
     return cases
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", _sweep("m"), ids=_case_id)
-def test_every_m(case):
-    check(*case)
+def test_every_m(case, dtype):
+    check(*case, dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", _sweep("n"), ids=_case_id)
-def test_every_n(case):
-    check(*case)
+def test_every_n(case, dtype):
+    check(*case, dtype=dtype)
 
 
 GRID_SHAPES = ((16, 6), (15, 5), (33, 13), (7, 64))
@@ -140,8 +144,9 @@ GRID_SHAPES = ((16, 6), (15, 5), (33, 13), (7, 64))
 @pytest.mark.parametrize("case", [
     (m, n, k, br, (k + br) % 2 == 0, br != 3)
     for (m, n), k, br in itertools.product(GRID_SHAPES, K_VALUES, BATCH_VALUES)], ids=_case_id)
-def test_k_and_batch_grid(case):
-    check(*case)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_k_and_batch_grid(case, dtype):
+    check(*case, dtype=dtype)
 
 
 def _limit_sample():
@@ -159,20 +164,22 @@ def _limit_sample():
     return [(m, n, k, br, i % 2 == 1, False) for i, (m, n, k, br) in enumerate(cases)]
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", _limit_sample(), ids=_case_id)
-def test_sizes_up_to_the_limits(case):
-    check(*case, seed=7)
+def test_sizes_up_to_the_limits(case, dtype):
+    check(*case, seed=7, dtype=dtype)
 
 
-def test_batch_strides_may_overlap_and_repeat():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batch_strides_may_overlap_and_repeat(dtype):
     """Stride 0 reuses one A and one B for every batch element."""
     m, n, k, br = 9, 7, 5, 4
     rng = np.random.default_rng(3)
-    a = np.asfortranarray(_random(rng, (m, k), True))
-    b = np.asfortranarray(_random(rng, (k, n), True))
-    c = np.asfortranarray(_random(rng, (m, n), True))
+    a = np.asfortranarray(_random(rng, (m, k), True, dtype))
+    b = np.asfortranarray(_random(rng, (k, n), True, dtype))
+    c = np.asfortranarray(_random(rng, (m, n), True, dtype))
     expected = c.astype(np.float64) + br * (a.astype(np.float64) @ b.astype(np.float64))
-    einjit.brgemm(m, n, k, br)(a, b, c, m, k, m, 0, 0)
+    einjit.brgemm(m, n, k, br, dtype=dtype)(a, b, c, m, k, m, 0, 0)
     np.testing.assert_array_equal(c, expected)
 
 
@@ -181,14 +188,15 @@ def test_batch_strides_may_overlap_and_repeat():
 GUARD_CASES = [(m, n, 1 + (m + n) % 5, 2) for m, n in itertools.product(range(1, 18), (1, 5, 7))]
 
 
-def test_no_access_past_the_last_element_of_any_operand():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_no_access_past_the_last_element_of_any_operand(dtype):
     """A, B and C each end right before a no-access page (tight layouts, so the last element
     of the last column is the last element of the buffer). The kernels run in a forked child,
     so a fault is reported as a failure of the case that caused it."""
     problems = [Problem(m, n, k, br, Layout(m, n, k, False), True, seed, allocate=guarded,
-                        c_after=0)
+                        c_after=0, dtype=dtype)
                 for seed, (m, n, k, br) in enumerate(GUARD_CASES)]
-    kernels = [einjit.brgemm(m, n, k, br) for m, n, k, br in GUARD_CASES]
+    kernels = [einjit.brgemm(m, n, k, br, dtype=dtype) for m, n, k, br in GUARD_CASES]
     run_guarded(GUARD_CASES, problems, kernels, lambda case: f"kernel (m, n, k, br_size) = {case}")
 
 
@@ -205,13 +213,15 @@ def test_out_of_range_sizes_raise_value_error_naming_the_parameter(name, value):
 
 SHAPES_TO_INSPECT = [(1, 1, 1, 1), (16, 6, 4, 1), (15, 5, 17, 3), (31, 11, 15, 2),
                      (64, 64, 64, 16), (1024, 1024, 2048, 1024)]
-FMA = {"aarch64": r"\bfmla\b", "x86_64": r"\bvfmadd231ps\b"}
+FMA = {("aarch64", "float32"): r"\bfmla\b.*\.[24]s", ("aarch64", "float64"): r"\bfmla\b.*\.2d",
+       ("x86_64", "float32"): r"\bvfmadd231ps\b", ("x86_64", "float64"): r"\bvfmadd231pd\b"}
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("isa", ("aarch64", "x86_64"))
 @pytest.mark.parametrize("shape", SHAPES_TO_INSPECT, ids=lambda s: "x".join(map(str, s)))
-def test_code_decodes_uses_fma_and_stays_small(isa, shape):
-    kernel = einjit.brgemm(*shape, isa=isa)
+def test_code_decodes_uses_fma_and_stays_small(isa, shape, dtype):
+    kernel = einjit.brgemm(*shape, dtype=dtype, isa=isa)
     assert_well_formed(kernel)
-    assert re.search(FMA[isa], kernel.disassemble())
+    assert re.search(FMA[isa, dtype], kernel.disassemble())
     assert len(kernel.code) < 16 * 1024, "loops, not unrolling, must keep the code small"

@@ -1,4 +1,4 @@
-"""Unary primitives (B := op(A), FP32, A column-major) against numpy, in both layouts.
+"""Unary primitives (B := op(A), FP32 and FP64, A column-major) against numpy, in both layouts.
 
 Everything goes through the public einjit.unary with isa=None, so the same tests check the
 x86-64 kernels on the host and the A64 kernels in the aarch64 lane. Each kernel is generated
@@ -13,7 +13,9 @@ past the last element faults.
 Semantics (the kernel contract): bit-exact with numpy for zero, identity, relu
 (np.maximum(a, 0), NaN propagating; the sign of a zero result for a zero input is free),
 square, increment, decrement; reciprocal within 1 ulp of 1/a; sigmoid within 1e-6 absolute of
-the float64 sigmoid for finite inputs, exactly 0 at -inf and 1 at +inf, NaN for NaN.
+the float64 sigmoid for finite inputs, exactly 0 at -inf and 1 at +inf, NaN for NaN. float64
+kernels: the same, with sigmoid within 1e-15 absolute of a long double reference (80-bit on
+x86-64, 128-bit on AArch64). Every test runs for both dtypes.
 """
 
 import re
@@ -24,8 +26,10 @@ import pytest
 import einjit
 
 from support import (
-    CANARY,
+    SPECIALS64,
     assert_well_formed,
+    bits,
+    canary,
     canary_buffer,
     column_major,
     guarded,
@@ -38,51 +42,65 @@ OPS = ("zero", "identity", "relu", "square", "reciprocal", "increment", "decreme
        "sigmoid")
 PADDING = 19                      # canary elements before and after B's extent
 LD_GAPS = (3, 5)                  # ld - rows of A and B when padded
-SIGMOID_TOLERANCE = 1e-6
+SIGMOID_TOLERANCE = {"float32": 1e-6, "float64": 1e-15}
+DTYPES = ("float32", "float64")
 
-SPECIALS = np.concatenate([BASE_SPECIALS, np.array(
-    [16.6, -16.6, 88.7, -88.7, 103.9, -103.9, 104.5, -104.5, 1e6, -1e6], np.float32)])
+SPECIALS = {
+    "float32": np.concatenate([BASE_SPECIALS, np.array(
+        [16.6, -16.6, 88.7, -88.7, 103.9, -103.9, 104.5, -104.5, 1e6, -1e6], np.float32)]),
+    # around exp's cutoff (-708), its underflow (-745) and the overflow of exp(x) (709.8)
+    "float64": np.concatenate([SPECIALS64, np.array(
+        [36.8, -36.8, 707.9, -707.9, 708.1, -708.1, 709.8, -709.8, 745.2, -745.2, 1e6, -1e6],
+        np.float64)]),
+}
 
 
 
 
 
 def _ordered(x):
-    """float32 bits mapped to integers in the order of the values (for ulp distances)."""
-    bits = x.view(np.int32).astype(np.int64)
-    return np.where(bits < 0, -(bits & 0x7FFF_FFFF), bits)
+    """float bits mapped to integers in the order of the values (for ulp distances)."""
+    if x.dtype == np.float64:
+        raw = x.view(np.int64)
+        return np.where(raw < 0, -(raw & 0x7FFF_FFFF_FFFF_FFFF), raw)
+    raw = x.view(np.int32).astype(np.int64)
+    return np.where(raw < 0, -(raw & 0x7FFF_FFFF), raw)
 
 
 def _expected_bits_mismatch(op, a, got):
     """Boolean mask of wrong results for the ops checked bit-exactly or within 1 ulp."""
+    one, zero = a.dtype.type(1), a.dtype.type(0)
     with np.errstate(all="ignore"):
         expected = {
             "zero": np.zeros_like(a),
             "identity": a,
-            "relu": np.maximum(a, np.float32(0)),
+            "relu": np.maximum(a, zero),
             "square": a * a,
-            "reciprocal": np.float32(1) / a,
-            "increment": a + np.float32(1),
-            "decrement": a - np.float32(1),
+            "reciprocal": one / a,
+            "increment": a + one,
+            "decrement": a - one,
         }[op]
     both_nan = np.isnan(got) & np.isnan(expected)
     if op == "reciprocal":
         close = np.abs(_ordered(got) - _ordered(expected)) <= 1
         return ~(close & (np.isnan(got) == np.isnan(expected)) | both_nan), expected
-    same = got.view(np.uint32) == expected.view(np.uint32)
+    same = bits(got) == bits(expected)
     if op == "relu":   # max(±0, 0): either zero
         same |= (a == 0) & (got == 0)
     return ~(same | both_nan), expected
 
 
 def _sigmoid_mismatch(a, got):
+    """float32: against the float64 sigmoid; float64: against long double (more precise)."""
+    wide = np.float64 if a.dtype == np.float32 else np.longdouble
     with np.errstate(all="ignore"):
-        expected = (1.0 / (1.0 + np.exp(-a.astype(np.float64)))).astype(np.float32)
+        reference = 1 / (1 + np.exp(-a.astype(wide)))
+    expected = reference.astype(a.dtype)
     finite = np.isfinite(a)
-    close = np.abs(got.astype(np.float64) - expected.astype(np.float64)) <= SIGMOID_TOLERANCE
+    close = np.abs(got.astype(wide) - reference) <= SIGMOID_TOLERANCE[a.dtype.name]
     ok = np.where(finite, close,
                   np.where(np.isnan(a), np.isnan(got),
-                           got == np.where(a > 0, np.float32(1), np.float32(0))))
+                           got == np.where(a > 0, a.dtype.type(1), a.dtype.type(0))))
     return ~ok, expected
 
 
@@ -90,17 +108,17 @@ class Problem:
     """Operands of one unary call in canary-filled buffers."""
 
     def __init__(self, op, m, n, trans_b, padded, seed, allocate=canary_buffer,
-                 b_after=PADDING):
-        self.op, self.m, self.n, self.trans_b = op, m, n, trans_b
+                 b_after=PADDING, dtype="float32"):
+        self.op, self.m, self.n, self.trans_b, self.dtype = op, m, n, trans_b, dtype
         gap_a, gap_b = LD_GAPS if padded else (0, 0)
         self.b_rows, self.b_cols = (n, m) if trans_b else (m, n)
         self.ld_a, self.ld_b = m + gap_a, self.b_rows + gap_b
-        self.a = allocate((n - 1) * self.ld_a + m)
-        values = mixed_data(np.random.default_rng(seed), m * n, SPECIALS)
+        self.a = allocate((n - 1) * self.ld_a + m, dtype)
+        values = mixed_data(np.random.default_rng(seed), m * n, SPECIALS[dtype])
         column_major(self.a, m, n, self.ld_a)[...] = values.reshape(m, n)
-        self.a_bits = self.a.view(np.uint32).copy()
+        self.a_bits = bits(self.a).copy()
         b_extent = (self.b_cols - 1) * self.ld_b + self.b_rows
-        self.b_buffer = allocate(PADDING + b_extent + b_after)
+        self.b_buffer = allocate(PADDING + b_extent + b_after, dtype)
         self.b = self.b_buffer[PADDING:PADDING + b_extent]
         self.in_b = np.zeros(self.b_buffer.size, dtype=bool)
         column_major(self.in_b[PADDING:], self.b_rows, self.b_cols, self.ld_b)[...] = True
@@ -109,13 +127,12 @@ class Problem:
         kernel(self.a, self.b, self.ld_a, self.ld_b)
 
     def verify(self):
-        where = (f"{self.op} m={self.m} n={self.n} trans_b={self.trans_b} "
+        where = (f"{self.op} {self.dtype} m={self.m} n={self.n} trans_b={self.trans_b} "
                  f"ld_a={self.ld_a} ld_b={self.ld_b}")
-        bits = self.b_buffer.view(np.uint32)
-        outside = np.flatnonzero(~self.in_b & (bits != CANARY))
+        outside = np.flatnonzero(~self.in_b & (bits(self.b_buffer) != canary(self.dtype)))
         assert outside.size == 0, (f"{where}: wrote outside the sub-matrix of B at buffer "
                                    f"offsets {(outside - PADDING)[:10].tolist()}")
-        assert np.array_equal(self.a.view(np.uint32), self.a_bits), f"{where}: A was modified"
+        assert np.array_equal(bits(self.a), self.a_bits), f"{where}: A was modified"
         a = column_major(self.a, self.m, self.n, self.ld_a)
         got = column_major(self.b, self.b_rows, self.b_cols, self.ld_b)
         got = np.ascontiguousarray(got.T if self.trans_b else got)
@@ -127,13 +144,13 @@ class Problem:
             r, j = np.argwhere(wrong)[0]
             pytest.fail(f"{where}: {int(wrong.sum())} wrong elements; first at row {r}, "
                         f"column {j}: op({a[r, j]!r}) gave {got[r, j]!r} "
-                        f"(bits {got[r, j].view(np.uint32):#010x}), expected {expected[r, j]!r}")
+                        f"(bits {bits(got[r:r + 1, j])[0]:#x}), expected {expected[r, j]!r}")
 
 
-def check(op, m, n, trans_b, seed=0):
-    kernel = einjit.unary(op, m, n, trans_b=trans_b)
+def check(op, m, n, trans_b, seed=0, dtype="float32"):
+    kernel = einjit.unary(op, m, n, trans_b=trans_b, dtype=dtype)
     for padded in (False, True):
-        problem = Problem(op, m, n, trans_b, padded, seed)
+        problem = Problem(op, m, n, trans_b, padded, seed, dtype=dtype)
         problem.call(kernel)
         problem.verify()
 
@@ -162,34 +179,48 @@ def _case_id(case):
     return f"{op}-m{m}-n{n}-{'trans' if trans_b else 'plain'}"
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", SMALL_CASES, ids=_case_id)
-def test_every_m_and_n_up_to_33(case):
-    check(*case)
+def test_every_m_and_n_up_to_33(case, dtype):
+    check(*case, dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", [(op, m, n, trans_b)
                                   for op in OPS for trans_b in (False, True)
                                   for m, n in MEDIUM_SHAPES + EDGE_SHAPES], ids=_case_id)
-def test_block_boundaries_and_limits(case):
-    check(*case, seed=3)
+def test_block_boundaries_and_limits(case, dtype):
+    check(*case, seed=3, dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", LARGE_CASES, ids=_case_id)
-def test_large(case):
-    check(*case, seed=5)
+def test_large(case, dtype):
+    check(*case, seed=5, dtype=dtype)
 
 
-def test_sigmoid_accuracy_over_a_dense_range():
-    """Every 1009th float32 in [-120, 120] plus the specials, against the float64 sigmoid."""
-    low, high = np.float32(-120).view(np.uint32), np.float32(120).view(np.uint32)
-    values = np.concatenate([np.arange(0, high, 1009, dtype=np.uint32),
-                             np.arange(0x8000_0000, low, 1009, dtype=np.uint32)]).view(np.float32)
-    values = np.concatenate([values, SPECIALS])
+def _dense_values(dtype):
+    """float32: every 1009th float32 in [-120, 120]; float64: 2**20 points spread evenly
+    over [-760, 760] and, densely, over [-40, 40] (where sigmoid is neither 0 nor 1)."""
+    if dtype == "float32":
+        low, high = np.float32(-120).view(np.uint32), np.float32(120).view(np.uint32)
+        return np.concatenate([np.arange(0, high, 1009, dtype=np.uint32),
+                               np.arange(0x8000_0000, low, 1009, dtype=np.uint32)]
+                              ).view(np.float32)
+    rng = np.random.default_rng(11)
+    return np.concatenate([np.linspace(-760.0, 760.0, 1 << 19),
+                           rng.uniform(-40.0, 40.0, 1 << 19)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sigmoid_accuracy_over_a_dense_range(dtype):
+    """A dense sample plus the specials against the wider-precision sigmoid."""
+    values = np.concatenate([_dense_values(dtype), SPECIALS[dtype]])
     m = 2048
     values = np.resize(values, (-(-values.size // m)) * m)
     n = values.size // m
     b = np.empty_like(values)
-    einjit.unary("sigmoid", m, n)(values, b, m, m)
+    einjit.unary("sigmoid", m, n, dtype=dtype)(values, b, m, m)
     wrong, expected = _sigmoid_mismatch(values, b)
     assert not wrong.any(), (f"sigmoid{values[wrong][:5].tolist()} = {b[wrong][:5].tolist()}, "
                              f"expected {expected[wrong][:5].tolist()}")
@@ -206,12 +237,15 @@ GUARD_CASES = [(op, m, n, trans_b) for op in ("identity", "sigmoid", "zero")
                for trans_b in (False, True) for m in range(1, 10) for n in (1, 3, 6, 9)]
 
 
-def test_no_access_past_the_last_element_of_any_operand():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_no_access_past_the_last_element_of_any_operand(dtype):
     """A and B each end right before a no-access page (tight layouts). The kernels run in a
     forked child, so a fault is reported as a failure of the case that caused it."""
-    problems = [Problem(*case, padded=False, seed=seed, allocate=guarded, b_after=0)
+    problems = [Problem(*case, padded=False, seed=seed, allocate=guarded, b_after=0,
+                        dtype=dtype)
                 for seed, case in enumerate(GUARD_CASES)]
-    kernels = [einjit.unary(op, m, n, trans_b=trans_b) for op, m, n, trans_b in GUARD_CASES]
+    kernels = [einjit.unary(op, m, n, trans_b=trans_b, dtype=dtype)
+               for op, m, n, trans_b in GUARD_CASES]
     run_guarded(GUARD_CASES, problems, kernels, lambda case: f"unary{case}")
 
 
@@ -226,9 +260,10 @@ def test_invalid_parameters_raise_value_error_naming_them(kwargs, named):
         einjit.unary(args["op"], args["m"], args["n"])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("isa", ("aarch64", "x86_64"))
 @pytest.mark.parametrize("trans_b", (False, True))
-def test_code_for_every_op_is_generated_for_every_isa(isa, trans_b):
+def test_code_for_every_op_is_generated_for_every_isa(isa, trans_b, dtype):
     for op in OPS:
         for m, n in ((1, 1), (3, 7), (2048, 2048)):
-            assert_well_formed(einjit.unary(op, m, n, trans_b=trans_b, isa=isa))
+            assert_well_formed(einjit.unary(op, m, n, trans_b=trans_b, dtype=dtype, isa=isa))
