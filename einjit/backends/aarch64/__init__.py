@@ -4,7 +4,8 @@ The registry (einjit.backends) calls the generate_* functions with a Target of v
 "neon"; the caller has validated the parameters and maps the bytes executable. The emit_*
 functions put the same function at the current position of a caller's Assembler (e.g. after
 a loop nest that calls it with bl) and return the Label of its entry; generate_* is emit_*
-into a new Assembler.
+into a new Assembler. Every generator and emitter takes a trailing dtype, "float32" (the
+default) or "float64".
 """
 
 from __future__ import annotations

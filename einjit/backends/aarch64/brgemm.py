@@ -241,7 +241,8 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     asm.bind(entry)
     asm.prologue(gprs, vregs)
     # leading dimensions and strides arrive in elements
-    asm([enc.lsl_imm(reg, reg, element.shift) for reg in (LD_A, LD_B, LD_C, BR_STRIDE_A, BR_STRIDE_B)])
+    asm([enc.lsl_imm(reg, reg, element.shift)
+         for reg in (LD_A, LD_B, LD_C, BR_STRIDE_A, BR_STRIDE_B)])
     if column_blocks:
         if advances_columns:
             for block, ld in ((LD_B_BLOCK, LD_B), (LD_C_BLOCK, LD_C)):

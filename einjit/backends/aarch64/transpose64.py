@@ -51,7 +51,9 @@ class TransposedSweep64:
         self.op, self.m, self.n = op, m, n
         pool = list(OTHER_REGS)
         self.consts, pool = pool[:op.constant_count], pool[op.constant_count:]
-        self.temps = pool      # at least 32 - 8 - 11 (sigmoid's constants): enough for 2 and op.temps
+        # at least 32 - 8 - 11 (sigmoid's constants) = 13: enough for the transpose's 2 and
+        # for op.temps
+        self.temps = pool
 
     @property
     def general_registers(self) -> list[int]:

@@ -28,6 +28,7 @@ from einjit.backends.aarch64 import (
 from einjit.backends.aarch64.asm import Assembler
 from einjit.errors import KernelParameterError, KernelParameterTypeError
 from einjit.runtime.host import host_isa
+
 from support import guarded, run_in_child
 
 NEON = resolve_target("aarch64")
