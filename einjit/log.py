@@ -85,7 +85,7 @@ def plan_built(plan: Any) -> None:
         steps = []
         for step in plan.steps:
             main = [c for c in step.lowered.op.kernel_calls if c.role == "main"]
-            steps.append(main[0].describe().split(" on ")[0] if main
+            steps.append(main[0].describe().split(" on ")[0].removeprefix("main: ") if main
                          else step.lowered.op.prim_main)
         logger.info("plan %s sizes %s: %d steps (%s), %.4g MFLOP", plan.tree,
                     list(plan.tree.sizes), len(plan.steps), "; ".join(steps),
