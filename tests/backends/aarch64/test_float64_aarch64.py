@@ -25,6 +25,7 @@ from einjit.backends.aarch64 import (
     generate_brgemm,
     generate_unary,
 )
+from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler
 from einjit.errors import KernelParameterError, KernelParameterTypeError
 from einjit.runtime.host import host_isa
@@ -57,11 +58,11 @@ def mixed(rng: np.random.Generator, count: int, fraction: float = 0.15) -> np.nd
     return values
 
 
-def call(code: bytes, *args: int) -> None:
+def call(code: bytes, *args: int, entry: int = 0) -> None:
     from einjit.runtime.memory import ExecutableMemory
     memory = ExecutableMemory(code)
     try:
-        function = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * len(args))(memory.address)
+        function = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * len(args))(memory.address + entry)
         function(*args)
     finally:
         memory.release()
@@ -391,3 +392,46 @@ def test_float64_kernels_never_read_or_write_past_their_operands():
             assert np.all(out == 0.25), params
         else:
             assert np.all(np.abs(out - 1 / (1 + np.exp(-0.25))) <= 1e-15), params
+
+
+@in_lane
+def test_float64_caller_and_two_kernels_in_one_buffer():
+    """A caller bl's an FP64 BRGEMM before it and an FP64 transposing sigmoid after it (as a
+    loop nest does); results equal the standalone kernels' bit for bit."""
+    m, n, k, br = 13, 7, 5, 2
+    asm = Assembler()
+    gemm = emit_brgemm(asm, NEON, m, n, k, br, F64)
+    asm.align(16)
+    caller = asm.label("caller")
+    asm.bind(caller)
+    asm.prologue([19, 20, 29, 30], [])
+    asm(enc.mov_reg(19, 2), enc.mov_reg(20, 3))            # caller(a, b, c, d)
+    asm(enc.mov_imm(3, m), enc.mov_imm(4, k), enc.mov_imm(5, m), enc.mov_imm(6, m * k),
+        enc.mov_imm(7, k * n))
+    asm.bl(gemm)
+    sigmoid = asm.label("sigmoid")
+    asm(enc.mov_reg(0, 19), enc.mov_reg(1, 20), enc.mov_imm(2, m), enc.mov_imm(3, n))
+    asm.bl(sigmoid)
+    asm.epilogue()
+    asm.align(64)
+    asm.bind(sigmoid)
+    emit_unary(asm, NEON, "sigmoid", m, n, True, F64)
+    code = asm.finish()
+
+    rng = np.random.default_rng(11)
+    a, b = rng.uniform(-1, 1, br * m * k), rng.uniform(-1, 1, br * k * n)
+    c0 = rng.uniform(-1, 1, m * n)
+    c, d = c0.copy(), np.full(m * n, np.nan)
+    call(code, address(a), address(b), address(c), address(d), entry=caller.position)
+    expected_c, expected_d = c0.copy(), np.full(m * n, np.nan)
+    call(generate_brgemm(NEON, m, n, k, br, F64), address(a), address(b), address(expected_c),
+         m, k, m, m * k, k * n)
+    call(generate_unary(NEON, "sigmoid", m, n, True, F64), address(expected_c),
+         address(expected_d), m, n)
+    assert_same(c, expected_c, "C")
+    assert_same(d, expected_d, "D")
+    product = sum(a[i * m * k:(i + 1) * m * k].reshape(k, m).T
+                  @ b[i * k * n:(i + 1) * k * n].reshape(n, k).T for i in range(br))
+    np.testing.assert_allclose(c.reshape(n, m).T, c0.reshape(n, m).T + product, rtol=1e-13,
+                               atol=1e-14)
+    assert np.all(np.abs(d.reshape(m, n) - 1 / (1 + np.exp(-c.reshape(n, m).T))) <= 1e-15)
