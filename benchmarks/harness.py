@@ -2,9 +2,9 @@
 
 A Python call costs about a microsecond, as long as a small kernel runs, so kernels are timed
 through a JIT'd driver that calls them `count` times from machine code. The references each
-benchmark divides by are measured in the same run: the FP32 FMA peak by a JIT'd loop of
-independent FMAs, and numpy's copy bandwidth. The machine is shared, so every figure is the
-best of several repetitions.
+benchmark divides by are measured in the same run: the FP32 (vfmadd231ps) or FP64
+(vfmadd231pd) FMA peak by a JIT'd loop of independent FMAs, and numpy's copy bandwidth.
+The machine is shared, so every figure is the best of several repetitions.
 """
 
 import ctypes
@@ -21,6 +21,8 @@ from .output import write_result  # noqa: F401  (the benchmarks' one writer of r
 GIB = 2.0 ** 30
 WIDTH = {"avx512": 512, "avx2": 256}
 FLOPS_PER_FMA = {"avx512": 32, "avx2": 16}   # 16 or 8 lanes, 2 flops each
+FMA = {"float32": e.vfmadd231ps, "float64": e.vfmadd231pd}
+ELEMENT_BYTES = {"float32": 4, "float64": 8}
 
 
 def best_seconds(function, repetitions=7):
@@ -64,8 +66,9 @@ class JitFunction:
         self.call = prototype(self.memory.address)
 
 
-def _fma_loop(variant, fmas_per_iteration=48):
-    """peak(count): count iterations of independent FMAs on 24 (AVX2: 12) accumulators."""
+def _fma_loop(variant, fmas_per_iteration=48, dtype="float32"):
+    """peak(count): count iterations of independent FMAs (vfmadd231ps, or vfmadd231pd for
+    float64) on 24 (AVX2: 12) accumulators."""
     asm, width = Assembler(), WIDTH[variant]
     chains = 24 if variant == "avx512" else 12
     asm.prologue([])
@@ -75,21 +78,23 @@ def _fma_loop(variant, fmas_per_iteration=48):
     asm.align(32)
     asm.bind(top)
     for i in range(fmas_per_iteration):
-        asm(e.vfmadd231ps(i % chains, chains, chains + 1, width))
+        asm(FMA[dtype](i % chains, chains, chains + 1, width))
     asm(e.dec(e.RDI))
     asm.jcc("ne", top)
     asm.epilogue()
     return JitFunction(asm.finish(), 1), fmas_per_iteration
 
 
-def fma_peak_gflops(variant, seconds=0.05):
-    """FP32 GFLOPS of one core running nothing but independent FMAs."""
-    loop, fmas = _fma_loop(variant)
+def fma_peak_gflops(variant, seconds=0.05, dtype="float32"):
+    """GFLOPS of one core running nothing but independent FMAs of `dtype` (FP32 by default;
+    FP64: half the lanes)."""
+    loop, fmas = _fma_loop(variant, dtype=dtype)
     count = 1000
     while best_seconds(lambda: loop.call(count), 1) < seconds:
         count *= 2
     elapsed = best_seconds(lambda: loop.call(count))
-    return count * fmas * FLOPS_PER_FMA[variant] / elapsed / 1e9
+    flops = FLOPS_PER_FMA[variant] * 4 // ELEMENT_BYTES[dtype]
+    return count * fmas * flops / elapsed / 1e9
 
 
 class RepeatDriver:

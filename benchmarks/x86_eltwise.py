@@ -10,6 +10,7 @@ Targets at 2048² (issue 3): identity/copy, relu/np.maximum, add/np.add >= 0.9; 
 identity/copy >= 0.5.
 
     python -m benchmarks.x86_eltwise [--sizes 50 64 512 2048] [--variants avx512 avx2]
+                                     [--dtype float64]
 """
 
 import argparse
@@ -40,14 +41,15 @@ def _bound(code, *arguments):
     return lambda: function.call(*values)
 
 
-def _functions(size, variants, rng):
+def _functions(size, variants, rng, dtype="float32"):
     """{(who, measure): (callable, bytes moved per call)} at size x size."""
     m = n = size
-    a = np.asfortranarray(rng.standard_normal((m, n)).astype(np.float32))
-    b = np.asfortranarray(rng.standard_normal((m, n)).astype(np.float32))
+    a = np.asfortranarray(rng.standard_normal((m, n)).astype(dtype))
+    b = np.asfortranarray(rng.standard_normal((m, n)).astype(dtype))
     out = np.empty_like(a)
     unary_bytes, binary_bytes = 2 * a.nbytes, 3 * a.nbytes
-    zero = np.float32(0)
+    zero = a.dtype.type(0)
+    extra = {} if dtype == "float32" else {"dtype": dtype}   # the generators' float32 form
     functions = {
         ("numpy", "copy"): (lambda: np.copyto(out, a), unary_bytes),
         ("numpy", "copy_T"): (lambda: np.copyto(out, a.T), unary_bytes),
@@ -57,11 +59,11 @@ def _functions(size, variants, rng):
     for variant in variants:
         for op in UNARY_OPS:
             for trans_b in (False, True):
-                code = generate_unary(VARIANTS[variant], op, m, n, trans_b)
+                code = generate_unary(VARIANTS[variant], op, m, n, trans_b, **extra)
                 functions[variant, op + "_T" * trans_b] = (
                     _bound(code, a, out, m, n), a.nbytes if op == "zero" else unary_bytes)
         for op in BINARY_OPS:
-            code = generate_binary(VARIANTS[variant], op, m, n)
+            code = generate_binary(VARIANTS[variant], op, m, n, **extra)
             functions[variant, op] = (_bound(code, a, b, out, m, m, m), binary_bytes)
     return functions
 
@@ -72,17 +74,17 @@ def _call_overhead_ns():
     return 1e9 * seconds_per_call({"empty": lambda: empty.call(0, 0, 0, 0, 0, 0)})["empty"]
 
 
-def run(variants, sizes=SIZES, seed=0):
+def run(variants, sizes=SIZES, seed=0, dtype="float32"):
     """Measure; return (summary lines, CSV text)."""
     rng = np.random.default_rng(seed)
     gib = {}
     for size in sizes:
-        functions = _functions(size, variants, rng)
+        functions = _functions(size, variants, rng, dtype)
         seconds = seconds_per_call({key: f for key, (f, _) in functions.items()})
         gib.update({(size, *key): functions[key][1] / s / GIB for key, s in seconds.items()})
 
     header = f"{'GiB/s':<18}" + "".join(f"{size:>9}" for size in sizes)
-    lines = []
+    lines = [f"{dtype} operands"]
     for who in ["numpy", *variants]:
         measures = dict.fromkeys(name for (_, w, name) in gib if w == who)
         lines += ["", f"{who}", header]
@@ -112,10 +114,15 @@ def main(argv=None):
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--variants", nargs="+", default=host_variants(),
                         choices=("avx512", "avx2"))
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     options = parser.parse_args(argv)
-    lines, table = run(options.variants, options.sizes)
+    lines, table = run(options.variants, options.sizes, dtype=options.dtype)
     print("\n".join(lines))
-    print(f"written: {write_result('x86_eltwise.csv', table)}")
+    suffix = "" if options.dtype == "float32" else "_float64"
+    print(f"written: {write_result(f'x86_eltwise{suffix}.csv', table)}")
+    if options.dtype == "float64":
+        summary = "\n".join(lines) + "\n"
+        print(f"written: {write_result(f'x86_eltwise{suffix}.txt', summary)}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import pytest
 
 import einjit
 
+from support import SPECIALS as BASE_SPECIALS
 from support import (
     SPECIALS64,
     assert_well_formed,
@@ -34,7 +35,6 @@ from support import (
     mixed_data,
     run_guarded,
 )
-from support import SPECIALS as BASE_SPECIALS
 
 OPS = ("add", "sub", "mul", "div", "min", "max")
 NUMPY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,

@@ -7,8 +7,9 @@ in 1..64 meets several values of the other dimension, of K and of the batch size
 
 Each check fills the gaps of the operands (ld gap rows, batch stride gaps) and a padding around
 C with a NaN-payload canary: a read of a gap that reaches C turns it into NaN, and a write
-outside the M×N sub-matrix changes a canary's bits. Every test runs for both dtypes. The guard-page test puts each operand right
-before a no-access page, so a read past its last element faults.
+outside the M×N sub-matrix changes a canary's bits. The guard-page test puts each operand
+right before a no-access page, so a read past its last element faults. Every test runs for
+both dtypes.
 """
 
 import itertools

@@ -25,6 +25,7 @@ import pytest
 
 import einjit
 
+from support import SPECIALS as BASE_SPECIALS
 from support import (
     SPECIALS64,
     assert_well_formed,
@@ -36,7 +37,6 @@ from support import (
     mixed_data,
     run_guarded,
 )
-from support import SPECIALS as BASE_SPECIALS
 
 OPS = ("zero", "identity", "relu", "square", "reciprocal", "increment", "decrement",
        "sigmoid")

@@ -28,7 +28,6 @@ from einjit.backends.x86_64.eltwise import (
     Slot,
     Vector,
 )
-from einjit.backends.x86_64.precision import precision
 from einjit.backends.x86_64.encode import (
     R8,
     R9,
@@ -44,6 +43,7 @@ from einjit.backends.x86_64.encode import (
     RDX,
     RSI,
 )
+from einjit.backends.x86_64.precision import precision
 
 ORDERED = 0x07
 UNORDERED = 0x03

@@ -44,7 +44,6 @@ from functools import lru_cache
 from einjit.backends import Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
-from einjit.backends.x86_64.precision import FLOAT32, Precision, precision
 from einjit.backends.x86_64.encode import (
     R8,
     R9,
@@ -65,6 +64,7 @@ from einjit.backends.x86_64.encode import (
     Mem,
     Reg,
 )
+from einjit.backends.x86_64.precision import FLOAT32, Precision, precision
 
 COLUMNS_PER_BASE = 5          # B columns reachable from one base pointer (see module doc)
 MAX_COLS = 25                 # general registers left for B base pointers: 5 bases

@@ -51,7 +51,6 @@ from einjit.backends.x86_64.eltwise import (
     double_bits,
     float_bits,
 )
-from einjit.backends.x86_64.precision import FLOAT32, precision
 from einjit.backends.x86_64.encode import (
     R8,
     R9,
@@ -69,6 +68,7 @@ from einjit.backends.x86_64.encode import (
     RDX,
     RSI,
 )
+from einjit.backends.x86_64.precision import FLOAT32, precision
 
 GREATER_EQUAL_OR_NAN = 0x15   # NLT_UQ: not (a < b), true for unordered
 
