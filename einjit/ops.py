@@ -86,12 +86,8 @@ UNARY_OPS = tuple(UNARY)
 BINARY_OPS = tuple(BINARY)
 CONTRACTION_OPS = tuple(CONTRACTION)
 
-# what the IR (TensorOperation, einsum) computes on; float64 joins when the IR and codegen
-# pass the dtype to the kernels they emit (the float64 issue, item 3)
-DTYPES = ("float32",)
-# what the public primitives (einjit.brgemm / unary / binary) take; float64 runs where the
-# ISA's backend generates it (einjit.primitives checks)
-PRIMITIVE_DTYPES = ("float32", "float64")
+# what the kernels, the IR (TensorOperation) and codegen compute on, on every ISA
+DTYPES = ("float32", "float64")
 
 
 def lookup(name: str) -> Op:

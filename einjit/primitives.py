@@ -18,7 +18,7 @@ from . import log
 from .backends import Target, backend, resolve_target
 from .errors import KernelParameterError, KernelParameterTypeError
 from .kernel import Kernel, Layout, Signature
-from .ops import BINARY_OPS, PRIMITIVE_DTYPES, UNARY_OPS
+from .ops import BINARY_OPS, DTYPES, UNARY_OPS
 from .runtime.cache import BoundedCache, kernel_cache_size
 
 BRGEMM_LIMITS = {"m": 1024, "n": 1024, "k": 2048, "br_size": 1024}
@@ -47,9 +47,9 @@ def _check_dtype(primitive, dtype) -> str:
         name = np.dtype(dtype).name if np.dtype(dtype).isnative else None
     except TypeError:
         name = None
-    if name not in PRIMITIVE_DTYPES:
+    if name not in DTYPES:
         raise KernelParameterError(f"{primitive}: dtype={dtype!r} is not supported; "
-                                   f"expected one of {PRIMITIVE_DTYPES}")
+                                   f"expected one of {DTYPES}")
     return name
 
 

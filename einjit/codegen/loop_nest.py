@@ -50,11 +50,12 @@ class KernelCall:
     params: tuple
     pointers: tuple[int, ...]
     integers: tuple[int, ...]
+    dtype: str = "float32"
 
     @property
     def kernel(self) -> tuple:
         """What identifies the generated kernel (calls may differ in their arguments)."""
-        return (self.kind, self.params)
+        return (self.kind, self.params, self.dtype)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class NestPlan:
 _OPERANDS = {"in0": IN0, "in1": IN1, "out": OUT}
 
 
-def _kernel_call(call) -> KernelCall:
+def _kernel_call(call, dtype: str) -> KernelCall:
     """The nest's view of one of the IR's kernel calls (einjit.ir.verify.KernelCall)."""
     if call.kind == "brgemm":
         params = (call.m, call.n, call.k, call.br_size)
@@ -113,7 +114,7 @@ def _kernel_call(call) -> KernelCall:
     else:
         params = (call.op, call.m, call.n)
     return KernelCall(call.kind, params, tuple(_OPERANDS[name] for name in call.operands),
-                      call.arguments)
+                      call.arguments, dtype)
 
 
 def plan_nest(op) -> NestPlan:
@@ -128,7 +129,7 @@ def plan_nest(op) -> NestPlan:
 
     shared = tuple(loop(dim) for dim in op.dims if dim.exec_type == "shared" and dim.size > 1)
     seq = tuple(loop(dim) for dim in op.dims if dim.exec_type == "seq" and dim.size > 1)
-    calls = {call.role: _kernel_call(call) for call in op.kernel_calls}
+    calls = {call.role: _kernel_call(call, op.dtype) for call in op.kernel_calls}
     main, first = calls.get("main"), calls.get("first_touch")
     prefetch = None
     if main is not None and main.kind == "brgemm" and first is None:

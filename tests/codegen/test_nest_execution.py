@@ -63,17 +63,19 @@ def _slope(name, x, spread):
 
 def assert_matches(op, got, expected, in0, in1, start):
     """Element-wise: bit-exact where every op is exact, else within the ops' stated accuracy.
-    Contractions: the sum within the float32 rounding bound of `length` products in any order,
+    Contractions: the sum within the rounding bound of `length` products in any order,
     (length + 2) * eps * (|first_touch(c)| + sum |a| |b|), carried through the last touch by
-    its slope, plus the touches' own accuracy."""
-    eps = np.finfo(np.float32).eps
+    its slope, plus the touches' own accuracy (eps of the op's dtype)."""
+    eps = np.finfo(op.dtype).eps
+    sigmoid_accuracy = lookup("sigmoid").tolerance if op.dtype == "float32" else 1e-15
     if op.kind != "contraction":
         chain = [name for name in (op.prim_first_touch, op.prim_main, op.prim_last_touch)
                  if name != "none"]
         if all(lookup(name).exact for name in chain):
             assert_same(op, got, expected)
-        else:   # reciprocal within 1 ulp, sigmoid within 1e-6 (README), then exact ops
-            np.testing.assert_allclose(got, expected, rtol=8 * eps, atol=2e-6, equal_nan=True)
+        else:   # reciprocal within 1 ulp, sigmoid within its accuracy (README), then exact ops
+            np.testing.assert_allclose(got, expected, rtol=8 * eps, atol=2 * sigmoid_accuracy,
+                                       equal_nan=True)
         return
     magnitude = start.copy()
     touched = op.replace(prim_last_touch="none", prim_main=op.prim_main)
@@ -90,43 +92,53 @@ def assert_matches(op, got, expected, in0, in1, start):
     last = op.prim_last_touch
     bound = (_slope(last, pre.astype(np.float64), bound) * bound
              + 4 * eps * np.abs(expected.astype(np.float64))
-             + (1e-6 if last == "sigmoid" else 0.0) + 1e-30)
+             + (sigmoid_accuracy if last == "sigmoid" else 0.0) + 1e-300)
     error = np.abs(got.astype(np.float64) - expected)
     same = (got == expected) | (np.isnan(got) & np.isnan(expected))
     assert np.all(same | (error <= bound)), \
         f"max error {np.max(np.where(same, 0, error))} beyond the rounding bound"
 
 
+def typed_buffers(op, rng, pad=5):
+    """buffers() (float32 values) in the op's dtype."""
+    return tuple(values.astype(op.dtype) for values in buffers(op, rng, pad))
+
+
 def run_and_check(op, seed=0):
     rng = np.random.default_rng(seed)
-    in0, in1, out = buffers(op, rng)
+    in0, in1, out = typed_buffers(op, rng)
     start, expected = out.copy(), out.copy()
     execute_reference(op, in0, in1, expected)
     op.execute(in0, in1 if op.kind == "binary" or op.kind == "contraction" else None, out)
     assert_matches(op, out, expected, in0, in1, start)
 
 
+DTYPES = ("float32", "float64")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", list(SEEDS_CONFIGS))
 @pytest.mark.parametrize("placement", ["seq", "shared m", "shared m n"])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_seeds_configurations(name, placement, threads, every_share_threaded):
+def test_seeds_configurations(name, placement, threads, dtype, every_share_threaded):
     first, main, last, exec_types = SEEDS_CONFIGS[name]
     shared = {"seq": 0, "shared m": 1, "shared m n": 2}[placement]
     exec_types = ("shared",) * shared + exec_types[shared:]
-    op = TensorOperation("float32", first, main, last, exec_types=exec_types,
+    op = TensorOperation(dtype, first, main, last, exec_types=exec_types,
                          num_threads=threads, **SEEDS)
     run_and_check(op, seed=threads)
     assert len(compile_operation(op)._shares) == (min(threads, OUTER ** shared) if shared else 1)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("t, r, u, s", list(itertools.product((3, 4, 7), repeat=4)))
-def test_seeds_permutation_trus_to_turs(t, r, u, s):
-    op = TensorOperation("float32", "none", "identity", "none", ("c",) * 4,
+def test_seeds_permutation_trus_to_turs(t, r, u, s, dtype):
+    op = TensorOperation(dtype, "none", "identity", "none", ("c",) * 4,
                          ("shared", "seq", "prim", "prim"), (t, r, u, s),
                          (r * u * s, u * s, s, 1), (0,) * 4, (u * r * s, s, r * s, 1),
                          num_threads=2)
-    a = np.random.default_rng(t * r * u * s).uniform(-10, 10, t * r * u * s).astype(np.float32)
-    out = np.full(t * r * u * s, np.nan, np.float32)
+    a = np.random.default_rng(t * r * u * s).uniform(-10, 10, t * r * u * s).astype(dtype)
+    out = np.full(t * r * u * s, np.nan, dtype)
     op.execute(a, None, out)
     np.testing.assert_array_equal(out.reshape(t, u, r, s),
                                   a.reshape(t, r, u, s).transpose(0, 2, 1, 3))
@@ -144,7 +156,7 @@ def test_k_loops_outside_the_output_loops_touch_each_block_once():
     run_and_check(op)
 
 
-def _executable_cases():
+def _executable_cases(dtype="float32"):
     """Ops covering every unary and binary op as main and as touches, placements with
     shared/seq/prim dims, transposed and plain unary outputs, gaps in every tensor."""
     cases = []
@@ -163,18 +175,19 @@ def _executable_cases():
                 out = ((rows + 1) * 6 * 5, (rows + 1) * 6, 1, rows + 1)
             if transposed and binary:
                 continue
-            cases.append(TensorOperation("float32", first, main, last, ("c",) * 4,
+            cases.append(TensorOperation(dtype, first, main, last, ("c",) * 4,
                                          ("shared", "seq", "prim", "prim"), sizes, in0, in1,
                                          out, num_threads=2))
     for first, last in zip(("none",) + UNARY_OPS, UNARY_OPS + ("none",)):
-        cases.append(TensorOperation("float32", first, "none", last, ("c", "c", "c"),
+        cases.append(TensorOperation(dtype, first, "none", last, ("c", "c", "c"),
                                      ("seq", "prim", "prim"), (4, 9, 3), (0,) * 3, (0,) * 3,
                                      (9 * 3 + 5, 1, 9 + 1)))
     return cases
 
 
-@pytest.mark.parametrize("op", _executable_cases(), ids=lambda op: f"{op.prim_first_touch}-"
-                         f"{op.prim_main}-{op.prim_last_touch}-{op.dims[2].size}")
+@pytest.mark.parametrize("op", _executable_cases() + _executable_cases("float64"),
+                         ids=lambda op: f"{op.dtype}-{op.prim_first_touch}-{op.prim_main}-"
+                         f"{op.prim_last_touch}-{op.dims[2].size}")
 def test_elementwise_mains_and_touches(op, every_share_threaded):
     run_and_check(op)
 
@@ -185,7 +198,8 @@ def test_plans_skip_size_one_loops_and_call_each_kernel_once():
                          (0, 0, 0, 1, 0, 4), (0, 30, 0, 0, 6, 1), (0, 20, 0, 1, 4, 0))
     plan = plan_nest(op)
     assert [dim.size for dim in plan.loops] == [3]
-    assert plan.kernels == (("unary", ("zero", 4, 5, False)), ("brgemm", (4, 5, 6, 1)))
+    assert plan.kernels == (("unary", ("zero", 4, 5, False), "float32"),
+                            ("brgemm", (4, 5, 6, 1), "float32"))
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -238,9 +252,10 @@ def test_code_for_the_other_isa_is_inspectable_not_runnable():
 RANDOM_MAINS = ("gemm", "brgemm") + UNARY_OPS + BINARY_OPS + ("none",)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("main", RANDOM_MAINS)
-def test_random_operations_optimized_then_executed(main, threads, every_share_threaded):
+def test_random_operations_optimized_then_executed(main, threads, dtype, every_share_threaded):
     """Random operations (2..7 dims of every type mix, sizes 1..40, strides with gaps, each op
     as main and as touches) with all exec types undefined: einjit.optimize places them, the
     nest runs them, and the result is the reference executor's on the unoptimized op."""
@@ -251,9 +266,9 @@ def test_random_operations_optimized_then_executed(main, threads, every_share_th
         if main == "none" and first == last == "none":
             first = "zero"
         plain = random_operation(rng, "gemm" if main == "brgemm" else main, first, last,
-                                 max_elements=3000 if IN_LANE else 20000)
+                                 max_elements=3000 if IN_LANE else 20000).replace(dtype=dtype)
         op = einjit.optimize(plain.replace(num_threads=threads), num_threads=threads)
-        in0, in1, out = buffers(plain, rng)
+        in0, in1, out = typed_buffers(plain, rng)
         start, expected = out.copy(), out.copy()
         execute_reference(plain, in0, in1, expected)
         op.execute(in0, in1 if op.kind in ("binary", "contraction") else None, out)

@@ -201,7 +201,8 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     for kernel, entry in entries.items():
         asm.align(KERNEL_ALIGN)
         asm.bind(entry)
-        emitters[kernel[0]](asm, target, *kernel[1])
+        kind, params, dtype = kernel
+        emitters[kind](asm, target, *params, dtype=dtype)
 
 
 def generate_loop_nest(target: Target, plan: NestPlan) -> bytes:
