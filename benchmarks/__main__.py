@@ -1,13 +1,15 @@
-"""einjit's main job for now: generate and benchmark the primitives on this host.
+"""einjit's main job: benchmark the primitives and einsum against their peers on this host.
 
 On x86-64: the FMA peak and numpy's bandwidth as references, GEMM/BRGEMM over the full size
 grid for each code variant the host runs, unary/binary bandwidth against numpy. On any host:
-the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generation times.
+the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generation times, and
+einsum (benchmarks/einsum.py) against numpy, opt_einsum, torch and TBLIS. Sections can be
+named to run only those (`python -m benchmarks einsum`).
 Every table is written under benchmarks/results/ (git-ignored; --results DIR for another
 folder); the summary is printed at the end. The figures the README quotes are a committed
 copy, benchmarks/reference/<date>-<machine>/, that only --update-reference writes.
 
-    python -m benchmarks [--quick] [--results DIR] [--update-reference]
+    python -m benchmarks [SECTION ...] [--quick] [--results DIR] [--update-reference]
 """
 
 import argparse
@@ -19,7 +21,7 @@ import time
 from einjit.backends.x86_64 import cpu
 from einjit.runtime.host import host_isa
 
-from . import aarch64_mca, x86_eltwise, x86_gemm
+from . import aarch64_mca, einsum, x86_eltwise, x86_gemm
 from .output import RESULTS_ENV, machine_name, results_dir, update_reference, write_result
 
 
@@ -42,8 +44,14 @@ def _plots():
     print(f"written: {written[-1]} with {len(written) - 1} figure files")
 
 
+SECTIONS = ("gemm", "eltwise", "mca", "einsum")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sections", nargs="*", metavar="SECTION",
+                        help=f"run only these sections, of {', '.join(SECTIONS)} (default: all; "
+                             f"summary.txt is then written as summary-<sections>.txt)")
     parser.add_argument("--quick", action="store_true",
                         help="a coarse GEMM grid (M, N in 16,32,48,64) instead of 1..64")
     parser.add_argument("--results", metavar="DIR",
@@ -53,8 +61,12 @@ def main(argv=None):
                         help="after the run, copy the results to the committed reference "
                              "benchmarks/reference/<date>-<machine>/ (the README's figures)")
     options = parser.parse_args(argv)
-    if options.update_reference and options.quick:
-        parser.error("--update-reference needs the full run, not --quick")
+    unknown = [name for name in options.sections if name not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown sections {unknown}; expected some of {', '.join(SECTIONS)}")
+    chosen = set(options.sections or SECTIONS)
+    if options.update_reference and (options.quick or chosen != set(SECTIONS)):
+        parser.error("--update-reference needs the full run, not --quick or some sections")
     if options.results:
         os.environ[RESULTS_ENV] = options.results
     started = time.perf_counter()
@@ -65,7 +77,7 @@ def main(argv=None):
         print("\n".join(lines), flush=True)
         summary.extend([f"== {title}", *lines])
 
-    if host_isa() == "x86_64":
+    if host_isa() == "x86_64" and "gemm" in chosen:
         sizes = [16, 32, 48, 64] if options.quick else list(range(1, 65))
         for variant in _x86_variants():
             print(f"\n== x86-64 GEMM grid, {variant} ({len(sizes)}x{len(sizes)} sizes x "
@@ -73,14 +85,25 @@ def main(argv=None):
             lines, table = x86_gemm.run(variant, sizes, x86_gemm.K_VALUES)
             write_result(f"x86_gemm_{variant}.csv", table)
             section(f"x86-64 GEMM/BRGEMM ({variant})", lines)
+    if host_isa() == "x86_64" and "eltwise" in chosen:
         print("\n== x86-64 unary/binary bandwidth against numpy (about a minute)", flush=True)
         lines, table = x86_eltwise.run(_x86_variants())
         write_result("x86_eltwise.csv", table)
         section("x86-64 unary/binary bandwidth, GiB/s (read + written)", lines)
-    section("AArch64 BRGEMM, static throughput (llvm-mca) and generation time",
-            aarch64_mca.report().splitlines())
+    if "mca" in chosen:
+        section("AArch64 BRGEMM, static throughput (llvm-mca) and generation time",
+                aarch64_mca.report().splitlines())
+    if "einsum" in chosen:
+        print(f"\n== einsum against its peers ({'--quick: small sizes, ' if options.quick else ''}"
+              f"about {'a minute' if options.quick else 'four minutes'}; a line per case)",
+              flush=True)
+        lines, table = einsum.run(options.quick, progress=lambda line: print(line, flush=True))
+        write_result("einsum.csv", table)
+        section("einsum: einjit against numpy, opt_einsum, torch, TBLIS", lines)
     summary.append(f"total time {time.perf_counter() - started:.0f} s")
-    path = write_result("summary.txt", "\n".join(summary) + "\n")
+    name = "summary.txt" if chosen == set(SECTIONS) else \
+        f"summary-{'-'.join(s for s in SECTIONS if s in chosen)}.txt"
+    path = write_result(name, "\n".join(summary) + "\n")
     print(f"\nwritten: {path} and the tables beside it")
     _plots()
     if options.update_reference:

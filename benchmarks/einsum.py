@@ -1,0 +1,478 @@
+"""Einsum benchmarks (issue 9): einjit against the einsum peers on the same machine, same run.
+
+Cases: the course's einsum-tree lab (tt, fctn: the lowering examples; tt, fctn, getd: the
+optimization examples; bracket notation with the course's sizes), the einsum_ir samples
+(tensor decompositions tt/fctn/getd/tw, tensor layers fc/trn, a synthetic tree; bracket trees
+as the Einsum Trees artifact states them, with explicit permutation nodes), the seeds'
+TensorOperation configurations written as einsum, and tensor-train / matrix-chain / batched
+products in numpy notation (planned by einjit with opt_einsum's path).
+
+Peers: numpy.einsum(optimize=True), opt_einsum (numpy backend; torch backend and torch.einsum
+when torch is installed), TBLIS (pytblis) when installed; `pip install -e ".[bench]"` (what
+scripts/bench does) installs them. Each family of peers runs in a process of its own (thread
+pools of different libraries in one process starve each other on a small machine); a peer
+whose own contraction path costs over PATH_LIMIT times opt_einsum's is left out and named.
+Every einjit result is checked against numpy before it is timed. Per case: einjit's GFLOPS
+(the flops of its tree), its speed over the best peer, and the percentage of the all-core FMA
+peak measured in this run; then the geomean over the cases, the call overhead on a 4x4 matrix
+product and the cold contract_expression of the tensor train.
+
+    python -m benchmarks einsum [--quick] [--filter TEXT]
+    python -m benchmarks.einsum [--quick] [--filter TEXT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import opt_einsum
+
+import einjit
+from einjit.backends import resolve_target
+from einjit.runtime.threads import default_threads
+
+from .harness import cold_ms, seconds_per_call, write_result
+from .tensor_operation import all_core_peak_gflops
+
+# Each peer family (numpy + opt_einsum, torch, TBLIS) is timed in a process of its own: thread
+# pools of different libraries in one process (OpenBLAS, OpenMP, TBLIS's) spin or sleep while
+# the others run, which on 2 cores made calls 10x-1000x slower than alone.
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+HAVE_TBLIS = importlib.util.find_spec("pytblis") is not None
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+QUICK_FLOPS = 2e8        # --quick: every case's sizes shrunk to about this many flops
+TOLERANCE = 1e-4         # relative Frobenius-norm error against numpy (float32 sums)
+LARGE_FLOPS = 1e9        # "large" cases, for the share-of-peak figure
+SEED = 7                 # operands: uniform in [-1, 1) from this seed (TBLIS's process too)
+
+# -- the cases ---------------------------------------------------------------------------------
+COURSE_TT = [100, 72, 128, 128, 3, 71, 305, 32, 3]
+COURSE_FCTN = [60, 60, 20, 20, 8, 8, 8, 8, 8, 8]
+COURSE_GETD = [40, 40, 40, 40, 40, 25, 25, 25, 25, 25]
+
+# (name, group, bracket tree, sizes by dim id)
+TREES = [
+    ("tt LOWER", "course",
+     "[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[1,2,5,7]],[0,5]->[0,1,2,7]]->[0,1,2,3,4]",
+     COURSE_TT),
+    ("fctn LOWER", "course",
+     "[[[[3,6,8,9]->[8,6,9,3]],[[2,5,7,9]->[7,5,2,9]]->[7,8,5,6,2,3]],[0,4,5,6]->[0,4,7,8,2,3]],"
+     "[1,4,7,8]->[0,1,2,3]", COURSE_FCTN),
+    ("tt OPT", "course",
+     "[[7,3,8],[8,4]->[7,3,4]],[[0,5],[[5,1,6],[6,2,7]->[5,1,2,7]]->[0,1,2,7]]->[0,1,2,3,4]",
+     COURSE_TT),
+    ("fctn OPT", "course",
+     "[1,4,7,8],[[0,4,5,6],[[2,5,7,9],[3,6,8,9]->[2,5,7,3,6,8]]->[0,4,2,7,3,8]]->[0,1,2,3]",
+     COURSE_FCTN),
+    ("getd OPT", "course",
+     "[[2,7,3],[3,8,4]->[2,7,8,4]],[[4,9,0],[[0,5,1],[1,6,2]->[0,5,6,2]]->[4,9,5,6,2]]"
+     "->[5,6,7,8,9]", COURSE_GETD),
+    # einsum_ir samples (samples/tensor_decomp, tensor_layers, einsum_benchmark: *_et.cfg)
+    ("tt (einsum_ir tree)", "einsum_ir",
+     "[[8,4],[7,3,8]->[7,3,4]],[[[[6,2,7]->[2,6,7]],[[5,1,6]->[1,5,6]]->[1,2,5,7]],[0,5]"
+     "->[0,1,2,7]]->[0,1,2,3,4]", COURSE_TT),
+    ("getd (einsum_ir tree)", "einsum_ir",
+     "[[[4,9,0]->[0,4,9]],[[[0,5,1]->[5,1,0]],[[1,6,2]->[6,2,1]]->[5,6,2,0]]->[5,6,2,4,9]],"
+     "[[[3,8,4]->[8,3,4]],[[2,7,3]->[7,2,3]]->[7,2,8,4]]->[5,6,7,8,9]", COURSE_GETD),
+    ("tw (einsum_ir tree)", "einsum_ir",
+     "[[[[[3,7,4,11]->[4,11,7,3]],[[2,6,7,10]->[6,10,2,7]]->[6,4,10,11,2,3]],"
+     "[[8,9,10,11]->[9,8,10,11]]->[9,6,8,4,2,3]],[[0,4,5,8]->[0,5,8,4]]->[0,9,5,6,2,3]],"
+     "[[1,5,6,9]->[1,9,5,6]]->[0,1,2,3]", [40, 40, 20, 20, 6, 6, 6, 6, 4, 4, 4, 4]),
+    ("trn layer (einsum_ir tree)", "einsum_ir",
+     "[[[[[8,13,14]->[13,14,8]],[4,12,13]->[4,12,14,8]],[[3,11,12],[2,9,11]->[3,2,9,12]]"
+     "->[3,2,4,9,14,8]],[[[[7,14,15]->[7,15,14]],[[6,15,16]->[6,16,15]]->[6,7,16,14]],"
+     "[[5,10,16],[1,9,10]->[5,1,9,16]]->[5,1,9,6,7,14]]->[5,1,3,2,4,6,7,8]],"
+     "[[0,1,2,3,4]->[1,0,3,2,4]]->[0,5,6,7,8]",
+     [128, 4, 7, 4, 7, 3, 4, 5, 5, 50, 50, 50, 50, 50, 50, 50, 50]),
+    ("synthetic (einsum_ir tree)", "einsum_ir",
+     "[[[8,0,9,4]->[0,9,4,8]],[[2,8,6,9]->[6,2,9,8]]->[6,2,0,4,8]],[[[[3,2,1,0]->[3,1,2,0]],"
+     "[[1,5]->[5,1]]->[5,3,2,0]],[[3,7]->[7,3]]->[7,5,2,0]]->[7,6,5,4,8]",
+     [24, 48, 12, 56, 32, 64, 8, 84, 8, 72]),
+]
+
+# (name, group, numpy subscripts, size of each letter)
+SUBSCRIPTS = [
+    # the seeds' TensorOperation configuration (m, n, k, m, n, k = 32, 32, 8, 32, 32, 32):
+    # in0 [m0, k0, k1, m1], in1 [n0, k0, n1, k1], out [m0, n0, n1, m1] in row-major notation
+    ("seeds BRGEMM config", "seeds", "akbc,dkeb->adec",
+     dict(a=32, d=32, k=8, c=32, e=32, b=32)),
+    ("seeds config x4 (m0, n0 = 64)", "seeds", "akbc,dkeb->adec",
+     dict(a=64, d=64, k=8, c=32, e=32, b=32)),
+    # einsum_ir tensor_layers/fc.cfg: [n2,m2,n1,m1] = [m2,k2,k1,m1] x [n2,k2,n1,k1]
+    ("fc layer 64,32,16,128,64,32", "einsum_ir", "aKkm,NKnk->Nanm",
+     dict(a=64, K=32, k=16, m=128, N=64, n=32)),
+    ("fc layer 256,8,32,64,128,16", "einsum_ir", "aKkm,NKnk->Nanm",
+     dict(a=256, K=8, k=32, m=64, N=128, n=16)),
+    # tensor train in numpy notation, the course's sizes (einsum_ir tensor_decomp/tt.cfg)
+    ("tensor train af,fbg,gch,hdi,ie", "public", "af,fbg,gch,hdi,ie->abcde",
+     dict(zip("abcdefghi", COURSE_TT))),
+    ("matrix chain ij,jk,kl,lm", "public", "ij,jk,kl,lm->im",
+     dict(i=1024, j=512, k=2048, l=256, m=1024)),
+    ("batched matmul bij,bjk", "public", "bij,bjk->bik", dict(b=64, i=192, j=160, k=224)),
+    ("tucker core abc,ai,bj,ck", "public", "abc,ia,jb,kc->ijk",
+     dict(a=96, b=96, c=96, i=128, j=128, k=128)),
+]
+
+
+@dataclass
+class Case:
+    name: str
+    group: str
+    equation: str                 # numpy subscripts the peers evaluate
+    shapes: list[tuple[int, ...]]
+    tree: einjit.EinsumTree | None = None    # bracket cases: einjit runs this tree
+
+    def compile(self) -> einjit.ContractExpression:
+        if self.tree is not None:
+            return einjit.contract_expression(self.tree)
+        return einjit.contract_expression(self.equation, *self.shapes)
+
+
+def tree_equation(tree: einjit.EinsumTree) -> str:
+    """The one einsum equal to the tree: leaves -> root. Valid when every dim a node sums
+    occurs nowhere outside that node's subtree (true of every tree here; checked)."""
+    if len(tree.sizes) > len(LETTERS):
+        raise ValueError(f"{len(tree.sizes)} dims; numpy's einsum takes {len(LETTERS)}")
+
+    nodes = list(tree.root.nodes())
+    for node in nodes:
+        if node.is_leaf:
+            continue
+        inside = {id(n) for n in node.nodes()}
+        summed = set().union(*(c.dims for c in node.children)) - set(node.dims)
+        outside = set().union(*(n.dims for n in nodes if id(n) not in inside))
+        if summed & outside:
+            raise ValueError(f"{tree}: dims {sorted(summed & outside)} are summed in a node "
+                             f"and occur outside it; no single einsum equals this tree")
+    leaves = ",".join("".join(LETTERS[d] for d in leaf.dims) for leaf in tree.leaves)
+    return leaves + "->" + "".join(LETTERS[d] for d in tree.root.dims)
+
+
+def _tree_flops(expression: str, sizes: Sequence[int]) -> int:
+    return einjit.EinsumTree(expression, sizes).flops()
+
+
+def _subscript_flops(equation: str, sizes: dict) -> float:
+    shapes = _shapes(equation, sizes)
+    return float(opt_einsum.contract_path(equation, *shapes, shapes=True)[1].opt_cost)
+
+
+def _shapes(equation: str, sizes: dict) -> list[tuple[int, ...]]:
+    return [tuple(sizes[c] for c in term) for term in equation.split("->")[0].split(",")]
+
+
+def _shrink(sizes: dict | list, flops: Callable, limit: float) -> dict | list:
+    """Halve the largest sizes (down to 2) until flops(sizes) <= limit."""
+    sizes = dict(sizes) if isinstance(sizes, dict) else list(sizes)
+    keys = list(sizes.keys()) if isinstance(sizes, dict) else list(range(len(sizes)))
+    while flops(sizes) > limit:
+        key = max(keys, key=lambda k: sizes[k])
+        if sizes[key] <= 2:
+            break
+        sizes[key] = max(2, sizes[key] // 2)
+    return sizes
+
+
+def cases(quick: bool = False, pattern: str | None = None) -> list[Case]:
+    result = []
+    for name, group, expression, sizes in TREES:
+        if pattern and pattern.lower() not in name.lower():
+            continue
+        if quick:
+            sizes = _shrink(sizes, lambda s, e=expression: _tree_flops(e, s), QUICK_FLOPS)
+        tree = einjit.EinsumTree(expression, sizes)
+        result.append(Case(name, group, tree_equation(tree),
+                           [tuple(tree.sizes[d] for d in leaf.dims) for leaf in tree.leaves],
+                           tree))
+    for name, group, equation, sizes in SUBSCRIPTS:
+        if pattern and pattern.lower() not in name.lower():
+            continue
+        if quick:
+            sizes = _shrink(sizes, lambda s, e=equation: _subscript_flops(e, s), QUICK_FLOPS)
+        result.append(Case(name, group, equation, _shapes(equation, sizes)))
+    return result
+
+
+# -- the peers -----------------------------------------------------------------------------------
+def peer_names() -> list[str]:
+    names = ["np.einsum", "opt_einsum"]
+    if HAVE_TORCH:
+        names += ["opt_einsum+torch", "torch.einsum"]
+    if HAVE_TBLIS:
+        names.append("tblis")
+    return names
+
+
+PATH_LIMIT = 8.0     # a peer whose own path costs more times opt_einsum's is not run
+
+
+def numpy_path_flops(equation: str, operands: list[np.ndarray]) -> float:
+    """The flop count of the path np.einsum(optimize=True) (and pytblis, which asks numpy
+    for its path) would take."""
+    text = np.einsum_path(equation, *operands, optimize=True)[1]
+    return float(text.split("Optimized FLOP count:")[1].split()[0])
+
+
+def good_path(equation: str, operands: list[np.ndarray]) -> list:
+    """opt_einsum's path ("auto"), in the form np.einsum's optimize= takes."""
+    return ["einsum_path", *opt_einsum.contract_path(equation, *operands)[0]]
+
+
+def family_peers(family: str, equation: str, operands: list[np.ndarray],
+                 numpy_ok: bool) -> dict[str, Callable]:
+    """The peers of one family as callables on these operands: opt_einsum's path is planned
+    once, as einjit's is (contract_expression); numpy, TBLIS and torch plan per call, as
+    users call them. numpy's greedy path can cost orders of magnitude more than opt_einsum's
+    (and take gigabytes): with numpy_ok False, np.einsum and TBLIS (which takes numpy's path)
+    are left out."""
+    expression = opt_einsum.contract_expression(equation, *[o.shape for o in operands])
+    result: dict[str, Callable] = {}
+    if family == "numpy":
+        if numpy_ok:
+            result["np.einsum"] = lambda: np.einsum(equation, *operands, optimize=True)
+        result["opt_einsum"] = lambda: expression(*operands, backend="numpy")
+    elif family == "torch":
+        import torch
+        tensors = [torch.from_numpy(o) for o in operands]
+        result["opt_einsum+torch"] = lambda: expression(*tensors, backend="torch")
+        result["torch.einsum"] = lambda: torch.einsum(equation, *tensors)
+    elif family == "tblis" and numpy_ok:
+        import pytblis
+        result["tblis"] = lambda: pytblis.einsum(equation, *operands, optimize=True)
+    return result
+
+
+def measure_family(family: str, equation: str, shapes: list, threads: int,
+                   numpy_ok: bool) -> dict[str, float]:
+    """In a peers' process: best seconds of each peer of `family` on the benchmark's
+    operands (same seed as einjit's)."""
+    if family == "torch":
+        import torch
+        torch.set_num_threads(threads)
+    elif family == "tblis":
+        import pytblis
+        pytblis.set_num_threads(threads)
+    rng = np.random.default_rng(SEED)
+    operands = [rng.uniform(-1, 1, s).astype(np.float32) for s in shapes]
+    functions = family_peers(family, equation, operands, numpy_ok)
+    if not functions:
+        return {}
+    first = {name: _first(function)[1] for name, function in functions.items()}
+    return interleaved(functions, first)
+
+
+def peer_seconds(equation: str, operands: list[np.ndarray], threads: int
+                 ) -> tuple[dict[str, float], list[str]]:
+    """Best seconds of every installed peer (one process per family) and the peers left out
+    because their path is far worse than opt_einsum's."""
+    info = opt_einsum.contract_path(equation, *operands)[1]
+    numpy_ok = numpy_path_flops(equation, operands) <= PATH_LIMIT * max(float(info.opt_cost), 1)
+    families = ["numpy"] + ["torch"] * HAVE_TORCH + ["tblis"] * HAVE_TBLIS
+    times: dict[str, float] = {}
+    for family in families:
+        argument = json.dumps([family, equation, [list(o.shape) for o in operands], threads,
+                               numpy_ok])
+        done = subprocess.run([sys.executable, "-m", "benchmarks.einsum", "--peer", argument],
+                              capture_output=True, text=True, cwd=ROOT)
+        if done.returncode != 0:
+            raise RuntimeError(f"the {family} peers failed on {equation}:\n{done.stderr}")
+        times.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    skipped = [] if numpy_ok else [n for n in ("np.einsum", "tblis") if n in peer_names()]
+    return times, skipped
+
+
+# -- measuring ---------------------------------------------------------------------------------
+def relative_error(result, reference) -> float:
+    result = np.asarray(result, np.float64)
+    reference = np.asarray(reference, np.float64)
+    if result.shape != reference.shape:
+        return math.inf
+    scale = np.linalg.norm(reference.ravel())
+    return float(np.linalg.norm((result - reference).ravel()) / max(scale, 1e-30))
+
+
+def interleaved(functions: dict[str, Callable], first: dict[str, float]) -> dict[str, float]:
+    """Best seconds of each function over a few rounds, every round calling each function
+    once (a busy spell on the shared machine hits all of them alike). Fewer rounds when one
+    call is long: `first` holds each function's first, untimed-for-the-best call."""
+    longest = max(first.values())
+    rounds = 1 if longest > 1.0 else 2 if longest > 0.3 else 3 if longest > 0.05 else 7
+    best = dict(first) if rounds == 1 else dict.fromkeys(functions, math.inf)
+    for _ in range(rounds if rounds > 1 else 0):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def _first(function: Callable) -> tuple[object, float]:
+    start = time.perf_counter()
+    value = function()
+    return value, time.perf_counter() - start
+
+
+def reference(case: Case, operands: list[np.ndarray], flops: float, elements: int):
+    """numpy's result (along opt_einsum's path): in float64 where cheap, else in float32."""
+    path = good_path(case.equation, operands)
+    if flops < 2e9 and elements < 2 ** 25:
+        return np.einsum(case.equation, *[o.astype(np.float64) for o in operands],
+                         optimize=path)
+    return np.einsum(case.equation, *operands, optimize=path)
+
+
+def run_case(case: Case, peak: float | None, peer_cache: dict, threads: int = 1) -> dict:
+    rng = np.random.default_rng(SEED)
+    operands = [rng.uniform(-1, 1, s).astype(np.float32) for s in case.shapes]
+    expression = case.compile()
+    flops = float(expression.tree.flops())
+    result, first = _first(lambda: expression(*operands))
+    error = relative_error(result, reference(case, operands, flops, int(np.size(result))))
+    del result
+    if not error < TOLERANCE:
+        raise AssertionError(f"{case.name}: einjit's result differs from numpy's (relative "
+                             f"error {error:.2e}, tolerance {TOLERANCE:.0e})")
+    seconds = interleaved({"einjit": lambda: expression(*operands)}, {"einjit": first})["einjit"]
+    # the same einsum (trees: LOWER/OPT/einsum_ir variants) is timed for the peers once
+    key = (case.equation, tuple(case.shapes))
+    if key not in peer_cache:
+        peer_cache[key] = peer_seconds(case.equation, operands, threads)
+    times, skipped = peer_cache[key]
+    best = min(times, key=times.get)
+    gflops = flops / seconds / 1e9
+    return dict(case=case, flops=flops, seconds=seconds, gflops=gflops, error=error,
+                percent=None if peak is None else 100 * gflops / peak,
+                peers=times, best=best, ratio=times[best] / seconds, skipped=skipped)
+
+
+def call_overhead() -> dict[str, float]:
+    """Seconds per call on a 4x4 `ij,jk->ik`: a compiled expression and einjit.einsum with a
+    cached plan, against numpy.einsum on the same arrays."""
+    rng = np.random.default_rng(3)
+    a, b = (rng.uniform(-1, 1, (4, 4)).astype(np.float32) for _ in range(2))
+    expression = einjit.contract_expression("ij,jk->ik", a.shape, b.shape)
+    for value in (expression(a, b), einjit.einsum("ij,jk->ik", a, b)):
+        if not np.allclose(value, a @ b, rtol=1e-5, atol=1e-6):
+            raise AssertionError("4x4 ij,jk->ik: einjit's result differs from numpy's")
+    return seconds_per_call({
+        "np.einsum": lambda: np.einsum("ij,jk->ik", a, b),
+        "expr": lambda: expression(a, b),
+        "einjit.einsum": lambda: einjit.einsum("ij,jk->ik", a, b),
+    })
+
+
+TENSOR_TRAIN_SHAPES = _shapes("af,fbg,gch,hdi,ie->abcde", dict(zip("abcdefghi", COURSE_TT)))
+
+
+def cold_tensor_train_ms() -> float:
+    """contract_expression of the tensor train with the course's sizes in a fresh process:
+    parsing, opt_einsum's path, tree rewrite, lowering, passes and all code generation."""
+    shapes = ", ".join(map(str, TENSOR_TRAIN_SHAPES))
+    return cold_ms("import numpy, einjit",
+                   f"einjit.contract_expression('af,fbg,gch,hdi,ie->abcde', {shapes})")
+
+
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def run(quick: bool = False, pattern: str | None = None,
+        progress: Callable[[str], None] = print) -> tuple[list[str], str]:
+    target = resolve_target(None)
+    threads = default_threads()
+    peak = all_core_peak_gflops(target.variant, threads) if target.isa == "x86_64" else None
+    names = peer_names()
+    lines = [f"einjit on {target}, {threads} threads; peers: {', '.join(names)}"
+             + ("" if HAVE_TORCH else " (torch not installed)")
+             + ("" if HAVE_TBLIS else " (pytblis not installed)")]
+    if peak is not None:
+        lines.append(f"all-core FMA peak ({threads} cores, measured now): {peak:.1f} GFLOPS")
+    progress(lines[-1])
+    header = ["case", "group", "equation", "shapes", "gflop", "einjit_s", "einjit_gflops",
+              "percent_of_peak", "best_peer", "speedup_vs_best_peer", "rel_error"] + \
+        [f"{n}_s" for n in names]
+    table = io.StringIO()
+    rows = csv.writer(table, lineterminator="\n")
+    rows.writerow(header)
+    results, peer_cache = [], {}
+    for case in cases(quick, pattern):
+        r = run_case(case, peak, peer_cache, threads)
+        results.append(r)
+        percent = "" if r["percent"] is None else f" {r['percent']:5.1f}% peak"
+        line = (f"{case.name:<32} {r['flops'] / 1e9:8.2f} GFLOP {r['gflops']:7.1f} GFLOPS"
+                f"{percent}  {r['ratio']:5.2f}x {r['best']}"
+                + (f" ({', '.join(r['skipped'])}: path > {PATH_LIMIT:.0f}x the flops, not run)"
+                   if r["skipped"] else ""))
+        lines.append(line)
+        progress(line)
+        rows.writerow([
+            case.name, case.group, case.equation,
+            " ".join("x".join(map(str, s)) for s in case.shapes),
+            f"{r['flops'] / 1e9:.4f}", f"{r['seconds']:.6f}", f"{r['gflops']:.2f}",
+            "" if r["percent"] is None else f"{r['percent']:.1f}", r["best"],
+            f"{r['ratio']:.3f}", f"{r['error']:.1e}"] +
+            [f"{r['peers'][n]:.6f}" if n in r["peers"] else "" for n in names])
+    if results:
+        ratios = [r["ratio"] for r in results]
+        worst = min(results, key=lambda r: r["ratio"])
+        lines.append(f"geomean einjit / best peer over {len(results)} cases: "
+                     f"{geomean(ratios):.2f}x (target >= 1.5x); lowest {worst['ratio']:.2f}x "
+                     f"({worst['case'].name}); {sum(x < 0.8 for x in ratios)} cases below 0.8x")
+        large = [r for r in results if r["flops"] >= LARGE_FLOPS and r["percent"] is not None]
+        if large:
+            lines.append(f"cases >= 1 GFLOP: {min(r['percent'] for r in large):.1f}% to "
+                         f"{max(r['percent'] for r in large):.1f}% of the all-core peak "
+                         f"(target >= 60%)")
+        progress(lines[-1])
+    overhead = call_overhead()
+    numpy_time = overhead["np.einsum"]
+    lines.append(f"call overhead, 4x4 ij,jk->ik: np.einsum {1e6 * numpy_time:.2f} us; "
+                 f"expr(a, b) {1e6 * overhead['expr']:.2f} us = "
+                 f"{overhead['expr'] / numpy_time:.2f}x (target <= 2x); einjit.einsum "
+                 f"(cached plan) {1e6 * overhead['einjit.einsum']:.2f} us = "
+                 f"{overhead['einjit.einsum'] / numpy_time:.2f}x (target <= 3x)")
+    progress(lines[-1])
+    blank = [""] * (len(header) - 10)
+    for name in ("expr", "einjit.einsum"):
+        rows.writerow([f"overhead {name} 4x4", "", "", "", "", f"{overhead[name]:.9f}", "", "",
+                       "np.einsum", f"{numpy_time / overhead[name]:.3f}"] + blank)
+    cold = cold_tensor_train_ms()
+    lines.append(f"cold contract_expression, tensor train af,fbg,gch,hdi,ie->abcde (course "
+                 f"sizes), fresh process: {cold:.1f} ms (target <= 100 ms)")
+    progress(lines[-1])
+    rows.writerow(["cold contract_expression tensor train", "", "", "", "", f"{cold / 1e3:.6f}",
+                   "", "", "", ""] + blank)
+    return lines, table.getvalue()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer", metavar="JSON", help=argparse.SUPPRESS)  # a peers' process
+    parser.add_argument("--quick", action="store_true",
+                        help=f"every case shrunk to about {QUICK_FLOPS:.0e} flops")
+    parser.add_argument("--filter", metavar="TEXT", help="only cases whose name contains TEXT")
+    options = parser.parse_args(argv)
+    if options.peer:
+        print(json.dumps(measure_family(*json.loads(options.peer))))
+        return 0
+    lines, table = run(options.quick, options.filter)
+    print(f"written: {write_result('einsum.csv', table)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
