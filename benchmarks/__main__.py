@@ -2,8 +2,10 @@
 
 On x86-64: the FMA peak and numpy's bandwidth as references, GEMM/BRGEMM over the full size
 grid for each code variant the host runs, unary/binary bandwidth against numpy. On any host:
-the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generation times, and
-einsum (benchmarks/einsum.py) against numpy, opt_einsum, torch and TBLIS. Sections can be
+the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generation times,
+TensorOperations (benchmarks/tensor_operation.py: the seeds' configurations, optimize,
+permutations, call overhead) and einsum (benchmarks/einsum.py) against numpy, opt_einsum,
+torch and TBLIS. Sections can be
 named to run only those (`python -m benchmarks einsum`).
 Every table is written under benchmarks/results/ (git-ignored; --results DIR for another
 folder); the summary is printed at the end. The figures the README quotes are a committed
@@ -21,7 +23,7 @@ import time
 from einjit.backends.x86_64 import cpu
 from einjit.runtime.host import host_isa
 
-from . import aarch64_mca, einsum, x86_eltwise, x86_gemm
+from . import aarch64_mca, einsum, tensor_operation, x86_eltwise, x86_gemm
 from .output import RESULTS_ENV, machine_name, results_dir, update_reference, write_result
 
 
@@ -44,7 +46,7 @@ def _plots():
     print(f"written: {written[-1]} with {len(written) - 1} figure files")
 
 
-SECTIONS = ("gemm", "eltwise", "mca", "einsum")
+SECTIONS = ("gemm", "eltwise", "mca", "tensorop", "einsum")
 
 
 def main(argv=None):
@@ -93,6 +95,12 @@ def main(argv=None):
     if "mca" in chosen:
         section("AArch64 BRGEMM, static throughput (llvm-mca) and generation time",
                 aarch64_mca.report().splitlines())
+    if "tensorop" in chosen:
+        print("\n== TensorOperation: the seeds' configurations, optimize, permutations, overhead",
+              flush=True)
+        lines, table = tensor_operation.run(options.quick)
+        write_result("tensor_operation.csv", table)
+        section("TensorOperation (JIT'd loop nests, threads, optimizer)", lines)
     if "einsum" in chosen:
         print(f"\n== einsum against its peers ({'--quick: small sizes, ' if options.quick else ''}"
               f"about {'a minute' if options.quick else 'four minutes'}; a line per case)",
