@@ -103,7 +103,7 @@ def main(argv=None):
         section("TensorOperation (JIT'd loop nests, threads, optimizer)", lines)
     if "einsum" in chosen:
         print(f"\n== einsum against its peers ({'--quick: small sizes, ' if options.quick else ''}"
-              f"about {'a minute' if options.quick else 'four minutes'}; a line per case)",
+              f"about {'a minute' if options.quick else 'five minutes'}; a line per case)",
               flush=True)
         lines, table = einsum.run(options.quick, progress=lambda line: print(line, flush=True))
         write_result("einsum.csv", table)
