@@ -26,8 +26,8 @@ class Op:
 
 
 def _relu(a):
-    # numpy gives +0.0 for relu(-0.0); the kernels keep -0.0 (it compares equal: the one
-    # documented sign difference, see README)
+    # numpy (and the A64 kernels) give +0.0 for relu(-0.0); the x86-64 kernels keep -0.0
+    # (it compares equal: the one documented sign difference, see README)
     return np.maximum(a, np.zeros_like(a))
 
 
