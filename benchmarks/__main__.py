@@ -5,13 +5,15 @@ grid for each code variant the host runs, unary/binary bandwidth against numpy. 
 the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generation times,
 TensorOperations (benchmarks/tensor_operation.py: the seeds' configurations, optimize,
 permutations, call overhead) and einsum (benchmarks/einsum.py) against numpy, opt_einsum,
-torch and TBLIS. Sections can be
-named to run only those (`python -m benchmarks einsum`).
+torch and TBLIS, in float32 and then float64 (the float64 cases at --quick sizes, to keep the
+run short, unless --dtype float64 asks for that dtype alone). Sections can be named to run
+only those (`python -m benchmarks einsum`, `python -m benchmarks einsum --dtype float64`).
 Every table is written under benchmarks/results/ (git-ignored; --results DIR for another
 folder); the summary is printed at the end. The figures the README quotes are a committed
 copy, benchmarks/reference/<date>-<machine>/, that only --update-reference writes.
 
-    python -m benchmarks [SECTION ...] [--quick] [--results DIR] [--update-reference]
+    python -m benchmarks [SECTION ...] [--quick] [--dtype float32|float64] [--results DIR]
+                         [--update-reference]
 """
 
 import argparse
@@ -56,6 +58,9 @@ def main(argv=None):
                              f"summary.txt is then written as summary-<sections>.txt)")
     parser.add_argument("--quick", action="store_true",
                         help="a coarse GEMM grid (M, N in 16,32,48,64) instead of 1..64")
+    parser.add_argument("--dtype", choices=einsum.DTYPES,
+                        help="einsum section: only this dtype, at the size --quick picks "
+                             "(default: float32, then float64 at --quick sizes)")
     parser.add_argument("--results", metavar="DIR",
                         help="write the result files here (default: benchmarks/results/, "
                              "git-ignored)")
@@ -102,12 +107,20 @@ def main(argv=None):
         write_result("tensor_operation.csv", table)
         section("TensorOperation (JIT'd loop nests, threads, optimizer)", lines)
     if "einsum" in chosen:
-        print(f"\n== einsum against its peers ({'--quick: small sizes, ' if options.quick else ''}"
-              f"about {'a minute' if options.quick else 'five minutes'}; a line per case)",
-              flush=True)
-        lines, table = einsum.run(options.quick, progress=lambda line: print(line, flush=True))
-        write_result("einsum.csv", table)
-        section("einsum: einjit against numpy, opt_einsum, torch, TBLIS", lines)
+        # (dtype, quick): float64 joins the default run at its quick sizes
+        runs = [(options.dtype, options.quick)] if options.dtype else \
+            [("float32", options.quick), ("float64", True)]
+        for dtype, quick in runs:
+            took = "three minutes" if quick else \
+                "five minutes" if dtype == "float32" else "thirteen minutes"
+            print(f"\n== {dtype} einsum against its peers "
+                  f"({'--quick: small sizes, ' if quick else ''}about {took} on 2 cores; "
+                  f"a line per case)", flush=True)
+            lines, table = einsum.run(quick, progress=lambda line: print(line, flush=True),
+                                      dtype=dtype)
+            write_result(einsum.csv_name(dtype), table)
+            section(f"einsum {dtype}{' (quick sizes)' if quick else ''}: einjit against numpy, "
+                    f"opt_einsum, torch, TBLIS", lines)
     summary.append(f"total time {time.perf_counter() - started:.0f} s")
     name = "summary.txt" if chosen == set(SECTIONS) else \
         f"summary-{'-'.join(s for s in SECTIONS if s in chosen)}.txt"

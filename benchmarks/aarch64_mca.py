@@ -7,17 +7,28 @@ each innermost loop of a generated BRGEMM (the K loop of one C block shape) is h
 model's peak, measured in the same run on a block of independent FMLAs of the same
 arrangement (4s for FP32, 2d for FP64: half the FLOPs per instruction, the same FMLA rate).
 
-    python -m benchmarks.aarch64_mca        # prints a table, writes benchmarks/results/
+Then every BRGEMM size M, N in 1..64 at K = 64, FP32 and FP64 (grid()): the useful FLOPs of
+C over the predicted cycles of the steady-state K loop of each of its C blocks (llvm-mca runs
+once per distinct block shape, about 100 of them, in parallel), as a share of the model's peak
+in full-vector FLOPs: lanes computed beyond M count as lost. Printed: the mean, the minimum,
+the worst sizes and the mean over N for each M.
+
+    python -m benchmarks.aarch64_mca        # prints the tables, writes benchmarks/results/
+    python -m benchmarks mca                # the same as a section of the main job
 
 LLVM 16 models neoverse-v2 with its Neoverse N2 scheduling tables (two 128-bit FP pipes),
 so the model's peak is about 2 FMLA/cycle; the real V2 has four pipes.
 """
 
+import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from einjit.backends import aarch64
+from einjit.backends.aarch64 import brgemm
+from einjit.backends.aarch64.target import check_dtype
 from einjit.disasm import disassemble
 
 from .harness import best_seconds, cold_ms, write_result
@@ -93,16 +104,16 @@ def innermost_loops(code, containing="fmla"):
         lines.append((int(offset.rstrip(":"), 16), text))
     loops = []
     for index, (offset, text) in enumerate(lines):
-        target = re.search(r"#(-?0x[0-9a-f]+)$", text)
+        target = re.search(r"#(-?(?:0x[0-9a-f]+|\d+))$", text)  # capstone: small ones decimal
         is_branch = re.match(r"(b\.|cbn?z|tbn?z|b )", text)
-        if not (is_branch and target and int(target.group(1), 16) < offset):
+        if not (is_branch and target and int(target.group(1), 0) < offset):
             continue
-        start = int(target.group(1), 16)
+        start = int(target.group(1), 0)
         body = [t for o, t in lines if start <= o < offset]
         inner = any(re.match(r"(b\.|cbn?z|tbn?z)", t) for t in body)
         if not inner and any(t.startswith(containing) for t in body):
-            loops.append(body + [re.sub(r"#-?0x[0-9a-f]+$", "1b", text)])
-    return [["1:"] + body for body in loops]
+            loops.append(body + [re.sub(r"#-?(?:0x[0-9a-f]+|\d+)$", "loop", text)])
+    return [["loop:"] + body for body in loops]
 
 
 NEON = aarch64.VARIANTS["neon"]
@@ -137,6 +148,61 @@ def brgemm_rows(shapes, peak, dtype):
     return rows
 
 
+GRID_SIZES = range(1, 65)
+GRID_K = 64
+
+
+def block_cycles_per_step(pieces, ncols, dtype, k=GRID_K):
+    """Predicted cycles of one k step of a C block's steady-state K loop."""
+    code, steps = brgemm.k_loop_code(pieces, ncols, k, dtype)
+    (body,) = innermost_loops(code)
+    return cycles_per_iteration(body) / steps
+
+
+def grid(dtype, peak, sizes=GRID_SIZES, progress=None):
+    """{(m, n): predicted share of the model's peak} at K = GRID_K: the useful FLOPs of C
+    (m * n per k step) over the cycles of every C block's steady-state K loop (the C loads and
+    stores around it, once per block and batch, are left out) at `peak` FMLA/cycle of full
+    vectors. Lanes a block computes beyond M count as lost."""
+    lanes = check_dtype(dtype).lanes
+    counts = {(m, n): brgemm.block_counts(m, n, dtype) for m in sizes for n in sizes}
+    shapes = sorted({shape for blocks in counts.values() for shape in blocks}, key=str)
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:   # llvm-mca runs in subprocesses
+        jobs = [pool.submit(block_cycles_per_step, pieces, ncols, dtype)
+                for pieces, ncols in shapes]
+        cycles = {}
+        for index, (shape, job) in enumerate(zip(shapes, jobs)):
+            cycles[shape] = job.result()
+            if progress:
+                progress(f"{dtype}: llvm-mca on block shape {index + 1}/{len(shapes)}")
+    return {size: size[0] * size[1] / (peak * lanes * sum(count * cycles[shape]
+                                                          for shape, count in blocks.items()))
+            for size, blocks in counts.items()}
+
+
+def grid_lines(dtype, peak, progress=None):
+    """Mean, min, the worst sizes and the mean per M of grid(dtype)."""
+    shares = grid(dtype, peak, progress=progress)
+    values = sorted(shares.values())
+    worst = sorted(shares, key=shares.get)[:10]
+    lines = [f"{dtype}, every M, N in 1..64 at K = {GRID_K} ({len(values)} kernels): mean "
+             f"{sum(values) / len(values):.1%} of the model's peak, min {values[0]:.1%}; "
+             f">= 90%: {sum(v >= 0.9 for v in values)} sizes",
+             "  worst (MxN): " + ", ".join(f"{m}x{n} {shares[m, n]:.0%}" for m, n in worst),
+             "  mean over N, by M:"]
+    means = [sum(shares[m, n] for n in GRID_SIZES) / len(GRID_SIZES) for m in GRID_SIZES]
+    for start in range(0, len(means), 16):
+        lines.append(f"  M {start + 1:>2}..{start + 16:<2}" +
+                     "".join(f"{v:>5.0%}" for v in means[start:start + 16]))
+    return lines
+
+
+def _progress(line):
+    """One progress line on a terminal, overwritten in place."""
+    if sys.stderr.isatty():
+        print(f"\r{line}\033[K", end="", file=sys.stderr, flush=True)
+
+
 def report():
     """The report text (also written to benchmarks/results/aarch64_mca.txt)."""
     peak, peak64 = model_peak(), model_peak("2d")
@@ -155,11 +221,19 @@ def report():
              f"{'kernel':<22}{'FMLA/iter':>10}{'insns/iter':>11}{'FMLA/cycle':>11}{'of peak':>9}"]
     lines += [f"{name:<22}{fmlas:>10}{insns:>11}{rate:>11.2f}{ratio:>9.1%}"
               for name, fmlas, insns, rate, ratio in rows]
+    note = ("(FMLAs of any width: the loops of single rows along k ({rows}) issue fewer, "
+            "full-width FMLAs plus zips; the grid below counts useful FLOPs)")
+    lines.append(note.format(rows="1xN, 2xN, 3xN and the last one or two rows of other M"))
     lines += ["", f"FP64 (8x6 microkernel, fmla .2d by element): model peak {peak64:.2f} "
               f"FMLA/cycle (32 independent .2d FMLAs); target >= 90% on the main microkernel",
               f"{'kernel':<22}{'FMLA/iter':>10}{'insns/iter':>11}{'FMLA/cycle':>11}{'of peak':>9}"]
     lines += [f"{name:<22}{fmlas:>10}{insns:>11}{rate:>11.2f}{ratio:>9.1%}"
               for name, fmlas, insns, rate, ratio in rows64]
+    lines.append(note.format(rows="1xN and the last row of odd M"))
+    lines += ["", f"Every BRGEMM size: useful FLOPs over the predicted cycles of each C block's "
+              f"K loop (the model's peak = {peak:.2f} full-vector FMLA/cycle)"]
+    for dtype, dtype_peak in (("float32", peak), ("float64", peak64)):
+        lines += grid_lines(dtype, dtype_peak, progress=_progress)
     lines += ["", "element-wise kernels, 2048x2048: their main (most storing) inner loop",
               f"{'kernel':<26}{'insns/iter':>11}{'cycles/iter':>12}{'stored B/cycle':>15}"]
     for kind, params in ELTWISE:

@@ -17,8 +17,11 @@ Every einjit result is checked against numpy before it is timed. Per case: einji
 peak measured in this run; then the geomean over the cases, the call overhead on a 4x4 matrix
 product and the cold contract_expression of the tensor train.
 
-    python -m benchmarks einsum [--quick] [--filter TEXT]
-    python -m benchmarks.einsum [--quick] [--filter TEXT]
+--dtype float64 runs the same cases with float64 operands for einjit and every peer (the
+percentage is of the FP64 peak, half the FP32 FMA flops), written to einsum_float64.csv.
+
+    python -m benchmarks einsum [--quick] [--filter TEXT] [--dtype float32|float64]
+    python -m benchmarks.einsum [--quick] [--filter TEXT] [--dtype float32|float64]
 """
 
 from __future__ import annotations
@@ -55,7 +58,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 QUICK_FLOPS = 2e8        # --quick: every case's sizes shrunk to about this many flops
-TOLERANCE = 1e-4         # relative Frobenius-norm error against numpy (float32 sums)
+DTYPES = ("float32", "float64")
+# relative Frobenius-norm error against numpy in float64, per dtype of the operands
+TOLERANCES = {"float32": 1e-4, "float64": 1e-10}
 LARGE_FLOPS = 1e9        # "large" cases, for the share-of-peak figure
 SEED = 7                 # operands: uniform in [-1, 1) from this seed (TBLIS's process too)
 
@@ -136,10 +141,10 @@ class Case:
     shapes: list[tuple[int, ...]]
     tree: einjit.EinsumTree | None = None    # bracket cases: einjit runs this tree
 
-    def compile(self) -> einjit.ContractExpression:
+    def compile(self, dtype: str = "float32") -> einjit.ContractExpression:
         if self.tree is not None:
-            return einjit.contract_expression(self.tree)
-        return einjit.contract_expression(self.equation, *self.shapes)
+            return einjit.contract_expression(self.tree, dtype=dtype)
+        return einjit.contract_expression(self.equation, *self.shapes, dtype=dtype)
 
 
 def tree_equation(tree: einjit.EinsumTree) -> str:
@@ -256,8 +261,14 @@ def family_peers(family: str, equation: str, operands: list[np.ndarray],
     return result
 
 
+def operands_of(shapes: Sequence[tuple[int, ...]], dtype: str) -> list[np.ndarray]:
+    """The benchmark's operands: uniform in [-1, 1) from SEED, in `dtype`."""
+    rng = np.random.default_rng(SEED)
+    return [rng.uniform(-1, 1, s).astype(dtype) for s in shapes]
+
+
 def measure_family(family: str, equation: str, shapes: list, threads: int,
-                   numpy_ok: bool) -> dict[str, float]:
+                   numpy_ok: bool, dtype: str = "float32") -> dict[str, float]:
     """In a peers' process: best seconds of each peer of `family` on the benchmark's
     operands (same seed as einjit's)."""
     if family == "torch":
@@ -266,8 +277,7 @@ def measure_family(family: str, equation: str, shapes: list, threads: int,
     elif family == "tblis":
         import pytblis
         pytblis.set_num_threads(threads)
-    rng = np.random.default_rng(SEED)
-    operands = [rng.uniform(-1, 1, s).astype(np.float32) for s in shapes]
+    operands = operands_of(shapes, dtype)
     functions = family_peers(family, equation, operands, numpy_ok)
     if not functions:
         return {}
@@ -285,7 +295,7 @@ def peer_seconds(equation: str, operands: list[np.ndarray], threads: int
     times: dict[str, float] = {}
     for family in families:
         argument = json.dumps([family, equation, [list(o.shape) for o in operands], threads,
-                               numpy_ok])
+                               numpy_ok, operands[0].dtype.name])
         done = subprocess.run([sys.executable, "-m", "benchmarks.einsum", "--peer", argument],
                               capture_output=True, text=True, cwd=ROOT)
         if done.returncode != 0:
@@ -335,17 +345,19 @@ def reference(case: Case, operands: list[np.ndarray], flops: float, elements: in
     return np.einsum(case.equation, *operands, optimize=path)
 
 
-def run_case(case: Case, peak: float | None, peer_cache: dict, threads: int = 1) -> dict:
-    rng = np.random.default_rng(SEED)
-    operands = [rng.uniform(-1, 1, s).astype(np.float32) for s in case.shapes]
-    expression = case.compile()
+def run_case(case: Case, peak: float | None, peer_cache: dict, threads: int = 1,
+             dtype: str = "float32") -> dict:
+    operands = operands_of(case.shapes, dtype)
+    expression = case.compile(dtype)
     flops = float(expression.tree.flops())
     result, first = _first(lambda: expression(*operands))
     error = relative_error(result, reference(case, operands, flops, int(np.size(result))))
+    if result.dtype != dtype:
+        raise AssertionError(f"{case.name}: einjit's result is {result.dtype}, not {dtype}")
     del result
-    if not error < TOLERANCE:
+    if not error < TOLERANCES[dtype]:
         raise AssertionError(f"{case.name}: einjit's result differs from numpy's (relative "
-                             f"error {error:.2e}, tolerance {TOLERANCE:.0e})")
+                             f"error {error:.2e}, tolerance {TOLERANCES[dtype]:.0e})")
     seconds = interleaved({"einjit": lambda: expression(*operands)}, {"einjit": first})["einjit"]
     # the same einsum (trees: LOWER/OPT/einsum_ir variants) is timed for the peers once
     key = (case.equation, tuple(case.shapes))
@@ -359,12 +371,12 @@ def run_case(case: Case, peak: float | None, peer_cache: dict, threads: int = 1)
                 peers=times, best=best, ratio=times[best] / seconds, skipped=skipped)
 
 
-def call_overhead() -> dict[str, float]:
+def call_overhead(dtype: str = "float32") -> dict[str, float]:
     """Seconds per call on a 4x4 `ij,jk->ik`: a compiled expression and einjit.einsum with a
     cached plan, against numpy.einsum on the same arrays."""
     rng = np.random.default_rng(3)
-    a, b = (rng.uniform(-1, 1, (4, 4)).astype(np.float32) for _ in range(2))
-    expression = einjit.contract_expression("ij,jk->ik", a.shape, b.shape)
+    a, b = (rng.uniform(-1, 1, (4, 4)).astype(dtype) for _ in range(2))
+    expression = einjit.contract_expression("ij,jk->ik", a.shape, b.shape, dtype=dtype)
     for value in (expression(a, b), einjit.einsum("ij,jk->ik", a, b)):
         if not np.allclose(value, a @ b, rtol=1e-5, atol=1e-6):
             raise AssertionError("4x4 ij,jk->ik: einjit's result differs from numpy's")
@@ -378,29 +390,43 @@ def call_overhead() -> dict[str, float]:
 TENSOR_TRAIN_SHAPES = _shapes("af,fbg,gch,hdi,ie->abcde", dict(zip("abcdefghi", COURSE_TT)))
 
 
-def cold_tensor_train_ms() -> float:
+def cold_tensor_train_ms(dtype: str = "float32") -> float:
     """contract_expression of the tensor train with the course's sizes in a fresh process:
     parsing, opt_einsum's path, tree rewrite, lowering, passes and all code generation."""
     shapes = ", ".join(map(str, TENSOR_TRAIN_SHAPES))
     return cold_ms("import numpy, einjit",
-                   f"einjit.contract_expression('af,fbg,gch,hdi,ie->abcde', {shapes})")
+                   f"einjit.contract_expression('af,fbg,gch,hdi,ie->abcde', {shapes}, "
+                   f"dtype={dtype!r})")
 
 
 def geomean(values: Sequence[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
+def csv_name(dtype: str = "float32") -> str:
+    """The result table's file name: einsum.csv for float32, einsum_<dtype>.csv otherwise."""
+    return "einsum.csv" if dtype == "float32" else f"einsum_{dtype}.csv"
+
+
 def run(quick: bool = False, pattern: str | None = None,
-        progress: Callable[[str], None] = print) -> tuple[list[str], str]:
+        progress: Callable[[str], None] = print, dtype: str = "float32"
+        ) -> tuple[list[str], str]:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: expected one of {DTYPES}")
     target = resolve_target(None)
     threads = default_threads()
     peak = all_core_peak_gflops(target.variant, threads) if target.isa == "x86_64" else None
+    if peak is not None and dtype == "float64":
+        # the same FMA loop in packed doubles: as many instructions, half the flops each
+        peak /= 2
     names = peer_names()
-    lines = [f"einjit on {target}, {threads} threads; peers: {', '.join(names)}"
+    lines = [f"{dtype} einsum: einjit on {target}, {threads} threads; "
+             f"peers: {', '.join(names)}"
              + ("" if HAVE_TORCH else " (torch not installed)")
              + ("" if HAVE_TBLIS else " (pytblis not installed)")]
     if peak is not None:
-        lines.append(f"all-core FMA peak ({threads} cores, measured now): {peak:.1f} GFLOPS")
+        lines.append(f"all-core {dtype} FMA peak ({threads} cores, measured now): "
+                     f"{peak:.1f} GFLOPS")
     progress(lines[-1])
     header = ["case", "group", "equation", "shapes", "gflop", "einjit_s", "einjit_gflops",
               "percent_of_peak", "best_peer", "speedup_vs_best_peer", "rel_error"] + \
@@ -410,7 +436,7 @@ def run(quick: bool = False, pattern: str | None = None,
     rows.writerow(header)
     results, peer_cache = [], {}
     for case in cases(quick, pattern):
-        r = run_case(case, peak, peer_cache, threads)
+        r = run_case(case, peak, peer_cache, threads, dtype)
         results.append(r)
         percent = "" if r["percent"] is None else f" {r['percent']:5.1f}% peak"
         line = (f"{case.name:<32} {r['flops'] / 1e9:8.2f} GFLOP {r['gflops']:7.1f} GFLOPS"
@@ -429,7 +455,7 @@ def run(quick: bool = False, pattern: str | None = None,
     if results:
         ratios = [r["ratio"] for r in results]
         worst = min(results, key=lambda r: r["ratio"])
-        lines.append(f"geomean einjit / best peer over {len(results)} cases: "
+        lines.append(f"{dtype} geomean einjit / best peer over {len(results)} cases: "
                      f"{geomean(ratios):.2f}x (target >= 1.5x); lowest {worst['ratio']:.2f}x "
                      f"({worst['case'].name}); {sum(x < 0.8 for x in ratios)} cases below 0.8x")
         large = [r for r in results if r["flops"] >= LARGE_FLOPS and r["percent"] is not None]
@@ -438,7 +464,7 @@ def run(quick: bool = False, pattern: str | None = None,
                          f"{max(r['percent'] for r in large):.1f}% of the all-core peak "
                          f"(target >= 60%)")
         progress(lines[-1])
-    overhead = call_overhead()
+    overhead = call_overhead(dtype)
     numpy_time = overhead["np.einsum"]
     lines.append(f"call overhead, 4x4 ij,jk->ik: np.einsum {1e6 * numpy_time:.2f} us; "
                  f"expr(a, b) {1e6 * overhead['expr']:.2f} us = "
@@ -450,7 +476,7 @@ def run(quick: bool = False, pattern: str | None = None,
     for name in ("expr", "einjit.einsum"):
         rows.writerow([f"overhead {name} 4x4", "", "", "", "", f"{overhead[name]:.9f}", "", "",
                        "np.einsum", f"{numpy_time / overhead[name]:.3f}"] + blank)
-    cold = cold_tensor_train_ms()
+    cold = cold_tensor_train_ms(dtype)
     lines.append(f"cold contract_expression, tensor train af,fbg,gch,hdi,ie->abcde (course "
                  f"sizes), fresh process: {cold:.1f} ms (target <= 100 ms)")
     progress(lines[-1])
@@ -465,12 +491,14 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"every case shrunk to about {QUICK_FLOPS:.0e} flops")
     parser.add_argument("--filter", metavar="TEXT", help="only cases whose name contains TEXT")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32",
+                        help="the operands' dtype for einjit and every peer (default float32)")
     options = parser.parse_args(argv)
     if options.peer:
         print(json.dumps(measure_family(*json.loads(options.peer))))
         return 0
-    lines, table = run(options.quick, options.filter)
-    print(f"written: {write_result('einsum.csv', table)}")
+    lines, table = run(options.quick, options.filter, dtype=options.dtype)
+    print(f"written: {write_result(csv_name(options.dtype), table)}")
     return 0
 
 

@@ -2,13 +2,20 @@
 
 For every M, N in 1..64 and K in {1, 16, 32, 64, 128} (a CSV like the seeds' gemm_perf.csv),
 plus BRGEMMs with batch 16, it times the generated kernel through the JIT'd repeat driver and
-reports GFLOPS and the percentage of the peak of a JIT'd FMA loop. Targets (issue 3):
-64x64x64 >= 90% of peak; mean over M, N >= 16 with K >= 64 >= 75%; generation of the
-64x64x64 kernel under 2 ms.
+reports GFLOPS and the percentage of the peak of a JIT'd FMA loop, measured before each row
+of N (the machine is shared: two passes, each shape's best, against the best peak). K = 1
+(outer products) is also set against a store-bandwidth bound timed in alternation with it: a
+JIT'd function called like the kernel, on the same C, that only stores C's n * ceil(m/lanes)
+whole vectors (vmovups) where the kernel stores them. Targets:
+64x64x64 >= 90% of peak; mean over M, N >= 16 with K >= 64 >= 75% (issue 3); every M, N in
+8..64 with K in {16, 64}: mean >= 90%, none below 75%, K = 1 >= 80% of the store bound
+(issue 12); generation of the 64x64x64 kernel under 2 ms. With float32, the FP64 figures of
+issue 10 follow: 64^3 and the mean over M, N >= 16, K >= 64 against the FP64 peak (a JIT'd
+vfmadd231pd loop), each shape paired with a peak measured right before it.
 
-    python -m benchmarks.x86_gemm [--variant avx2] [--sizes 16,32,64] [--k 64] [--dtype float64]
+    python -m benchmarks.x86_gemm [--variant avx2] [--sizes 8-64] [--k 1,16,64] [--dtype float64]
 
---dtype float64 times the FP64 kernels against the FP64 peak (a JIT'd vfmadd231pd loop).
+--dtype float64 times the FP64 kernels against the FP64 peak over the whole grid.
 """
 
 import argparse
@@ -21,11 +28,26 @@ import time
 import numpy as np
 
 from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
+from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64.asm import Assembler
 
-from .harness import JitFunction, RepeatDriver, best_seconds, cold_ms, fma_peak_gflops, write_result
+from .harness import (
+    WIDTH,
+    JitFunction,
+    RepeatDriver,
+    best_seconds,
+    cold_ms,
+    fma_peak_gflops,
+    write_result,
+)
 from .progress import progress_bar
 
 K_VALUES = (1, 16, 32, 64, 128)
+AWKWARD = (8, 12, 20, 24, 25, 40, 50)      # issue 12's table, at K = 64
+SMALL = range(8, 65)                       # issue 12: every M, N in 8..64 ...
+SMALL_K = (16, 64)                         # ... at these K
+FP64_SIZES = range(16, 65, 8)              # FP64 mean over M, N >= 16 (paired shapes)
+FP64_K = (64, 128)
 BATCH_SHAPES = [(16, 16, 16), (32, 32, 32), (64, 64, 64), (64, 64, 128), (48, 24, 64)]
 
 
@@ -46,22 +68,52 @@ class GemmTimer:
         else:
             code = generate_brgemm(VARIANTS[self.variant], m, n, k, br, dtype=self.dtype)
         kernel = JitFunction(code, 8)
-        a = self.rng.uniform(-1, 1, br * m * k).astype(self.dtype)
-        b = self.rng.uniform(-1, 1, br * k * n).astype(self.dtype)
-        c = np.zeros(m * n, self.dtype)
-        args = (a.ctypes.data, b.ctypes.data, c.ctypes.data, m, k, m, m * k, k * n)
+        operands, args = self._operands(m, n, k, br)
         per_call = self.driver.seconds_per_call(kernel.memory.address, args, seconds, repetitions)
         return 2.0 * m * n * k * br / per_call / 1e9
 
+    def _operands(self, m, n, k, br):
+        a = self.rng.uniform(-1, 1, br * m * k).astype(self.dtype)
+        b = self.rng.uniform(-1, 1, br * k * n).astype(self.dtype)
+        c = np.zeros(m * n, self.dtype)
+        return (a, b, c), (a.ctypes.data, b.ctypes.data, c.ctypes.data, m, k, m, m * k, k * n)
+
+    def store_percent(self, m, n, seconds=0.001, repetitions=3):
+        """M x N x 1 against the store bound: a JIT'd function with the kernels' arguments
+        that only stores C's columns in whole vectors (ceil(m/lanes) a column, the last one
+        ending at the column's last row, as the kernels place it; the same C, alignment and
+        call overhead), timed in alternation with the kernel: the percentage of the
+        kernel's time that storing C alone takes."""
+        width = WIDTH[self.variant]
+        lanes = width // 8 // np.dtype(self.dtype).itemsize
+        vectors, size = -(-m // lanes), np.dtype(self.dtype).itemsize
+        starts = [min(v * lanes, max(m - lanes, 0)) for v in range(vectors)]
+        stores = Assembler()
+        stores(enc.vxorps(0, 0, 0, 256))
+        stores((enc.vmovups_store(enc.Mem(enc.RDX, disp=(j * m + row) * size), 0, width)
+                for j in range(n) for row in starts), enc.vzeroupper(), enc.ret())
+        store_only = JitFunction(stores.finish(), 8)
+        kernel = JitFunction(generate_brgemm(VARIANTS[self.variant], m, n, 1, 1,
+                                             dtype=self.dtype), 8)
+        # C gets room for a whole last vector when m < lanes: the store loop writes it whole
+        operands, args = self._operands(m, n + lanes, 1, 1)
+        best = {}
+        for _ in range(repetitions):
+            for name, function in (("stores", store_only), ("kernel", kernel)):
+                t = self.driver.seconds_per_call(function.memory.address, args, seconds, 1)
+                best[name] = min(best.get(name, t), t)
+        return 100 * best["stores"] / best["kernel"]
+
 
 def paired_percent(timer, m, n, k, br, rounds=5):
-    """Median over rounds of the kernel's GFLOPS as a percentage of the FMA peak measured
-    right before it: pairing cancels the drift of a boost clock between measurements."""
-    ratios = []
+    """The kernel's best GFLOPS over `rounds` rounds as a percentage of the best FMA peak
+    measured in the same rounds, each right before the kernel: the machine is shared, and a
+    busy spell only ever slows a measurement down."""
+    peaks, kernels = [], []
     for _ in range(rounds):
-        peak = timer.peak()
-        ratios.append(timer.gflops(m, n, k, br, seconds=0.01, repetitions=5) / peak)
-    return 100 * statistics.median(ratios)
+        peaks.append(timer.peak())
+        kernels.append(timer.gflops(m, n, k, br, seconds=0.01, repetitions=5))
+    return 100 * max(kernels) / max(peaks)
 
 
 def generation_ms(m, n, k, br, variant):
@@ -72,52 +124,115 @@ def generation_ms(m, n, k, br, variant):
     return cold, warm
 
 
-def run(variant, sizes, k_values, progress=print, dtype="float32"):
-    """Measure the grid; return (summary lines, CSV text)."""
-    timer = GemmTimer(variant, dtype)
-    # Two passes over the grid, minutes apart, keeping each shape's best: a burst of load from
-    # other processes on the shared machine otherwise drags down a run of neighbouring shapes.
-    # Each sweep over one K is divided by the FMA peak measured just before it.
-    best = {}   # (m, n, k) -> (percent of peak, gflops)
-    peaks = []
+def measure_grid(timer, sizes, k_values, progress=print):
+    """({(m, n, k): (percent of peak, GFLOPS, percent of the store bound or None)}, the FMA
+    peaks). Each shape's GFLOPS is the best of two passes over the grid, minutes apart (a
+    burst of load from other processes on the shared machine otherwise drags down a run of
+    neighbouring shapes); the FMA peak is measured before every row of N, interleaved with
+    the kernels, and the best of them all is the reference: load only ever slows a
+    measurement down. K = 1 is also timed against its store bound, shape by shape."""
+    gflops, peaks, to_store = {}, [], {}
     start = time.perf_counter()
-    with progress_bar(2 * len(k_values) * len(sizes) ** 2, f"GEMM {variant}") as bar:
+    with progress_bar(2 * len(k_values) * len(sizes) ** 2, f"GEMM {timer.variant}") as bar:
         for sweep in (1, 2):
             for k in k_values:
-                peaks.append(timer.peak())
                 for m in sizes:
+                    peaks.append(timer.peak(seconds=0.01))
                     for n in sizes:
                         bar.step(f"pass {sweep}/2 {m}x{n}x{k}")
-                        g = timer.gflops(m, n, k)
-                        best[m, n, k] = max(best.get((m, n, k), (0.0, 0.0)),
-                                            (100 * g / peaks[-1], g))
-                progress(f"  {variant}: pass {sweep}/2, K={k} done "
+                        gflops[m, n, k] = max(gflops.get((m, n, k), 0.0), timer.gflops(m, n, k))
+                        if k == 1:
+                            to_store[m, n] = max(to_store.get((m, n), 0.0),
+                                                 timer.store_percent(m, n))
+                progress(f"  {timer.variant}: pass {sweep}/2, K={k} done "
                          f"({time.perf_counter() - start:.0f} s)")
-    grid = [(m, n, k, 1, g, percent) for (m, n, k), (percent, g) in best.items()]
+    peak = max(peaks)
+    best = {(m, n, k): (100 * g / peak, g, to_store.get((m, n)) if k == 1 else None)
+            for (m, n, k), g in gflops.items()}
+    return best, peaks
+
+
+def small_sizes_lines(best):
+    """Issue 12's figures from the grid: every measured M, N in 8..64 at K in {16, 64},
+    the table of the awkward sizes at K = 64 and K = 1 against the store bound."""
+    lines = []
+    small = [v[0] for (m, n, k), v in best.items() if m in SMALL and n in SMALL and k in SMALL_K]
+    if small:
+        low = min((v[0], key) for key, v in best.items()
+                  if key[0] in SMALL and key[1] in SMALL and key[2] in SMALL_K)
+        lines.append(f"  M, N in 8..64, K in {{16, 64}} ({len(small)} shapes): mean "
+                     f"{statistics.mean(small):.1f}% of peak, min {low[0]:.1f}% at "
+                     f"{'x'.join(map(str, low[1]))} (targets: mean >= 90%, min >= 75%)")
+        for k in SMALL_K:
+            row = [v[0] for (m, n, kk), v in best.items() if m in SMALL and n in SMALL and kk == k]
+            if row:
+                lines.append(f"    K={k}: mean {statistics.mean(row):.1f}%, min {min(row):.1f}%")
+    if all((m, n, 64) in best for m in AWKWARD for n in AWKWARD):
+        lines.append("  % of peak at K=64, M down, N across (issue 12's sizes):")
+        lines.append("     M\\N" + "".join(f"{n:7d}" for n in AWKWARD))
+        lines += [f"  {m:6d}" + "".join(f"{best[m, n, 64][0]:7.1f}" for n in AWKWARD)
+                  for m in AWKWARD]
+    ones = [(v[2], m, n) for (m, n, k), v in best.items()
+            if k == 1 and m in SMALL and n in SMALL and v[2] is not None]
+    if ones:
+        lines.append(f"  K=1, M, N in 8..64 ({len(ones)} shapes): mean "
+                     f"{statistics.mean(v for v, _, _ in ones):.1f}% of the store bound, min "
+                     f"{min(ones)[0]:.1f}% at {min(ones)[1]}x{min(ones)[2]}x1 (target >= 80%; "
+                     f"bound: a JIT'd function storing C's n*ceil(m/lanes) vectors, same call)")
+    return lines
+
+
+def fp64_lines(variant):
+    """Issue 10's FP64 figures: 64^3 and the mean over M, N >= 16, K >= 64, each shape a
+    median of rounds against the FP64 peak measured right before it."""
+    timer = GemmTimer(variant, "float64")
+    headline = paired_percent(timer, 64, 64, 64, 1)
+    shapes = [(m, n, k) for k in FP64_K for m in FP64_SIZES for n in FP64_SIZES]
+    percents = [paired_percent(timer, m, n, k, 1, rounds=3) for m, n, k in shapes]
+    low = min(zip(percents, shapes))
+    return [f"  FP64 GEMM 64x64x64: {headline:.1f}% of the FP64 peak (JIT'd vfmadd231pd loop, "
+            f"paired; target >= 90%)",
+            f"  FP64 mean over M, N in {FP64_SIZES.start}..{FP64_SIZES.stop - 1} step "
+            f"{FP64_SIZES.step}, K in {FP64_K} ({len(shapes)} shapes, each paired): "
+            f"{statistics.mean(percents):.1f}%, min {low[0]:.1f}% at {'x'.join(map(str, low[1]))} "
+            f"(target >= 75%)"]
+
+
+def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True):
+    """Measure the grid; return (summary lines, CSV text)."""
+    timer = GemmTimer(variant, dtype)
+    best, peaks = measure_grid(timer, sizes, k_values, progress)
+    grid = [(m, n, k, 1, g, percent, bound) for (m, n, k), (percent, g, bound) in best.items()]
     batched = [(m, n, k, paired_percent(timer, m, n, k, 16)) for m, n, k in BATCH_SHAPES]
     headline = paired_percent(timer, 64, 64, 64, 1)
     peak = max(peaks)
 
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(("m", "n", "k", "br", "gflops", "percent_of_peak"))
-    writer.writerows((m, n, k, br, f"{g:.2f}", f"{percent:.1f}")
-                     for m, n, k, br, g, percent in grid)
+    writer.writerow(("m", "n", "k", "br", "gflops", "percent_of_peak", "percent_of_store_bound"))
+    writer.writerows((m, n, k, br, f"{g:.2f}", f"{percent:.1f}",
+                      "" if store is None else f"{store:.1f}")
+                     for m, n, k, br, g, percent, store in grid)
     writer.writerows((m, n, k, 16, "", f"{percent:.1f}") for m, n, k, percent in batched)
-    big = [percent for m, n, k, br, g, percent in grid if m >= 16 and n >= 16 and k >= 64]
+    big = [percent for m, n, k, br, g, percent, _ in grid if m >= 16 and n >= 16 and k >= 64]
     precision = "FP64" if dtype == "float64" else "FP32"
-    lines = [f"{variant} {precision}: FMA peak {min(peaks):.1f} to {peak:.1f} GFLOPS over the run "
-             f"(JIT'd {'vfmadd231pd' if dtype == 'float64' else 'vfmadd231ps'} loop, one core)",
-             f"  GEMM 64x64x64: {headline:.1f}% of peak (median of 5 rounds, each against the "
-             f"peak measured just before it; target >= 90%)"]
+    lines = [f"{variant} {precision} on {cpu.microarch().name}: FMA peak {min(peaks):.1f} to "
+             f"{peak:.1f} GFLOPS over the run (JIT'd "
+             f"{'vfmadd231pd' if dtype == 'float64' else 'vfmadd231ps'} loop, one core; the "
+             f"grid is divided by the highest)"]
+    lines.append(f"  GEMM 64x64x64: {headline:.1f}% of peak (best of 5 rounds against the best "
+                 f"peak measured right before each; target >= 90%)")
     if big:
         lines.append(f"  mean over M, N >= 16, K >= 64 ({len(big)} sizes): "
                      f"{statistics.mean(big):.1f}% of peak, min {min(big):.1f}% (target >= 75%)")
     for k in k_values:
-        row = [percent for m, n, kk, br, g, percent in grid if kk == k]
+        row = [percent for m, n, kk, br, g, percent, _ in grid if kk == k]
         lines.append(f"  K={k:<4} mean over the {len(row)} sizes: {statistics.mean(row):5.1f}%")
+    lines += small_sizes_lines(best)
     lines += [f"  BRGEMM {m}x{n}x{k} batch 16: {percent:.1f}% of peak (paired as above)"
               for m, n, k, percent in batched]
+    if dtype == "float32" and fp64:
+        lines += fp64_lines(variant)
     for shape in ((64, 64, 64, 1), (1024, 1024, 2048, 1024)) if dtype == "float32" else ():
         cold, warm = generation_ms(*shape, variant)
         lines.append(f"  generation {'x'.join(map(str, shape[:3]))} batch {shape[3]}: "
@@ -139,9 +254,12 @@ def main(argv=None):
     parser.add_argument("--sizes", default="1-64", help="M and N values, e.g. 1-64 or 16,32")
     parser.add_argument("--k", default=",".join(map(str, K_VALUES)), help="K values")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument("--no-fp64", action="store_true",
+                        help="float32: skip the FP64 figures (about a minute)")
     options = parser.parse_args(argv)
     variant = options.variant or cpu.variant()
-    lines, table = run(variant, _values(options.sizes), _values(options.k), dtype=options.dtype)
+    lines, table = run(variant, _values(options.sizes), _values(options.k), dtype=options.dtype,
+                       fp64=not options.no_fp64)
     print("\n".join(lines))
     suffix = "" if options.dtype == "float32" else "_float64"
     print(f"  written: {write_result(f'x86_gemm_{variant}{suffix}.csv', table)}")

@@ -1,10 +1,14 @@
 """einjit.einsum and einjit.contract_expression: numpy's einsum, computed by einjit's kernels.
 
-float32 operands (with dtype None or float32 and a float32 `out`, if any) run on einjit's
-JIT'd primitives: parse -> contraction tree (opt_einsum order) -> tree optimization ->
-one TensorOperation per node. Every other dtype, a mix of dtypes, zero-size operands or an
-invalid numpy option are handed to numpy.einsum with the same arguments, so results, result
-dtypes and errors are numpy's and no precision is silently lost.
+float32 and float64 run on einjit's JIT'd primitives: parse -> contraction tree (opt_einsum
+order) -> tree optimization -> one TensorOperation per node, in the dtype numpy would compute
+in: `dtype=` if given, else the operands' (and out's) promoted dtype, so float32 mixed with
+float64 computes in float64 (the float32 operands converted first, as numpy casts them). The
+casting rule is numpy's: inputs must cast to that dtype, and the result to out's, under
+`casting`. Integers, complex, float16 and every other dtype einjit has no kernels for (as
+operand, dtype= or out=), zero-size operands, a cast the rule forbids and an invalid numpy
+option are handed to numpy.einsum with the same arguments, so results, result dtypes and
+errors are numpy's and no precision is silently lost.
 
 Operands are read in place through their strides (transposes, slices, diagonals and size-1
 broadcasting are views); only operands with negative strides or strides that are not a whole
@@ -25,7 +29,7 @@ import numpy as np
 
 from einjit.frontend.errors import EinsumTypeError, EinsumValueError
 from einjit.frontend.parser import check_subscripts, from_sublists
-from einjit.frontend.plan import ITEMSIZE, Plan
+from einjit.frontend.plan import Plan
 from einjit.frontend.rewrite import dense_strides, optimize_tree
 from einjit.frontend.subscripts import resolve
 from einjit.frontend.tree import EinsumTree
@@ -35,6 +39,8 @@ from einjit.runtime.host import host_isa
 _PLANS = PlanCache()
 _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 _FLOAT32 = np.dtype(np.float32)
+_FLOAT64 = np.dtype(np.float64)
+_NATIVE = (_FLOAT32, _FLOAT64)   # the dtypes einjit's kernels compute (einjit.ops.DTYPES)
 _HOST = host_isa()
 _PLAIN_OPTIMIZE = (bool, str)     # optimize= values the fast path's key takes as they are
 
@@ -52,7 +58,12 @@ def _hashable(value: Any) -> Any:
 
 def _usable(array: np.ndarray) -> bool:
     """Readable in place: non-negative strides, each a whole number of elements."""
-    return all(s >= 0 and s % ITEMSIZE == 0 for s in array.strides)
+    item = array.itemsize
+    return all(s >= 0 and s % item == 0 for s in array.strides)
+
+
+def _element_strides(array: np.ndarray) -> tuple[int, ...]:
+    return tuple(s // array.itemsize for s in array.strides)
 
 
 def _writable_in_place(out: np.ndarray) -> bool:
@@ -60,7 +71,7 @@ def _writable_in_place(out: np.ndarray) -> bool:
     if not out.flags.writeable or not _usable(out):
         return False
     axes = sorted((s, n) for s, n in zip(out.strides, out.shape) if n > 1)
-    reach = ITEMSIZE
+    reach = out.itemsize
     for stride, size in axes:
         if stride < reach:
             return False
@@ -69,11 +80,14 @@ def _writable_in_place(out: np.ndarray) -> bool:
 
 
 class _Prepared:
-    """A plan for one call signature: resolved subscripts, the optimized tree and its steps."""
+    """A plan for one call signature: resolved subscripts, the optimized tree and its steps,
+    in one dtype (float32 or float64; strides are in its elements)."""
 
     def __init__(self, subscripts: str, shapes: Sequence[tuple[int, ...]],
                  strides: Sequence[tuple[int, ...]], out_strides: tuple[int, ...] | None,
-                 optimize: Any, order: str, optimize_ops: bool = True):
+                 optimize: Any, order: str, optimize_ops: bool = True,
+                 dtype: np.dtype = _FLOAT32):
+        self.dtype = np.dtype(dtype)
         resolved = resolve(check_subscripts(subscripts), shapes)
         self.resolved = resolved
         self.shape = tuple(resolved.sizes[d] for d in resolved.full_output)
@@ -97,17 +111,19 @@ class _Prepared:
             root = {d: out_strides[p] for p, d in enumerate(resolved.full_output) if sizes[d] > 1}
             self.tree = optimize_tree(tree, leaf_strides=leaf_strides, out_strides=root)
         root = {d: out_strides[p] for p, d in enumerate(resolved.full_output) if sizes[d] > 1}
-        self._finish(Plan(self.tree, leaf_strides, root, optimize_ops=optimize_ops),
-                     out_strides)
+        self._finish(Plan(self.tree, leaf_strides, root, optimize_ops=optimize_ops,
+                          dtype=self.dtype.name), out_strides)
 
     @classmethod
     def for_tree(cls, tree: EinsumTree, strides: Sequence[tuple[int, ...]],
-                 out_strides: tuple[int, ...] | None, optimize: bool) -> "_Prepared":
+                 out_strides: tuple[int, ...] | None, optimize: bool,
+                 dtype: np.dtype = _FLOAT32) -> "_Prepared":
         """The plan of a bracket-notation tree: operands are its leaves (strides per leaf in
         its dims order), the result has the root's dims (dense row-major unless out_strides).
         optimize: rewrite the tree for the primitives first (the course's OPT), or lower it
         as written (LOWER)."""
         self = cls.__new__(cls)
+        self.dtype = np.dtype(dtype)
         self.resolved = None
         sizes = tree.sizes
         self.shape = tuple(sizes[d] for d in tree.root.dims)
@@ -119,7 +135,7 @@ class _Prepared:
         root = {d: s for d, s in zip(tree.root.dims, out_strides)}
         self.tree = optimize_tree(tree, leaf_strides=leaf_strides, out_strides=root) \
             if optimize else tree
-        self._finish(Plan(self.tree, leaf_strides, root), out_strides)
+        self._finish(Plan(self.tree, leaf_strides, root, dtype=self.dtype.name), out_strides)
         return self
 
     def _finish(self, plan: Plan, out_strides: tuple[int, ...]) -> None:
@@ -127,17 +143,18 @@ class _Prepared:
         self.out_strides = tuple(out_strides)
         # how a result is allocated: np.empty in C order, else a buffer viewed with strides
         self.c_order = self.out_strides == _dense(self.shape, "C")
-        self.byte_strides = tuple(s * ITEMSIZE for s in self.out_strides)
+        self.byte_strides = tuple(s * self.dtype.itemsize for s in self.out_strides)
         self.size = max(int(np.prod(self.shape)), 1)
 
     def allocate(self, order: str) -> np.ndarray:
         """A new result array laid out as this plan writes it (order: the caller's C/F/K)."""
+        dtype = self.dtype
         if self.free:
             if self.c_order:
-                return np.empty(self.shape, _FLOAT32)
-            return np.ndarray(self.shape, _FLOAT32, buffer=np.empty(self.size, _FLOAT32),
+                return np.empty(self.shape, dtype)
+            return np.ndarray(self.shape, dtype, buffer=np.empty(self.size, dtype),
                               strides=self.byte_strides)
-        return np.empty(self.shape, _FLOAT32, order="F" if order == "F" else "C")
+        return np.empty(self.shape, dtype, order="F" if order == "F" else "C")
 
     def __str__(self) -> str:
         if self.resolved is None:
@@ -158,45 +175,64 @@ def _dense(shape: tuple[int, ...], order: str) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def _in_place(out: np.ndarray | None, arrays: Sequence[np.ndarray]) -> bool:
-    """Whether the plan may write straight into `out` (else a result is copied there)."""
-    return out is not None and _writable_in_place(out) and not any(
+def _in_place(out: np.ndarray | None, arrays: Sequence[np.ndarray], dtype: np.dtype) -> bool:
+    """Whether a plan in `dtype` may write straight into `out` (else a result is copied
+    there)."""
+    return out is not None and out.dtype == dtype and _writable_in_place(out) and not any(
         np.may_share_memory(out, a) for a in arrays)
 
 
 def _run(prepared: _Prepared, arrays: Sequence[np.ndarray], out: np.ndarray | None,
          order: str) -> np.ndarray:
-    """Compute into `out` when prepared was made for out's strides and nothing overlaps it,
-    else into a new array (copied into `out` if given)."""
-    if _in_place(out, arrays) and tuple(s // ITEMSIZE for s in out.strides) == \
-            prepared.out_strides:
+    """Compute into `out` when prepared was made for out's dtype and strides and nothing
+    overlaps it, else into a new array (copied into `out`, cast to its dtype, if given: the
+    caller checked the cast against the casting rule)."""
+    if _in_place(out, arrays, prepared.dtype) and _element_strides(out) == prepared.out_strides:
         target = out
     else:
         target = prepared.allocate(order)
     prepared.plan.run(arrays, target)
     if out is not None and target is not out:
-        np.copyto(out, target)
+        np.copyto(out, target, casting="unsafe")
         return out
     return target
 
 
 def _native(arrays: Sequence[np.ndarray], out: Any, dtype: Any, order: Any,
-            casting: Any) -> bool:
-    """Whether einjit's float32 kernels compute this call (else numpy.einsum does)."""
-    if not all(a.dtype == _FLOAT32 for a in arrays) or any(a.size == 0 for a in arrays):
-        return False
+            casting: Any) -> np.dtype | None:
+    """The dtype einjit's kernels compute this call in, as numpy.einsum would: `dtype`, else
+    the promoted dtype of the operands and out. None: numpy.einsum takes the call (a dtype
+    without kernels, zero-size operands, an invalid option or a cast `casting` forbids, for
+    which numpy raises its own error)."""
+    if not all(a.dtype in _NATIVE for a in arrays) or any(a.size == 0 for a in arrays):
+        return None
     if not isinstance(order, str) or order.upper() not in ("C", "F", "A", "K"):
-        return False
+        return None
     if casting not in _CASTINGS:
-        return False
-    try:
-        if dtype is not None and np.dtype(dtype) != _FLOAT32:
-            return False
-    except TypeError:
-        return False
-    if out is not None and (not isinstance(out, np.ndarray) or out.dtype != _FLOAT32):
-        return False
-    return True
+        return None
+    if out is not None and (not isinstance(out, np.ndarray) or out.dtype not in _NATIVE):
+        return None
+    if dtype is None:
+        compute = np.result_type(*arrays, *([] if out is None else [out]))
+    else:
+        try:
+            compute = np.dtype(dtype)
+        except TypeError:
+            return None
+    if compute not in _NATIVE or not all(np.can_cast(a.dtype, compute, casting)
+                                         for a in arrays):
+        return None
+    # numpy reads and writes out through the computing dtype: both casts must be allowed
+    if out is not None and not (np.can_cast(out.dtype, compute, casting)
+                                and np.can_cast(compute, out.dtype, casting)):
+        return None
+    return _FLOAT64 if compute == _FLOAT64 else _FLOAT32
+
+
+def _converted(arrays: Sequence[np.ndarray], dtype: np.dtype) -> list[np.ndarray]:
+    """The operands in the computing dtype: those of another float dtype cast (numpy's cast,
+    which the casting rule allowed), the rest as they are."""
+    return [a if a.dtype == dtype else a.astype(dtype) for a in arrays]
 
 
 def _split(operands: Sequence[Any]) -> tuple[str, list[Any]]:
@@ -220,17 +256,22 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
 
     optimize: False (operand order), True (= "greedy", as numpy), an opt_einsum path name
     ("greedy", "optimal", "dp", "auto", "branch-2", ...) or an explicit path.
-    float32 runs on einjit's kernels with a cached plan; other dtypes on numpy.einsum."""
-    # the common repeated call: float32 arrays, default options, a plan in the cache
-    if out is None and dtype is None and order == "K" and casting == "safe" and operands \
-            and type(operands[0]) is str and type(optimize) in _PLAIN_OPTIMIZE:
+    float32 and float64 (and their mix, computed in float64) run on einjit's kernels with a
+    cached plan; other dtypes on numpy.einsum."""
+    # the common repeated call: float32 or float64 arrays of one dtype, default options, a
+    # plan in the cache
+    if out is None and dtype is None and order == "K" and casting == "safe" \
+            and len(operands) > 1 and type(operands[0]) is str \
+            and type(optimize) in _PLAIN_OPTIMIZE and type(operands[1]) is np.ndarray:
         arrays = operands[1:]
+        kind = arrays[0].dtype
         for a in arrays:
-            if type(a) is not np.ndarray or a.dtype is not _FLOAT32:
+            if type(a) is not np.ndarray or a.dtype is not kind:
                 break
         else:
             entry = _PLANS.get((operands[0], tuple([a.shape for a in arrays]),
-                                tuple([a.strides for a in arrays]), optimize, "K", _HOST))
+                                tuple([a.strides for a in arrays]), optimize, "K", _HOST,
+                                kind)) if kind is _FLOAT32 or kind is _FLOAT64 else None
             if entry is not None:
                 prepared, copies = entry
                 if copies:
@@ -240,26 +281,30 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
                 return result if result.ndim else result[()]
     subscripts, raw = _split(operands)
     arrays = [np.asarray(a) for a in raw]
-    if not _native(arrays, out, dtype, order, casting):
+    compute = _native(arrays, out, dtype, order, casting)
+    if compute is None:
         return np.einsum(*operands, out=out, optimize=optimize, dtype=dtype, order=order,
                          casting=casting)
     order = order.upper()
+    shapes = tuple(a.shape for a in arrays)
+    # operands of the other float dtype: converted first (fresh C-contiguous arrays), then
+    # the plan is the one such arrays get
+    arrays = _converted(arrays, compute)
     originals = arrays
     copies = tuple(not _usable(a) for a in arrays)
     arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
-    strides = tuple(tuple(s // ITEMSIZE for s in a.strides) for a in arrays)
-    shapes = tuple(a.shape for a in arrays)
+    strides = tuple(_element_strides(a) for a in arrays)
     target_order = order if order in ("C", "F") else "K"
     key = (subscripts, shapes, tuple(a.strides for a in originals), _hashable(optimize),
-           target_order, _HOST)
+           target_order, _HOST, compute)
     try:
         hash(key)
     except TypeError:
         raise EinsumTypeError(f"optimize must be a bool, a path name or an explicit path, "
                               f"got {optimize!r}") from None
     prepared, _ = _PLANS.get_or_build(key, lambda: (_Prepared(
-        subscripts, shapes, strides, None, optimize, target_order), copies if any(copies)
-        else None))
+        subscripts, shapes, strides, None, optimize, target_order, dtype=compute),
+        copies if any(copies) else None))
     if out is not None:
         if out.shape != prepared.shape:
             raise EinsumValueError(
@@ -267,11 +312,12 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
                 f"{[a.shape for a in originals]} gives shape {prepared.shape}")
         if not out.flags.writeable:
             raise EinsumValueError("out is read-only; einsum writes its result there")
-        if _in_place(out, arrays):
-            out_strides = tuple(s // ITEMSIZE for s in out.strides)
+        if _in_place(out, arrays, compute):
+            out_strides = _element_strides(out)
             if out_strides != prepared.out_strides:
                 prepared, _ = _PLANS.get_or_build(key + (out_strides,), lambda: (_Prepared(
-                    subscripts, shapes, strides, out_strides, optimize, target_order), None))
+                    subscripts, shapes, strides, out_strides, optimize, target_order,
+                    dtype=compute), None))
     return _result(_run(prepared, arrays, out, target_order), out)
 
 
@@ -298,7 +344,14 @@ class ContractExpression:
     to right, each shaped by its dims' sizes; result = the root's dims). `expr.tree` is the
     optimized contraction tree; `str(expr)` the plan (tree, each node's TensorOperation,
     flops and intermediate sizes). Arrays with other strides than the C-contiguous ones the
-    plan assumed get their own plan (cached)."""
+    plan assumed get their own plan (cached).
+
+    dtype float32 or float64: the expression computes on einjit's kernels in its dtype
+    promoted with the operands' and out's as numpy promotes (float32 operands of a float64
+    expression are converted; a float64 operand or out makes a float32 expression compute in
+    float64, with a plan of its own); out must take that dtype under numpy's "safe" rule
+    (TypeError otherwise). Other dtypes (of the expression, an operand or out) evaluate with
+    numpy."""
 
     def __init__(self, subscripts: str | EinsumTree, shapes: Sequence[Sequence[int]],
                  optimize: Any, dtype: Any):
@@ -317,19 +370,26 @@ class ContractExpression:
             self.dtype = np.dtype(dtype)
         except TypeError:
             raise EinsumTypeError(f"dtype must name a numpy dtype, got {dtype!r}") from None
+        # the kernels' dtype: the expression's, or float32 for the plan that shows the tree of
+        # an expression numpy evaluates
+        native = self.dtype in _NATIVE
+        self._kind = (_FLOAT64 if self.dtype == _FLOAT64 else _FLOAT32) if native else None
         strides = tuple(_dense(s, "C") for s in self.shapes)
-        self._prepared = self._plan(strides, None)
+        self._c_strides = strides
+        self._prepared = self._plan(strides, None, self._kind or _FLOAT32)
         self._variants = PlanCache(32)
-        # the plain call: float32 arrays of exactly these shapes and C strides, no out=
-        native = self.dtype == _FLOAT32 and all(n > 0 for s in self.shapes for n in s)
-        self._fast = tuple(zip(self.shapes, (tuple(ITEMSIZE * x for x in s) for s in strides))) \
-            if native else None
+        # the plain call: arrays of the expression's dtype, exactly these shapes and C
+        # strides, no out=
+        item = self.dtype.itemsize
+        self._fast = tuple(zip(self.shapes, (tuple(item * x for x in s) for s in strides))) \
+            if native and all(n > 0 for s in self.shapes for n in s) else None
 
-    def _plan(self, strides: tuple, out_strides: tuple | None) -> _Prepared:
+    def _plan(self, strides: tuple, out_strides: tuple | None, dtype: np.dtype) -> _Prepared:
         if self._source is not None:
             return _Prepared.for_tree(self._source, strides, out_strides,
-                                      optimize=self.optimize is not False)
-        return _Prepared(self.subscripts, self.shapes, strides, out_strides, self.optimize, "C")
+                                      optimize=self.optimize is not False, dtype=dtype)
+        return _Prepared(self.subscripts, self.shapes, strides, out_strides, self.optimize, "C",
+                         dtype=dtype)
 
     @property
     def tree(self) -> EinsumTree:
@@ -342,13 +402,14 @@ class ContractExpression:
     def __call__(self, *arrays: Any, out: np.ndarray | None = None) -> Any:
         fast = self._fast
         if out is None and fast is not None and len(arrays) == len(fast):
+            kind = self._kind
             for a, (shape, strides) in zip(arrays, fast):
-                if type(a) is not np.ndarray or a.dtype is not _FLOAT32 or a.shape != shape \
+                if type(a) is not np.ndarray or a.dtype is not kind or a.shape != shape \
                         or a.strides != strides:
                     break
             else:
                 prepared = self._prepared
-                result = np.empty(prepared.shape, _FLOAT32)
+                result = np.empty(prepared.shape, kind)
                 prepared.plan.run(arrays, result)
                 return result if result.ndim else result[()]
         if len(arrays) != len(self.shapes):
@@ -359,10 +420,12 @@ class ContractExpression:
             if array.shape != shape:
                 raise EinsumValueError(f"operand {index} has shape {array.shape}; the expression "
                                        f"was compiled for {shape}")
-        if self.dtype != _FLOAT32 or not _native(arrays, out, None, "K", "safe"):
+        compute = self._compute(arrays, out)
+        if compute is None:
             return self._numpy(arrays, out)
-        arrays = [a if _usable(a) else np.ascontiguousarray(a) for a in arrays]
-        strides = tuple(tuple(s // ITEMSIZE for s in a.strides) for a in arrays)
+        arrays = [a if _usable(a) else np.ascontiguousarray(a)
+                  for a in _converted(arrays, compute)]
+        strides = tuple(_element_strides(a) for a in arrays)
         prepared = self._prepared
         out_strides = None
         if out is not None:
@@ -371,13 +434,28 @@ class ContractExpression:
                                        f"{prepared.shape}")
             if not out.flags.writeable:
                 raise EinsumValueError("out is read-only; the expression writes its result there")
-            if _in_place(out, arrays):
-                out_strides = tuple(s // ITEMSIZE for s in out.strides)
-        if strides != tuple(_dense(s, "C") for s in self.shapes) or \
+            if not np.can_cast(compute, out.dtype, "safe"):
+                raise EinsumTypeError(f"the expression computes in {compute}; out's dtype "
+                                      f"{out.dtype} cannot take it under the rule 'safe'")
+            if _in_place(out, arrays, compute):
+                out_strides = _element_strides(out)
+        if compute != self._kind or strides != self._c_strides or \
                 (out_strides is not None and out_strides != prepared.out_strides):
             prepared = self._variants.get_or_build(
-                (strides, out_strides), lambda: self._plan(strides, out_strides))
+                (compute, strides, out_strides),
+                lambda: self._plan(strides, out_strides, compute))
         return _result(_run(prepared, arrays, out, "C"), out)
+
+    def _compute(self, arrays: Sequence[np.ndarray], out: Any) -> np.dtype | None:
+        """The dtype the kernels compute this call in (numpy's promotion of the expression's
+        dtype, the operands' and out's), or None: numpy evaluates it."""
+        if self._kind is None or not all(a.dtype in _NATIVE for a in arrays) or \
+                (out is not None and (not isinstance(out, np.ndarray) or out.dtype not in _NATIVE)):
+            return None
+        # promotion is safe for the operands; out's cast is checked by the caller
+        return _native(arrays, out, np.result_type(self._kind, *arrays,
+                                                   *([] if out is None else [out])),
+                       "K", "unsafe")
 
     def _numpy(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> Any:
         if self._source is not None:
@@ -407,7 +485,8 @@ class ContractExpression:
 def contract_expression(subscripts: str | EinsumTree, *shapes: Sequence[int],
                         optimize: Any = "auto", dtype: Any = "float32") -> ContractExpression:
     """Plan `subscripts` once for operands of `shapes` (opt_einsum's contract_expression),
-    generating all code now. dtype other than float32: the expression evaluates with numpy.
+    generating all code now. dtype float32 or float64 runs on einjit's kernels (see
+    ContractExpression for mixed dtypes); any other dtype evaluates with numpy.
 
     `subscripts` may be an EinsumTree (e.g. EinsumTree("[[8,4],[7,3,8]->[7,3,4]],...",
     sizes)): shapes are then the leaves' (optional; if given they must match), and

@@ -2,9 +2,10 @@
 
 Each validates its parameters (raising KernelParameterError, a ValueError, that names the bad
 one), resolves the target (`isa=None` is the host; "x86_64:avx2" names a variant), asks that
-target's backend for the code and returns a Kernel. Kernels are cached: asking again for the
-same parameters returns the same Kernel while it is among the most recently used
-(einjit.runtime.cache: 1024 by default, EINJIT_KERNEL_CACHE_SIZE).
+target's backend for the code, puts it behind the backend's entry guard (guard_entry: the
+caller's floating-point exception flags read the same after a call) and returns a Kernel.
+Kernels are cached: asking again for the same parameters returns the same Kernel while it is
+among the most recently used (einjit.runtime.cache: 1024 by default, EINJIT_KERNEL_CACHE_SIZE).
 """
 
 from __future__ import annotations
@@ -80,13 +81,14 @@ def _kernel(target: Target, kind: str, params: tuple, signature: Signature, doc:
 
     def create() -> Kernel:
         started = time.perf_counter()
-        generate = {"brgemm": backend(target.isa).generate_brgemm,
-                    "unary": backend(target.isa).generate_unary,
-                    "binary": backend(target.isa).generate_binary}[kind]
+        module = backend(target.isa)
+        generate = {"brgemm": module.generate_brgemm, "unary": module.generate_unary,
+                    "binary": module.generate_binary}[kind]
         if dtype == "float32":
             code = generate(target, *params)
         else:
             code = generate(target, *params, dtype=dtype)
+        code = module.guard_entry(target, code)     # the caller's FP flags survive the call
         suffix = [] if dtype == "float32" else [dtype]
         name = "_".join([kind, *(str(p) for p in params), target.variant, *suffix])
         kernel = Kernel(code, target, name, signature, doc)

@@ -119,6 +119,11 @@ def base_cases():
               ("csel(30, 31, 3, 'hi')", "csel x30, xzr, x3, hi"),
               ("nop()", "nop"), ("ret()", "ret"), ("ret(1)", "ret x1"), ("br(16)", "br x16"),
               ("blr(17)", "blr x17")]
+    for sysreg in ("fpcr", "fpsr"):
+        cases += [(f"mrs(9, {sysreg!r})", f"mrs x9, {sysreg}"),
+                  (f"mrs(31, {sysreg!r})", f"mrs xzr, {sysreg}"),
+                  (f"msr({sysreg!r}, 0)", f"msr {sysreg}, x0"),
+                  (f"msr({sysreg!r}, 30)", f"msr {sysreg}, x30")]
     return cases
 
 

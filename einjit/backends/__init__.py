@@ -6,6 +6,7 @@ Every backend module offers the same functions with the same signatures:
     generate_unary(target, op, m, n, trans_b) -> bytes
     generate_binary(target, op, m, n) -> bytes
     generate_loop_nest(target, plan) -> bytes        (einjit.codegen's loop nests)
+    guard_entry(target, code) -> bytes               (code behind a stub keeping the FP flags)
     default_variant() -> str                         (the host's best variant, or the widest)
     missing_features(variant) -> tuple[str, ...]     (what this host lacks to run it)
     VARIANTS: dict[str, Target]
@@ -27,13 +28,44 @@ ISAS = ("aarch64", "x86_64")
 
 
 @dataclass(frozen=True)
+class Microarch:
+    """What the block-shape cost models know of the core the code will run on.
+
+    full_rate_bits: the widest vector an FMA, load or store handles in one go; a wider one
+    is executed as halves (Zen 4: a zmm FMA takes both 256-bit pipes, so it counts twice).
+    fma_pipes: FMAs of up to full_rate_bits a cycle. load_ports, store_ports: vector loads
+    and stores of up to full_rate_bits a cycle. masked_store_cycles: cycles one AVX
+    vmaskmovps/pd store occupies (microcoded on AMD cores: measured 12 on Zen 3)."""
+    name: str = "generic"
+    full_rate_bits: int = 512
+    fma_pipes: int = 2
+    load_ports: int = 2
+    store_ports: int = 1
+    masked_store_cycles: float = 1.0
+
+    @property
+    def splits_512(self) -> bool:
+        """A 512-bit operation runs as two 256-bit halves (Zen 4)."""
+        return self.full_rate_bits < 512
+
+    def passes(self, bits: int) -> int:
+        """How many full-rate operations one operation on `bits`-bit vectors takes."""
+        return max(1, -(-bits // self.full_rate_bits))
+
+
+GENERIC = Microarch()
+
+
+@dataclass(frozen=True)
 class Target:
-    """What generated code may use: instruction set, its variant and the register file."""
+    """What generated code may use: instruction set, its variant and the register file, and
+    the facts of the core that choose between code shapes (`micro`)."""
     isa: str            # "aarch64" or "x86_64"
     variant: str        # "neon", "avx2" or "avx512"
     vector_bits: int    # width of one vector register
     registers: int      # vector registers
     masks: int = 0      # opmask registers usable as write masks (AVX-512: k1..k7)
+    micro: Microarch = GENERIC
 
     def lanes(self, dtype_bytes: int = 4) -> int:
         """Elements of `dtype_bytes` bytes in one vector register."""

@@ -1,11 +1,12 @@
 """TensorOperation -> CompiledOperation: the JIT'd loop nest, mapped and ready to run.
 
 compile_operation plans the nest (loop_nest.plan_nest), asks the op's backend for its code
-(generate_loop_nest: the nest and its kernels in one buffer), maps it executable and wraps
-the entry nest(in0, in1, out, begin, end) in a ctypes function. run() splits the flattened
-shared iterations into one contiguous share per thread (runtime.threads): one ctypes call per
-thread per operation. Operations too small to gain from threads run on the calling thread.
-Compiled operations are cached per op (ops are immutable and hashable).
+(generate_loop_nest: the nest and its kernels in one buffer), puts it behind the backend's
+entry guard (guard_entry: the caller's FP exception flags survive), maps it executable and
+wraps the entry nest(in0, in1, out, begin, end) in a ctypes function. run() splits the
+flattened shared iterations into one contiguous share per thread (runtime.threads): one
+ctypes call per thread per operation. Operations too small to gain from threads run on the
+calling thread. Compiled operations are cached per op (ops are immutable and hashable).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class CompiledOperation:
         self.target = op.target
         started = time.perf_counter()
         self.plan = plan_nest(op)
-        self.code = backend(self.target.isa).generate_loop_nest(self.target, self.plan)
+        module = backend(self.target.isa)
+        self.code = module.generate_loop_nest(self.target, self.plan)
         nest_generated(op, len(self.code), time.perf_counter() - started)
         self.threads = check_threads(op.num_threads)
         work = _work_per_iteration(self.plan) * self.plan.seq_iterations
@@ -57,11 +59,14 @@ class CompiledOperation:
         self._block = None
         self.function = None
         if self._not_runnable is None:
-            self._block = arena.place(self.code)     # shares pages with other placed code
+            # the nest behind the entry guard (the caller's FP exception flags survive a run);
+            # shares pages with other placed code
+            self._block = arena.place(module.guard_entry(self.target, self.code))
             self.function = _ENTRY(self._block.address)
 
     @property
     def address(self) -> int | None:
+        """The entry: the guard, which calls `code` (the nest as generated) behind it."""
         return None if self._block is None else self._block.address
 
     def run(self, in0: int, in1: int, out: int) -> None:

@@ -6,7 +6,10 @@ Once every step's operation is defined (einjit.optimize ran), the plan compiles 
 keeps a program of (entry, operand slots) so that a call costs one unchecked
 `CompiledOperation.run(in0, in1, out)` per step on addresses: the caller (einjit.einsum,
 ContractExpression) has checked the operands' shapes, strides, dtype and writability against
-the plan's, which is what makes those addresses safe."""
+the plan's, which is what makes those addresses safe.
+
+A plan has one dtype (DTYPES: the ones einjit's kernels take): every operand, intermediate
+buffer and ones vector is of it, and strides are in its elements."""
 
 from __future__ import annotations
 
@@ -20,12 +23,11 @@ from einjit.frontend.lower import Lowered, Tensor, lower_contraction, lower_unar
 from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
 from einjit.log import plan_built
+from einjit.ops import DTYPES
 
 #: how a step's operation runs: op.execute(in0, in1, out) unless a test swaps in the numpy
 #: reference executor (einjit.ir.reference.execute_reference) while the JIT is unavailable
 EXECUTOR: Callable | None = None
-
-ITEMSIZE = 4                                   # float32, the one dtype the kernels take
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,16 @@ def _optimizer():
 
 class Plan:
     """Steps computing `tree` (already optimized) from leaves with `leaf_strides` into an output
-    with `out_strides` (per dim id, elements)."""
+    with `out_strides` (per dim id, elements of `dtype`)."""
 
     def __init__(self, tree: EinsumTree, leaf_strides: Mapping[int, Mapping[int, int]],
                  out_strides: Mapping[int, int], *, num_threads: int | None = None,
-                 optimize_ops: bool = True):
+                 optimize_ops: bool = True, dtype: str = "float32"):
+        if dtype not in DTYPES:
+            raise ValueError(f"a plan's dtype is one of {DTYPES}, got {dtype!r}")
         self.tree = tree
+        self.dtype = np.dtype(dtype)
+        self.itemsize = self.dtype.itemsize
         sizes = tree.sizes
         self.buffer_sizes: list[int] = []
         self.steps: list[Step] = []
@@ -80,10 +86,10 @@ class Plan:
             out, out_ref = tensor_of(node)
             inputs = [tensor_of(c) for c in children]
             if len(inputs) == 2:
-                lowered = lower_contraction(inputs[0][0], inputs[1][0], out, sizes)
+                lowered = lower_contraction(inputs[0][0], inputs[1][0], out, sizes, dtype)
                 refs = (inputs[0][1], inputs[1][1])
             else:
-                lowered = lower_unary(inputs[0][0], out, sizes)
+                lowered = lower_unary(inputs[0][0], out, sizes, dtype)
                 if lowered.ones == "in1":
                     refs = (inputs[0][1], ("ones", lowered.ones_length))
                 elif lowered.ones == "in0":
@@ -92,7 +98,7 @@ class Plan:
                     refs = (inputs[0][1], ())
                 if lowered.ones:
                     self.ones.setdefault(lowered.ones_length,
-                                         np.ones(lowered.ones_length, np.float32))
+                                         np.ones(lowered.ones_length, self.dtype))
             if optimize is not None:
                 lowered = Lowered(optimize(lowered.op, num_threads=num_threads),
                                   lowered.ones, lowered.ones_length, lowered.prims)
@@ -151,9 +157,10 @@ class Plan:
         program, tail = self._program
         slots = [*leaves, out, *tail]
         held = {}
+        dtype = self.dtype
         for run, in0, in1, dst, size, frees in program:
             if size:
-                buffer = np.empty(size, np.float32)
+                buffer = np.empty(size, dtype)
                 held[dst] = buffer
                 slots[dst] = _address(buffer)
             run(slots[in0], slots[in1], slots[dst])
@@ -178,13 +185,14 @@ class Plan:
                 kind = ref[0]
                 if kind == "buf":
                     if buffers[ref[1]] is None:
-                        buffers[ref[1]] = np.empty(self.buffer_sizes[ref[1]], np.float32)
+                        buffers[ref[1]] = np.empty(self.buffer_sizes[ref[1]], self.dtype)
                     arrays.append(buffers[ref[1]])
                 elif kind == "ones":
                     arrays.append(self.ones[ref[1]])
                 else:
                     base = out if kind == "out" else leaves[ref[1]]
-                    arrays.append(_flat(base, op.extent(name), writeable=kind == "out"))
+                    arrays.append(_flat(base, op.extent(name), self.itemsize,
+                                        writeable=kind == "out"))
             if execute is None:
                 op.execute(*arrays)
             else:
@@ -194,7 +202,7 @@ class Plan:
 
     def describe(self) -> str:
         sizes = self.tree.sizes
-        lines = [f"tree: {self.tree}", self.tree.pretty(),
+        lines = [f"tree: {self.tree}", f"dtype: {self.dtype}", self.tree.pretty(),
                  f"flops: {self.tree.flops()}", ""]
         for number, step in enumerate(self.steps):
             node = step.node
@@ -206,7 +214,7 @@ class Plan:
                 flops = 2 * int(np.prod([sizes[d] for d in set(node.dims).union(
                     *(c.dims for c in node.children))]))
             lines.append(f"step {number}: [{','.join(map(str, node.dims))}] -> {where}, "
-                         f"{elements} elements ({elements * ITEMSIZE} bytes), {flops} flops, "
+                         f"{elements} elements ({elements * self.itemsize} bytes), {flops} flops, "
                          f"operands {step.sources[0]} {step.sources[1]}")
             lines.append(str(step.lowered.op))
             lines.append("")
@@ -227,7 +235,7 @@ def _address(array: np.ndarray) -> int:
         return array.ctypes.data
 
 
-def _flat(array: np.ndarray, extent: int, writeable: bool) -> np.ndarray:
+def _flat(array: np.ndarray, extent: int, itemsize: int, writeable: bool) -> np.ndarray:
     """The `extent` elements from `array`'s data pointer on, as a contiguous 1-D view."""
-    return np.lib.stride_tricks.as_strided(array, shape=(max(extent, 1),), strides=(ITEMSIZE,),
+    return np.lib.stride_tricks.as_strided(array, shape=(max(extent, 1),), strides=(itemsize,),
                                            writeable=writeable and array.flags.writeable)

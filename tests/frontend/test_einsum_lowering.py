@@ -1,12 +1,13 @@
 """einjit.einsum's plans (tree, rewrite, lowering) against numpy.einsum, each step run by the
-IR's numpy reference executor (the `reference` fixture), plus: every lowered operation fits
-its primitive when its innermost dims become the prim dims."""
+IR's numpy reference executor (the `reference` fixture), for float32 and float64 (the `dtype`
+fixture), plus: every lowered operation fits its primitive when its innermost dims become
+the prim dims."""
 
 import threading
 
 import numpy as np
 import pytest
-from conftest import random_operands
+from conftest import WIDER, assert_close, numpy_einsum_forbidden, random_operands
 
 import einjit
 from einjit.einsum import _dense, _Prepared
@@ -86,23 +87,27 @@ def _ids():
 
 
 def check(equation, operands, **options):
-    result = einjit.einsum(equation, *operands, **options)
+    """einjit.einsum on einjit's kernels (numpy.einsum forbidden) against numpy: shape, dtype,
+    scalar type, and values within the dtype's tolerance of a wider reference."""
+    with numpy_einsum_forbidden():
+        result = einjit.einsum(equation, *operands, **options)
     expected = np.einsum(equation, *operands)
-    wide = np.einsum(equation, *[o.astype(np.float64) for o in operands])
+    kind = np.asarray(expected).dtype
+    wide = np.einsum(equation, *[np.asarray(o).astype(WIDER[kind]) for o in operands],
+                     optimize=True)
     assert np.shape(result) == np.shape(expected)
-    assert np.asarray(result).dtype == np.asarray(expected).dtype
+    assert np.asarray(result).dtype == kind
     assert type(result) is type(expected)
     summed = max([int(np.prod(np.shape(o))) for o in operands] + [1])
-    np.testing.assert_allclose(np.asarray(result, np.float64), wide, rtol=1e-5,
-                               atol=1e-6 * summed)
+    assert_close(result, wide, kind, summed)
     return result
 
 
 @pytest.mark.parametrize("optimize", [True, False, "optimal", "dp"])
 @pytest.mark.parametrize("equation, shapes", EQUATIONS, ids=_ids())
-def test_equation_table(reference, equation, shapes, optimize):
+def test_equation_table(reference, equation, shapes, optimize, dtype):
     rng = np.random.default_rng(abs(hash((equation, str(shapes)))) % 2**32)
-    check(equation, random_operands(rng, shapes), optimize=optimize)
+    check(equation, random_operands(rng, shapes, dtype), optimize=optimize)
 
 
 def fits(lowered) -> TensorOperation:
@@ -117,19 +122,20 @@ def fits(lowered) -> TensorOperation:
 
 
 @pytest.mark.parametrize("equation, shapes", EQUATIONS, ids=_ids())
-def test_every_lowered_op_fits_its_primitive(equation, shapes):
+def test_every_lowered_op_fits_its_primitive(equation, shapes, dtype):
     prepared = _Prepared(equation, shapes, [_dense(s, "C") for s in shapes], None, "auto", "C",
-                         optimize_ops=False)
+                         optimize_ops=False, dtype=dtype)
     for step in prepared.plan.steps:
+        assert step.lowered.op.dtype == dtype.name
         fits(step.lowered)
 
 
-def test_matrix_product_is_one_gemm_without_copies():
+def test_matrix_product_is_one_gemm_without_copies(dtype):
     prepared = _Prepared("ij,jk->ik", [(30, 40), (40, 50)], [(40, 1), (50, 1)], None, "auto",
-                         "C", optimize_ops=False)
+                         "C", optimize_ops=False, dtype=dtype)
     (step,) = prepared.plan.steps
     op = step.lowered.op
-    assert op.prim_main == "gemm" and step.sources[2] == ("out",)
+    assert op.prim_main == "gemm" and step.sources[2] == ("out",) and op.dtype == dtype.name
     prims = {d.type: d for d in op.dims[-3:]}
     # out[i,k] row-major: k has unit stride, so k is m, taken from operand 1 (in0)
     assert prims["m"].size == 50 and prims["m"].stride_in0 == 1 and prims["m"].stride_out == 1
@@ -138,10 +144,10 @@ def test_matrix_product_is_one_gemm_without_copies():
     assert step.sources[0] == ("leaf", 1) and step.sources[1] == ("leaf", 0)
 
 
-def test_transposed_operands_cost_no_copy(reference):
+def test_transposed_operands_cost_no_copy(reference, dtype):
     rng = np.random.default_rng(1)
-    a = rng.standard_normal((40, 30)).astype(np.float32)
-    b = rng.standard_normal((50, 40)).astype(np.float32)
+    a = rng.standard_normal((40, 30)).astype(dtype)
+    b = rng.standard_normal((50, 40)).astype(dtype)
     prepared = _Prepared("ij,jk->ik", [(30, 40), (40, 50)],
                          [(1, 30), (1, 40)], None, "auto", "K", optimize_ops=False)
     kinds = [s.lowered.op.prim_main for s in prepared.plan.steps]
@@ -149,9 +155,9 @@ def test_transposed_operands_cost_no_copy(reference):
     check("ij,jk->ik", [a.T, b.T])
 
 
-def test_diagonal_is_read_by_strides_not_copied():
+def test_diagonal_is_read_by_strides_not_copied(dtype):
     prepared = _Prepared("iij->ji", [(6, 6, 5)], [(30, 5, 1)], None, "auto", "C",
-                         optimize_ops=False)
+                         optimize_ops=False, dtype=dtype)
     (step,) = prepared.plan.steps
     assert step.sources[0] == ("leaf", 0)
     strides = sorted(d.stride_in0 for d in step.lowered.op.dims if d.size > 1)
@@ -170,11 +176,11 @@ VIEWS = [
 
 
 @pytest.mark.parametrize("index", range(len(VIEWS)))
-def test_views_and_transposes_as_operands(reference, index):
+def test_views_and_transposes_as_operands(reference, index, dtype):
     equation, make = VIEWS[index]
     rng = np.random.default_rng(index)
-    a = rng.standard_normal((12, 10)).astype(np.float32)
-    b = rng.standard_normal((10, 14)).astype(np.float32)
+    a = rng.standard_normal((12, 10)).astype(dtype)
+    b = rng.standard_normal((10, 14)).astype(dtype)
     x, y = make(a, b)
     check(equation, [x, y])
 
@@ -198,53 +204,58 @@ def _random_equation(rng):
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_random_equations(reference, seed):
+def test_random_equations(reference, seed, dtype):
     rng = np.random.default_rng(1000 + seed)
     equation, shapes = _random_equation(rng)
-    operands = random_operands(rng, shapes)
+    operands = random_operands(rng, shapes, dtype)
     check(equation, operands, optimize=["greedy", "optimal", True, False][seed % 4])
 
 
-def test_out_argument(reference):
+def test_out_argument(reference, dtype):
     rng = np.random.default_rng(3)
-    a, b = random_operands(rng, [(4, 5), (5, 6)])
-    out = np.full((4, 6), np.nan, np.float32)
-    result = einjit.einsum("ij,jk->ik", a, b, out=out)
+    a, b = random_operands(rng, [(4, 5), (5, 6)], dtype)
+    out = np.full((4, 6), np.nan, dtype)
+    with numpy_einsum_forbidden():
+        result = einjit.einsum("ij,jk->ik", a, b, out=out)
     assert result is out
-    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    assert_close(out, a.astype(np.longdouble) @ b, dtype, 5)
     # a strided, transposed out is written in place
-    big = np.zeros((12, 9), np.float32)
+    big = np.zeros((12, 9), dtype)
     view = big[::2, 1:5].T                      # shape (4, 6), strides (1, 18) elements
-    c, d = random_operands(rng, [(5, 4), (6, 5)])
-    result = einjit.einsum("ij,jk->ik", c.T, d.T, out=view)
+    c, d = random_operands(rng, [(5, 4), (6, 5)], dtype)
+    with numpy_einsum_forbidden():
+        result = einjit.einsum("ij,jk->ik", c.T, d.T, out=view)
     assert result is view
-    np.testing.assert_allclose(view, c.T @ d.T, rtol=1e-5, atol=1e-5)
+    assert_close(view, c.T.astype(np.longdouble) @ d.T, dtype, 5)
     assert np.all(big[1::2] == 0) and np.all(big[:, 5:] == 0) and np.all(big[:, :1] == 0)
 
 
-def test_order_f_gives_fortran_result(reference):
+def test_order_f_gives_fortran_result(reference, dtype):
     rng = np.random.default_rng(4)
-    a, b = random_operands(rng, [(4, 5), (5, 6)])
-    result = einjit.einsum("ij,jk->ik", a, b, order="F")
-    assert result.flags.f_contiguous
-    np.testing.assert_allclose(result, a @ b, rtol=1e-5, atol=1e-5)
+    a, b = random_operands(rng, [(4, 5), (5, 6)], dtype)
+    with numpy_einsum_forbidden():
+        result = einjit.einsum("ij,jk->ik", a, b, order="F")
+    assert result.flags.f_contiguous and result.dtype == dtype
+    assert_close(result, a.astype(np.longdouble) @ b, dtype, 5)
 
 
-def test_sublist_form(reference):
+def test_sublist_form(reference, dtype):
     rng = np.random.default_rng(5)
-    a, b = random_operands(rng, [(4, 5), (5, 6)])
-    result = einjit.einsum(a, [0, 1], b, [1, 2], [0, 2])
-    np.testing.assert_allclose(result, a @ b, rtol=1e-5, atol=1e-5)
-    result = einjit.einsum(a, [Ellipsis, 1], b, [1, 2])
-    np.testing.assert_allclose(result, np.einsum(a, [Ellipsis, 1], b, [1, 2]), rtol=1e-5,
-                               atol=1e-5)
+    a, b = random_operands(rng, [(4, 5), (5, 6)], dtype)
+    with numpy_einsum_forbidden():
+        result = einjit.einsum(a, [0, 1], b, [1, 2], [0, 2])
+        ellipsis = einjit.einsum(a, [Ellipsis, 1], b, [1, 2])
+    assert result.dtype == dtype
+    assert_close(result, a.astype(np.longdouble) @ b, dtype, 5)
+    assert_close(ellipsis, np.einsum(a.astype(np.longdouble), [Ellipsis, 1], b, [1, 2]), dtype,
+                 5)
 
 
-def test_concurrent_calls_from_four_threads(reference):
+def test_concurrent_calls_from_four_threads(reference, dtype):
     equations = [("ij,jk->ik", [(6, 7), (7, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
                  ("ij->ji", [(5, 9)]), ("af,fbg,gch->abch", [(3, 4), (4, 2, 5), (5, 3, 2)])]
     rng = np.random.default_rng(6)
-    cases = [(eq, random_operands(rng, shapes)) for eq, shapes in equations]
+    cases = [(eq, random_operands(rng, shapes, dtype)) for eq, shapes in equations]
     errors = []
 
     def work(offset):
@@ -252,7 +263,9 @@ def test_concurrent_calls_from_four_threads(reference):
             for i in range(40):
                 eq, ops = cases[(i + offset) % len(cases)]
                 result = einjit.einsum(eq, *ops)
-                np.testing.assert_allclose(result, np.einsum(eq, *ops), rtol=1e-5, atol=1e-5)
+                assert result.dtype == dtype
+                assert_close(result, np.einsum(eq, *[o.astype(np.longdouble) for o in ops]),
+                             dtype, 20)
         except Exception as error:   # reported in the main thread
             errors.append(error)
 
@@ -264,26 +277,28 @@ def test_concurrent_calls_from_four_threads(reference):
     assert not errors, errors
 
 
-def test_contract_expression(reference):
+def test_contract_expression(reference, dtype):
     rng = np.random.default_rng(7)
     shapes = [(3, 4), (4, 2, 5), (5, 3, 2), (2, 4, 3), (3, 2)]
-    expr = einjit.contract_expression("af,fbg,gch,hdi,ie->abcde", *shapes)
-    operands = random_operands(rng, shapes)
-    expected = np.einsum("af,fbg,gch,hdi,ie->abcde", *operands)
-    np.testing.assert_allclose(expr(*operands), expected, rtol=1e-5, atol=1e-5)
-    # other strides than planned: a plan of their own, same result
-    transposed = [np.asfortranarray(o) for o in operands]
-    np.testing.assert_allclose(expr(*transposed), expected, rtol=1e-5, atol=1e-5)
-    out = np.empty(expected.shape, np.float32)
-    assert expr(*operands, out=out) is out
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    expr = einjit.contract_expression("af,fbg,gch,hdi,ie->abcde", *shapes, dtype=dtype)
+    operands = random_operands(rng, shapes, dtype)
+    expected = np.einsum("af,fbg,gch,hdi,ie->abcde",
+                         *[o.astype(np.longdouble) for o in operands])
+    with numpy_einsum_forbidden():
+        result = expr(*operands)
+        assert result.dtype == dtype
+        assert_close(result, expected, dtype, 40)
+        # other strides than planned: a plan of their own, same result
+        transposed = [np.asfortranarray(o) for o in operands]
+        assert_close(expr(*transposed), expected, dtype, 40)
+        out = np.empty(expected.shape, dtype)
+        assert expr(*operands, out=out) is out
+        assert_close(out, expected, dtype, 40)
     text = str(expr)
     assert str(expr.tree) in text and "TensorOperation" in text and "flops" in text
+    assert f"dtype: {dtype}" in text and f"TensorOperation {dtype}" in text
     assert isinstance(expr.tree, einjit.EinsumTree)
     with pytest.raises(ValueError):
         expr(*operands[:-1])
     with pytest.raises(ValueError):
         expr(*operands[:-1], operands[-1].T)
-    f64 = einjit.contract_expression("ij,jk->ik", (2, 3), (3, 4), dtype="float64")
-    x, y = np.ones((2, 3)), np.ones((3, 4))
-    assert f64(x, y).dtype == np.float64

@@ -4,7 +4,7 @@ computed through the plan with the IR's reference executor."""
 
 import numpy as np
 import pytest
-from conftest import random_operands
+from conftest import WIDER, assert_close, numpy_einsum_forbidden, random_operands
 from test_grammar import COURSE_TREES
 
 import einjit
@@ -41,18 +41,20 @@ def test_flops_of_the_first_course_tree():
 
 
 def evaluate(tree: EinsumTree, operands, optimize=True):
-    """The tree computed by its plan (reference executor) and by numpy, node by node."""
+    """The tree computed by its plan (reference executor) in the operands' dtype and by numpy
+    in a wider one, node by node."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     leaf_strides = {leaf.operand: dense_strides(leaf.dims, tree.sizes) for leaf in tree.leaves}
     planned = tree.optimize() if optimize else tree
     out_strides = dense_strides(tree.root.dims, tree.sizes)
-    plan = Plan(planned, leaf_strides, out_strides, optimize_ops=False)
-    out = np.empty([tree.sizes[d] for d in tree.root.dims], np.float32)
+    dtype = operands[0].dtype
+    plan = Plan(planned, leaf_strides, out_strides, optimize_ops=False, dtype=dtype.name)
+    out = np.empty([tree.sizes[d] for d in tree.root.dims], dtype)
     plan.run(operands, out)
 
     def numpy_node(node):
         if node.is_leaf:
-            return operands[node.operand].astype(np.float64)
+            return operands[node.operand].astype(WIDER[dtype])
         values = [numpy_node(c) for c in node.children]
         equation = ",".join("".join(letters[d] for d in c.dims) for c in node.children)
         return np.einsum(equation + "->" + "".join(letters[d] for d in node.dims), *values)
@@ -61,12 +63,13 @@ def evaluate(tree: EinsumTree, operands, optimize=True):
 
 @pytest.mark.parametrize("optimize", [False, True], ids=["lower", "opt"])
 @pytest.mark.parametrize("index", range(len(COURSE_TREES)))
-def test_course_trees_compute(reference, index, optimize):
+def test_course_trees_compute(reference, index, optimize, dtype):
     tree = EinsumTree(COURSE_TREES[index], SMALL[index])
     rng = np.random.default_rng(index)
-    operands = random_operands(rng, [[tree.sizes[d] for d in leaf.dims] for leaf in tree.leaves])
+    operands = random_operands(rng, [[tree.sizes[d] for d in leaf.dims] for leaf in tree.leaves],
+                               dtype)
     out, expected = evaluate(tree, operands, optimize)
-    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    assert_close(out, expected, dtype, 100)
 
 
 def _gemm_fit(tree: EinsumTree):
@@ -122,13 +125,15 @@ def test_tensor_train_from_subscripts():
 @pytest.mark.parametrize("optimize", [False, True, "greedy", "optimal", "dp", "auto",
                                       "branch-2", "auto-hq", ["einsum_path", (1, 2), (0, 1)],
                                       [(0, 1), (0, 1)], [(0, 1, 2)]])
-def test_paths(reference, optimize):
+def test_paths(reference, optimize, dtype):
     rng = np.random.default_rng(11)
     shapes = [(3, 4), (4, 5), (5, 6)]
-    operands = random_operands(rng, shapes)
-    result = einjit.einsum("ij,jk,kl->il", *operands, optimize=optimize)
-    np.testing.assert_allclose(result, operands[0] @ operands[1] @ operands[2], rtol=1e-5,
-                               atol=1e-5)
+    operands = random_operands(rng, shapes, dtype)
+    with numpy_einsum_forbidden():
+        result = einjit.einsum("ij,jk,kl->il", *operands, optimize=optimize)
+    assert result.dtype == dtype
+    wide = [o.astype(np.longdouble) for o in operands]
+    assert_close(result, wide[0] @ wide[1] @ wide[2], dtype, 20)
 
 
 @pytest.mark.parametrize("expression, sizes, words", [
@@ -149,3 +154,23 @@ def test_sizes_as_mapping():
     assert tree.sizes == (3, 4, 5)
     with pytest.raises(TypeError):
         EinsumTree("[0,1],[1,2]->[0,2]", ["a", 4, 5])
+
+
+@pytest.mark.parametrize("optimize", [True, "auto"])
+def test_default_path_is_never_costlier_than_greedy(optimize):
+    """True/"auto" keep the cheaper of opt_einsum's auto and dp orders: on the course's tensor
+    train greedy (and opt_einsum's auto) cost 5.5x the flops of the optimal order."""
+    from opt_einsum.testing import rand_equation
+    sizes = dict(zip("abcdefghi", [100, 72, 128, 128, 3, 71, 305, 32, 3]))
+    equation = "af,fbg,gch,hdi,ie->abcde"
+    shapes = [tuple(sizes[c] for c in term) for term in equation.split("->")[0].split(",")]
+    tree = EinsumTree.from_subscripts(equation, *shapes, optimize=optimize)
+    optimal = EinsumTree.from_subscripts(equation, *shapes, optimize="optimal")
+    greedy = EinsumTree.from_subscripts(equation, *shapes, optimize="greedy")
+    assert tree.flops() == optimal.flops() < greedy.flops() / 5
+    # and on random equations it is never worse than greedy
+    for seed in range(20):
+        equation, shapes = rand_equation(6, 3, seed=seed, d_max=4)[:2]
+        best = EinsumTree.from_subscripts(equation, *shapes, optimize=optimize)
+        greedy = EinsumTree.from_subscripts(equation, *shapes, optimize="greedy")
+        assert best.flops() <= greedy.flops(), equation

@@ -2,10 +2,11 @@
 its prim dims describe (the seeds' setup: M, N, K, batch dim, leading dimensions, trans_b)."""
 
 import pytest
-from test_ir_validation import BINARY, BRGEMM, GEMM, UNARY, build, edit
 
 from einjit.errors import OperationError, OperationTypeError
 from einjit.ir import Dim, TensorOperation
+
+from ir_support import BINARY, BRGEMM, GEMM, UNARY, build, edit
 
 
 def test_dims_in_loop_order():

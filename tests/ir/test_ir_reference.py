@@ -7,14 +7,13 @@ import itertools
 
 import numpy as np
 import pytest
-from test_ir_validation import BRGEMM, GEMM, build, edit
 
 from einjit.errors import OperandError, OperandValueError
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS
 
-from ir_support import assert_same, buffers, oracle, random_operation
+from ir_support import BRGEMM, GEMM, assert_same, buffers, build, edit, oracle, random_operation
 
 SEEDS = {
     "gemm": GEMM,

@@ -2,10 +2,11 @@
 the size-1 stand-ins where no dim fits a kernel role."""
 
 import pytest
-from test_ir_validation import BRGEMM, GEMM, build, edit
 
 from einjit.ir import Dim, TensorOperation
 from einjit.passes import identify
+
+from ir_support import BRGEMM, GEMM, build, edit
 
 
 def test_seeds_gemm_loops_become_the_seeds_brgemm():

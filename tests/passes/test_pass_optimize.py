@@ -5,14 +5,13 @@ import itertools
 
 import numpy as np
 import pytest
-from test_ir_validation import BRGEMM, GEMM, build, edit
 
 import einjit
 from einjit.errors import OperationError, OperationTypeError
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 
-from ir_support import assert_same, buffers
+from ir_support import BRGEMM, GEMM, assert_same, buffers, build, edit
 
 SEEDS = {"gemm": GEMM, "brgemm": BRGEMM,
          "brgemm zero relu": edit(BRGEMM, prim_first_touch="zero", prim_last_touch="relu")}

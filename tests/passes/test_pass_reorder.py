@@ -1,10 +1,10 @@
 """Loop reordering: seq k dims innermost among the seq loops of a contraction, larger strides
 outer, only seq dims move."""
 
-from test_ir_validation import BRGEMM, build, edit
-
 from einjit.ir import TensorOperation
 from einjit.passes import reorder
+
+from ir_support import BRGEMM, build, edit
 
 
 def test_k_goes_inside_and_large_strides_outside():

@@ -2,12 +2,13 @@
 dims in front, the thread count recorded on the op."""
 
 import pytest
-from test_ir_validation import BRGEMM, build, edit
 
 from einjit.errors import OperationError
 from einjit.ir import TensorOperation
 from einjit.passes import shared
 from einjit.passes.shared import default_num_threads
+
+from ir_support import BRGEMM, build, edit
 
 
 def test_seeds_brgemm_on_two_threads():

@@ -10,13 +10,24 @@ element, so a step is 24 FMLAs into 24 accumulators. The accumulators stay in re
 whole K loop and the whole batch loop: each C block is loaded once and stored once.
 
 Rows left over (M % 16, or M % 8 in FP64) are covered by q-registers for full vectors, then a
-d-register for two FP32 rows (one FP64 row) and an s-register for one FP32 row, so no load or
-store touches a row past M. Columns left over
+d-register for two FP32 rows, so no load or store touches a row past M. The last single
+rows (FP32: M % 4 == 1 or 2, or M = 3, two rows with more than 3 columns only; FP64: M odd)
+are computed along k instead (_DotMicrokernel): a register per C element holds partial sums
+of consecutive k, B is read as q-registers of k and the row's A elements are zipped
+together, so no FMLA computes mostly unused lanes.
+Three FP32 rows after a full vector are one q-register ending at the last row and reaching back
+over the piece before it (ldur/stur): both pieces load the same C, run the same FMLAs and store
+the same values in the rows they share. M = 16a + 3 runs as blocks of 15 and 4 rows, so that
+every 4 rows cost one register per column. Columns left over
 (N % 6) run the same microkernel with fewer columns. Loops over the row blocks, the column
 blocks, the batch and K keep the code small at every size; K is unrolled K_UNROLL times, with B
 read at immediate offsets from one pointer per column. Blocks too small to hide the FMLA latency
-with their own accumulators alternate between several zeroed copies over k and sum them at the
-end.
+with their own accumulators alternate between up to 16 zeroed copies over k (K unrolled to
+cover them all) and sum them pairwise at the end; blocks of fewer than 4 FMLAs per k step walk
+A with 2 or 4 pointers in turn, so that no chain of pointer adds paces the loop.
+
+block_counts() and k_loop_code() expose the block plan and one block's K loop to the static
+throughput benchmark (benchmarks/aarch64_mca.py).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ C_BLOCK, A_BLOCK, A_BATCH, B_BATCH = 12, 13, 14, 15
 WALK = 16                              # the A column in the K loop, the C column on load/store
 B_COLUMNS = (17, 19, 20, 21, 22, 23)   # one pointer per B column; x18 is the platform register
 LD_B_BLOCK, LD_C_BLOCK = 24, 25        # BLOCK_COLS * ld_b, BLOCK_COLS * ld_c
+A_WALKS = (WALK, 26, 27, 28)           # small blocks walk the A columns with several pointers
 
 # Vector registers: A rows, B elements (rotating; renaming overlaps their reuse), accumulators
 # from v16 up, reaching into the callee-saved v8..v15 only when a block needs more than 16.
@@ -55,6 +67,25 @@ MAX_PIECES = len(A_REGS)
 FMA_CHAINS = 16   # independent accumulators that hide FMLA latency (4 cycles x up to 4 pipes)
 
 
+# The row group of a last single row (FP32: M % 4 == 1; FP64: M odd), computed along k by
+# _DotMicrokernel: one register per C element instead of a q-register a quarter (half) used.
+DOT = ("dot",)
+
+
+def _rows(pieces: tuple) -> int:
+    """The C rows of a row group."""
+    return 1 if pieces == DOT else sum(pieces)
+
+
+def _a_walks(fmlas_per_step: int) -> int:
+    """How many pointers walk the A columns, taking k steps in turn.
+
+    Each pointer's add is a dependency chain of one add per step it takes; a block with fewer
+    than 4 FMLAs per k step would wait on a single chain rather than on the FMLA pipes.
+    """
+    return 4 if fmlas_per_step == 1 else 2 if fmlas_per_step < 4 else 1
+
+
 def _block_rows(element: Element) -> int:
     return MAX_PIECES * element.lanes
 
@@ -63,41 +94,67 @@ def _arrangement(element: Element, rows: int) -> str:
     """The FMLA arrangement of a piece of `rows` rows (only its low `rows` lanes are stored)."""
     if element.lanes == 2:
         return "2d"
-    return "4s" if rows == 4 else "2s"
+    return "4s" if rows >= 3 else "2s"
+
+
+def _overlaps(rows: int, element: Element) -> bool:
+    """Whether a piece of `rows` rows is a full vector ending at its last row, reaching back
+    into the piece before it (FP32: 3 rows in one register rather than a d and an s piece)."""
+    return rows == element.lanes - 1 > 1
 
 
 def _row_pieces(rows: int, element: Element) -> tuple[int, ...]:
     """The register pieces covering `rows` (< one block) rows: full vectors first, then halves
-    of the remaining lanes (FP32: a 2, then a 1)."""
+    of the remaining lanes (FP32: a 2, then a 1), or one overlapping full vector for the last
+    lanes - 1 rows when a full vector comes before it."""
     pieces = (element.lanes,) * (rows // element.lanes)
+    rest = rows % element.lanes
+    if pieces and _overlaps(rest, element):
+        return pieces + (rest,)
     part = element.lanes // 2
     while part:
-        if rows & part:
+        if rest & part:
             pieces += (part,)
         part //= 2
     return pieces
 
 
-def _row_groups(m: int, element: Element) -> list[tuple[int, tuple[int, ...]]]:
-    """[(repeat count, pieces)] covering the M rows: full blocks, then the remainder in at most
-    two groups so that no group needs more than MAX_PIECES registers per column."""
+def _row_groups(m: int, element: Element, ncols: int) -> list[tuple[int, tuple]]:
+    """[(repeat count, pieces)] covering the M rows of a column block of `ncols` columns: full
+    blocks, then the remainder's vector pieces (at most MAX_PIECES), then the last single rows
+    as DOT (a last one; FP32 with ncols > 3, the rows of a d piece too)."""
     groups = []
     block_rows = _block_rows(element)
-    if m >= block_rows:
-        groups.append((m // block_rows, (element.lanes,) * MAX_PIECES))
-    rest = _row_pieces(m % block_rows, element)
-    if len(rest) > MAX_PIECES:
-        quads = rest.count(element.lanes)
-        groups += [(1, rest[:quads]), (1, rest[quads:])]
-    elif rest:
+    full, rest = divmod(m, block_rows)
+    if full and _overlaps(rest, element):
+        # the last full block and the rest as block_rows - 1 and lanes rows: both whole
+        # vectors (one overlapping), one register per column fewer than a d and an s piece
+        if full > 1:
+            groups.append((full - 1, (element.lanes,) * MAX_PIECES))
+        return groups + [(1, _row_pieces(block_rows - 1, element)),
+                         (1, (element.lanes,))]
+    if full:
+        groups.append((full, (element.lanes,) * MAX_PIECES))
+    rest = _row_pieces(rest, element)
+    singles = 0
+    if rest[-1:] == (1,):
+        singles, rest = 1, rest[:-1]
+    if rest[-1:] == (2,) and element.lanes == 4 and ncols > 3:
+        # two rows along k: 2 + 6 / ncols instructions of the vector pipes per column and 4 k
+        # steps against 4 for the d piece
+        singles, rest = singles + 2, rest[:-1]
+    if rest:
         groups.append((1, rest))
-    return groups
+    return groups + [(singles, DOT)] if singles else groups
 
 
 def _transfer(single: Callable[..., int], pair: Callable[..., int], pieces: Sequence[int],
-              regs: Sequence[int], base: int, element: Element) -> list[int]:
+              regs: Sequence[int], base: int, element: Element,
+              unscaled: Callable[..., int]) -> list[int]:
     """Words moving one column of pieces between `regs` and memory at [base]; adjacent
-    q-pieces go as a pair."""
+    q-pieces go as a pair, an overlapping piece (`unscaled`: ldur/stur) from lanes - rows
+    rows back. An overlapping piece stores what the piece before it stored in those rows: both
+    loaded the same C and ran the same FMLAs."""
     words = []
     offset = index = 0
     full = element.lanes
@@ -106,9 +163,12 @@ def _transfer(single: Callable[..., int], pair: Callable[..., int], pieces: Sequ
         if rows == full and index + 1 < len(pieces) and pieces[index + 1] == full:
             words.append(pair("q", regs[index], regs[index + 1], base, offset))
             offset, index = offset + 32, index + 2
+            continue
+        if _overlaps(rows, element):
+            words.append(unscaled("q", regs[index], base, offset - element.size * (full - rows)))
         else:
             words.append(single(PIECE_SIZE[element.size * rows], regs[index], base, offset))
-            offset, index = offset + element.size * rows, index + 1
+        offset, index = offset + element.size * rows, index + 1
     return words
 
 
@@ -120,10 +180,19 @@ def _accumulator_sets(per_set: int, k: int) -> int:
     chains within the register budget.
     """
     sets = 1
-    while (sets < K_UNROLL and sets < k and sets * per_set < FMA_CHAINS
-           and (sets + 1) * per_set <= len(ACC_REGS)):
+    while sets < k and sets * per_set < FMA_CHAINS and (sets + 1) * per_set <= len(ACC_REGS):
         sets += 1
     return sets
+
+
+def _pairwise_sums(count: int) -> list[tuple[int, int]]:
+    """(total, addend) index pairs that sum `count` sets into set 0 as a tree (log2 depth)."""
+    pairs = []
+    while count > 1:
+        half = (count + 1) // 2
+        pairs += [(index, index + half) for index in range(count - half)]
+        count = half
+    return pairs
 
 
 class _Microkernel:
@@ -142,11 +211,18 @@ class _Microkernel:
         self.sets = [[ACC_REGS[s * per_set + j * count:s * per_set + (j + 1) * count]
                       for j in range(ncols)]
                      for s in range(_accumulator_sets(per_set, k))]
+        self.walks = A_WALKS[:_a_walks(per_set)]
+        # K steps per loop pass: every set once at least, each A pointer as often
+        self.unroll = max(K_UNROLL, len(self.sets))
+        self.unroll += -self.unroll % len(self.walks)
+        self.gprs = set(self.walks)
         self.vregs = (set(A_REGS[:count]) | set(B_REGS[:ncols])
                       | set(ACC_REGS[:per_set * len(self.sets)]))
-        # The A loads and FMLAs of a K step do not depend on the step; only B offsets do.
-        self.load_a = _transfer(enc.ldr_v, enc.ldp_v, pieces, A_REGS, WALK, element)
-        self.load_a.append(enc.add_reg(WALK, WALK, LD_A))
+        # The A loads of a K step depend only on its A pointer, the FMLAs on its set; B offsets
+        # on the step.
+        shift = len(self.walks).bit_length() - 1
+        self.load_a = [_transfer(enc.ldr_v, enc.ldp_v, pieces, A_REGS, walk, element, enc.ldur_v)
+                       + [enc.add_reg(walk, walk, LD_A, lsl=shift)] for walk in self.walks]
         self.fmlas = [[[enc.fmla_elem(acc, A_REGS[p], B_REGS[j % len(B_REGS)], 0,
                                       _arrangement(element, rows))
                         for p, (acc, rows) in enumerate(zip(column, pieces))]
@@ -154,42 +230,31 @@ class _Microkernel:
                       for accumulators in self.sets]
 
     def emit(self, asm: Assembler) -> None:
-        self._walk_c(asm, enc.ldr_v, enc.ldp_v)
+        self._walk_c(asm, enc.ldr_v, enc.ldp_v, enc.ldur_v)
         asm([enc.movi_zero(reg) for extra in self.sets[1:] for column in extra for reg in column])
-        batched = self.br_size > 1
-        if batched:     # the batch walks copies of the block's A and B pointers
-            asm(enc.mov_reg(A_BATCH, A_BLOCK), enc.mov_reg(B_BATCH, B_COLUMN_BLOCK))
-        a_source, b_source = (A_BATCH, B_BATCH) if batched else (A_BLOCK, B_COLUMN_BLOCK)
-        with asm.counted_loop(BATCH_COUNT, self.br_size, align=LOOP_ALIGN):
-            asm(enc.mov_reg(WALK, a_source), enc.mov_reg(B_COLUMNS[0], b_source))
-            for j in range(1, self.ncols):
-                asm(enc.add_reg(B_COLUMNS[j], B_COLUMNS[j - 1], LD_B))
-            self._k_loop(asm)
-            if batched:
-                asm(enc.add_reg(A_BATCH, A_BATCH, BR_STRIDE_A),
-                    enc.add_reg(B_BATCH, B_BATCH, BR_STRIDE_B))
-        for extra in self.sets[1:]:
-            for total, column in zip(self.sets[0], extra):
+        _batch_loop(asm, self)
+        for total, addend in _pairwise_sums(len(self.sets)):
+            for to, column in zip(self.sets[total], self.sets[addend]):
                 asm([enc.fadd(t, t, e, _arrangement(self.element, rows))
-                     for t, e, rows in zip(total, column, self.pieces)])
-        self._walk_c(asm, enc.str_v, enc.stp_v)
+                     for t, e, rows in zip(to, column, self.pieces)])
+        self._walk_c(asm, enc.str_v, enc.stp_v, enc.stur_v)
 
-    def _walk_c(self, asm: Assembler, single: Callable[..., int],
-                pair: Callable[..., int]) -> None:
+    def _walk_c(self, asm: Assembler, single: Callable[..., int], pair: Callable[..., int],
+                unscaled: Callable[..., int]) -> None:
         asm(enc.mov_reg(WALK, C_BLOCK))
         for j, regs in enumerate(self.sets[0]):
             if j:
                 asm(enc.add_reg(WALK, WALK, LD_C))
-            asm(_transfer(single, pair, self.pieces, regs, WALK, self.element))
+            asm(_transfer(single, pair, self.pieces, regs, WALK, self.element, unscaled))
 
     def _k_loop(self, asm: Assembler) -> None:
-        iterations, rest = divmod(self.k, K_UNROLL)
+        iterations, rest = divmod(self.k, self.unroll)
         if iterations < 2:  # short K: straight-line, B offsets just keep growing
             self._steps(asm, self.k)
             return
         with asm.counted_loop(K_COUNT, iterations, align=LOOP_ALIGN):
-            self._steps(asm, K_UNROLL)
-            asm([enc.add_imm(reg, reg, self.element.size * K_UNROLL)
+            self._steps(asm, self.unroll)
+            asm([enc.add_imm(reg, reg, self.element.size * self.unroll)
                  for reg in B_COLUMNS[:self.ncols]])
         self._steps(asm, rest)
 
@@ -197,13 +262,96 @@ class _Microkernel:
         size, letter = self.element.size, self.element.letter
         for step in range(count):
             fmlas = self.fmlas[step % len(self.sets)]
-            asm(self.load_a)
+            asm(self.load_a[step % len(self.walks)])
             for j in range(self.ncols):
                 asm(enc.ldr_v(letter, B_REGS[j % len(B_REGS)], B_COLUMNS[j], size * step),
                     fmlas[j])
 
 
-def _column_block(asm: Assembler, groups: list[tuple[int, tuple[int, ...]]], ncols: int,
+class _DotMicrokernel:
+    """Code for one row of C by `ncols` columns, all K, all batches, vectorized along k.
+
+    Each chunk of `lanes` k steps loads the row's A elements of `lanes` columns (one A pointer
+    per column, taking turns) and zips them into one register, loads each B column's `lanes`
+    consecutive k as a q-register and does one full-width FMLA per C element; the chunks
+    alternate between two sets of scratch registers (the model sees a false dependency
+    otherwise) and between accumulator sets. K % lanes steps load single elements (the other
+    lanes zero). After the batch loop the sets are summed, each accumulator's lanes added
+    pairwise, and the sum added to C.
+    """
+
+    def __init__(self, ncols: int, k: int, br_size: int, element: Element):
+        self.ncols, self.k, self.br_size, self.element = ncols, k, br_size, element
+        lanes = element.lanes
+        self.b_regs = ACC_REGS[:ncols]
+        pool = ACC_REGS[ncols:]
+        chunks = k // lanes
+        sets = min(-(-FMA_CHAINS // ncols), len(pool) // ncols, max(1, chunks // 2))
+        self.sets = [pool[s * ncols:(s + 1) * ncols] for s in range(sets)]
+        self.unroll = sets + sets % 2      # chunks per loop pass: both scratch sets in turn
+        self.walks = A_WALKS[:lanes]
+        self.gprs = set(self.walks)
+        self.vregs = set(A_REGS) | set(B_REGS) | set(ACC_REGS[:ncols * (sets + 1)])
+
+    def emit(self, asm: Assembler) -> None:
+        arr = self.element.arr
+        asm([enc.movi_zero(reg) for column in self.sets for reg in column])
+        _batch_loop(asm, self)
+        for total, addend in _pairwise_sums(len(self.sets)):
+            asm([enc.fadd(t, t, e, arr) for t, e in zip(self.sets[total], self.sets[addend])])
+        letter, scratch = self.element.letter, A_REGS[0]
+        asm(enc.mov_reg(WALK, C_BLOCK))
+        for j, acc in enumerate(self.sets[0]):
+            asm([enc.faddp(acc, acc, acc, arr)] * (self.element.lanes // 2))
+            if j:
+                asm(enc.add_reg(WALK, WALK, LD_C))
+            asm(enc.ldr_v(letter, scratch, WALK), enc.fadd_s(letter, scratch, scratch, acc),
+                enc.str_v(letter, scratch, WALK))
+
+    def _k_loop(self, asm: Assembler) -> None:
+        chunks, steps = divmod(self.k, self.element.lanes)
+        passes, rest = divmod(chunks, self.unroll)
+        if passes < 2:  # short K: straight-line, B offsets just keep growing
+            self._chunks(asm, chunks)
+        else:
+            with asm.counted_loop(K_COUNT, passes, align=LOOP_ALIGN):
+                self._chunks(asm, self.unroll)
+                asm([enc.add_imm(reg, reg, 16 * self.unroll) for reg in B_COLUMNS[:self.ncols]])
+            self._chunks(asm, rest)
+        done = 16 * (chunks if passes < 2 else rest)
+        size, letter = self.element.size, self.element.letter
+        for step in range(steps):   # the A pointers stand at the next columns, in turn
+            row = A_REGS[0]
+            asm(enc.ldr_v(letter, row, self.walks[step]))
+            for j, acc in enumerate(self.sets[0]):
+                asm(enc.ldr_v(letter, self.b_regs[j], B_COLUMNS[j], done + size * step),
+                    enc.fmla(acc, row, self.b_regs[j], self.element.arr))
+
+    def _chunks(self, asm: Assembler, count: int) -> None:
+        letter, arr = self.element.letter, self.element.arr
+        shift = len(self.walks).bit_length() - 1
+        for chunk in range(count):
+            columns = (A_REGS + B_REGS)[4 * (chunk % 2):4 * (chunk % 2) + 4]
+            for walk, column in zip(self.walks, columns):
+                asm(enc.ldr_v(letter, column, walk), enc.add_reg(walk, walk, LD_A, lsl=shift))
+            if self.element.lanes == 4:   # [a0 a1 a2 a3] from four s-registers
+                asm(enc.zip1(columns[0], columns[0], columns[1], "2s"),
+                    enc.zip1(columns[2], columns[2], columns[3], "2s"),
+                    enc.zip1(columns[0], columns[0], columns[2], "2d"))
+            else:
+                asm(enc.zip1(columns[0], columns[0], columns[1], "2d"))
+            for j, acc in enumerate(self.sets[chunk % len(self.sets)]):
+                asm(enc.ldr_v("q", self.b_regs[j], B_COLUMNS[j], 16 * chunk),
+                    enc.fmla(acc, columns[0], self.b_regs[j], arr))
+
+
+def _microkernel(pieces: tuple, ncols: int, k: int, br_size: int, element: Element):
+    if pieces == DOT:
+        return _DotMicrokernel(ncols, k, br_size, element)
+    return _Microkernel(pieces, ncols, k, br_size, element)
+
+
+def _column_block(asm: Assembler, groups: list[tuple[int, tuple]], ncols: int,
                   microkernels: dict[tuple[tuple[int, ...], int], _Microkernel],
                   element: Element) -> None:
     """All row blocks of one column block of `ncols` columns."""
@@ -213,10 +361,59 @@ def _column_block(asm: Assembler, groups: list[tuple[int, tuple[int, ...]]], nco
         with asm.counted_loop(M_COUNT, count, align=LOOP_ALIGN):
             microkernels[pieces, ncols].emit(asm)
             if count > 1 or more_follow:
-                block_bytes = element.size * sum(pieces)
+                block_bytes = element.size * _rows(pieces)
                 asm(enc.add_imm(C_BLOCK, C_BLOCK, block_bytes),
                     enc.add_imm(A_BLOCK, A_BLOCK, block_bytes))
 
+
+def _column_shapes(n: int) -> list[int]:
+    """The column counts of the column blocks: BLOCK_COLS, then the rest."""
+    column_blocks, column_rest = divmod(n, BLOCK_COLS)
+    return ([BLOCK_COLS] if column_blocks else []) + ([column_rest] if column_rest else [])
+
+
+def block_counts(m: int, n: int, dtype: str = "float32") -> dict[tuple[tuple, int], int]:
+    """{(row pieces or DOT, columns): how many such C blocks} of an m×n BRGEMM (for cost models
+    and the static throughput benchmark)."""
+    element = check_dtype(dtype)
+    counts: dict[tuple[tuple[int, ...], int], int] = {}
+    for ncols in _column_shapes(n):
+        column_count = n // BLOCK_COLS if ncols == BLOCK_COLS else 1
+        for count, pieces in _row_groups(m, element, ncols):
+            counts[pieces, ncols] = counts.get((pieces, ncols), 0) + count * column_count
+    return counts
+
+
+def k_loop_code(pieces: tuple, ncols: int, k: int, dtype: str = "float32") -> tuple[bytes, int]:
+    """The code of one C block's K loop alone, as in the kernels, and the k steps of one pass
+    through the loop (for static analysis)."""
+    asm = Assembler()
+    element = check_dtype(dtype)
+    kernel = _microkernel(pieces, ncols, k, 1, element)
+    kernel._k_loop(asm)
+    steps = kernel.unroll * (element.lanes if pieces == DOT else 1)
+    return asm.finish(), steps
+
+
+
+def _batch_loop(asm: Assembler, kernel) -> None:
+    """The batch loop both microkernels share: per batch entry, A's walk pointers (ld_a
+    apart) and B's column pointers (ld_b apart) from the entry's bases, then the kernel's
+    K loop."""
+    batched = kernel.br_size > 1
+    if batched:     # the batch walks copies of the block's A and B pointers
+        asm(enc.mov_reg(A_BATCH, A_BLOCK), enc.mov_reg(B_BATCH, B_COLUMN_BLOCK))
+    a_source, b_source = (A_BATCH, B_BATCH) if batched else (A_BLOCK, B_COLUMN_BLOCK)
+    with asm.counted_loop(BATCH_COUNT, kernel.br_size, align=LOOP_ALIGN):
+        asm(enc.mov_reg(WALK, a_source), enc.mov_reg(B_COLUMNS[0], b_source))
+        for before, walk in zip(kernel.walks, kernel.walks[1:]):
+            asm(enc.add_reg(walk, before, LD_A))
+        for j in range(1, kernel.ncols):
+            asm(enc.add_reg(B_COLUMNS[j], B_COLUMNS[j - 1], LD_B))
+        kernel._k_loop(asm)
+        if batched:
+            asm(enc.add_reg(A_BATCH, A_BATCH, BR_STRIDE_A),
+                enc.add_reg(B_BATCH, B_BATCH, BR_STRIDE_B))
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32") -> Label:
@@ -225,15 +422,16 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     check_target(target)
     check_sizes(m=m, n=n, k=k, br_size=br_size)
     element = check_dtype(dtype)
-    groups = _row_groups(m, element)
+    column_groups = {ncols: _row_groups(m, element, ncols) for ncols in _column_shapes(n)}
     column_blocks, column_rest = divmod(n, BLOCK_COLS)
-    column_shapes = ([BLOCK_COLS] if column_blocks else []) + ([column_rest] if column_rest else [])
+    column_shapes = _column_shapes(n)
     advances_columns = column_blocks > 1 or (column_blocks == 1 and column_rest > 0)
-    microkernels = {(pieces, ncols): _Microkernel(pieces, ncols, k, br_size, element)
-                    for _, pieces in groups for ncols in column_shapes}
+    microkernels = {(pieces, ncols): _microkernel(pieces, ncols, k, br_size, element)
+                    for ncols, groups in column_groups.items() for _, pieces in groups}
     gprs = set(range(0, WALK + 1)) | set(B_COLUMNS[:max(column_shapes)])
     if advances_columns:
         gprs |= {LD_B_BLOCK, LD_C_BLOCK}
+    gprs = gprs.union(*(kernel.gprs for kernel in microkernels.values()))
     vregs = set().union(*(kernel.vregs for kernel in microkernels.values()))
 
     suffix = "" if element.dtype == "float32" else f"_{element.dtype}"
@@ -248,12 +446,12 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
             for block, ld in ((LD_B_BLOCK, LD_B), (LD_C_BLOCK, LD_C)):
                 asm(enc.add_reg(block, ld, ld, lsl=1), enc.lsl_imm(block, block, 1))
         with asm.counted_loop(N_COUNT, column_blocks, align=LOOP_ALIGN):
-            _column_block(asm, groups, BLOCK_COLS, microkernels, element)
+            _column_block(asm, column_groups[BLOCK_COLS], BLOCK_COLS, microkernels, element)
             if advances_columns:
                 asm(enc.add_reg(B_COLUMN_BLOCK, B_COLUMN_BLOCK, LD_B_BLOCK),
                     enc.add_reg(C_COLUMN_BLOCK, C_COLUMN_BLOCK, LD_C_BLOCK))
     if column_rest:
-        _column_block(asm, groups, column_rest, microkernels, element)
+        _column_block(asm, column_groups[column_rest], column_rest, microkernels, element)
     asm.epilogue()
     return entry
 

@@ -424,6 +424,20 @@ def blr(rn: int) -> int:
     return 0xD63F0000 | _gpr("rn", rn) << 5
 
 
+# system registers mrs/msr may name -> their o0:op1:CRn:CRm:op2 field (bits 19..5 of the word)
+_SYSTEM_REGISTERS = {"fpcr": 0xDA20, "fpsr": 0xDA21}
+
+
+def mrs(rt: int, sysreg: str) -> int:
+    """mrs xt, sysreg (fpcr or fpsr)"""
+    return 0xD5200000 | _choice("sysreg", sysreg, _SYSTEM_REGISTERS) << 5 | _gpr("rt", rt)
+
+
+def msr(sysreg: str, rt: int) -> int:
+    """msr sysreg, xt (fpcr or fpsr)"""
+    return 0xD5000000 | _choice("sysreg", sysreg, _SYSTEM_REGISTERS) << 5 | _gpr("rt", rt)
+
+
 # --------------------------------------------------------------------------------------------
 # branches and pc-relative
 

@@ -12,12 +12,16 @@ from einjit.backends import Target
 from einjit.backends.x86_64 import cpu
 from einjit.backends.x86_64.binary import emit_binary, generate_binary
 from einjit.backends.x86_64.brgemm import emit_brgemm, generate_brgemm
+from einjit.backends.x86_64.entry import guard_entry
 from einjit.backends.x86_64.loops import generate_loop_nest
 from einjit.backends.x86_64.unary import emit_unary, generate_unary
 
+# the host core's facts (or EINJIT_X86_MICROARCH's) choose block shapes; a Target built with
+# dataclasses.replace(VARIANTS[v], micro=cpu.MICROARCHS[name]) generates for another core
 VARIANTS = {
-    "avx512": Target("x86_64", "avx512", vector_bits=512, registers=32, masks=7),
-    "avx2": Target("x86_64", "avx2", vector_bits=256, registers=16),
+    "avx512": Target("x86_64", "avx512", vector_bits=512, registers=32, masks=7,
+                     micro=cpu.microarch()),
+    "avx2": Target("x86_64", "avx2", vector_bits=256, registers=16, micro=cpu.microarch()),
 }
 
 
@@ -33,4 +37,4 @@ def missing_features(variant: str) -> tuple[str, ...]:
 
 __all__ = ["VARIANTS", "default_variant", "missing_features", "emit_brgemm", "emit_unary",
            "emit_binary", "generate_brgemm", "generate_unary", "generate_binary",
-           "generate_loop_nest"]
+           "generate_loop_nest", "guard_entry"]

@@ -1,4 +1,4 @@
-"""x86-64 BRGEMM generator: C += sum_i A_i B_i for column-major FP32, AVX-512 or AVX2/FMA.
+"""x86-64 BRGEMM generator: C += sum_i A_i B_i for column-major FP32/FP64, AVX-512 or AVX2/FMA.
 
 Kernel ABI (System V): brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b), leading
 dimensions and batch strides in elements; M, N, K and the batch size are compile-time.
@@ -7,11 +7,14 @@ C is cut into register blocks of `vectors` column vectors (16 or 8 rows each) ×
 columns. A block's accumulators stay in registers across the whole K and batch loops: each
 k-step loads `vectors` vectors of A's column k and, for every column j of the block, brings
 B[k, j] to all lanes (AVX-512 with one vector: an embedded {1to16} broadcast inside the FMA;
-otherwise one vbroadcastss shared by the column's FMAs). The accumulators start at zero and
-are added to C at the end of the block. Rows past M in the last vector are masked (AVX-512:
-k1; AVX2: vmaskmovps with a mask vector), so no access leaves the operands; in blocks of two
+otherwise one vbroadcastss shared by the column's FMAs). The accumulators start as C (zero
+plus C, before the K loop) and are stored at the end of the block. Rows past M in the last
+vector are masked (AVX-512: k1; AVX2: vmaskmovps with a mask vector), so no access leaves
+the operands; in blocks of two
 or more vectors that tail vector ends at the last row instead of starting after the full
-vectors (see _VectorRegisters).
+vectors (see _VectorRegisters). AVX2 masked stores are microcoded on AMD cores (12 cycles on
+Zen 3), so in such blocks AVX2 may instead load and store that tail vector whole: it
+overlaps the previous vector, whose rows it computes bit for bit alike (`overlap`).
 
 A masked last vector of few rows wastes most of its FMA lanes. In blocks of two or more
 vectors the tail rows of up to `group` columns therefore share one vector, each column owning
@@ -21,16 +24,22 @@ anyway. A's tail rows are repeated across the shares: AVX-512 (t <= 8 rows, shar
 min(16 // t, 7), one mask register k1..k7 a column) by one vpermps per k-step; AVX2 (t <= 4,
 share 1, 2 or 4 lanes, the narrowest broadcast load that holds t rows, group 8 // share) by
 broadcasting the column's last `share` rows straight from memory (rows a full vector holds too
-when share > t: in bounds, their lanes are never stored). The C update reads and writes each
-column's tail rows with their lane mask (AVX2: a mask vector loaded from a window slid over
-the stored tail mask and zeros), at an address moved so that those lanes meet the column's
-tail rows; masked lanes are never accessed, and the moved span starts inside the column (its
-full vectors lie before the tail).
+when share > t, with B blended into the whole share: those lanes hold the full vector's sums).
+AVX-512's C update reads and writes each column's tail rows with their lane mask, at an
+address moved so that those lanes meet the column's tail rows; masked lanes are never
+accessed, and the moved span starts inside the column (its full vectors lie before the
+tail). AVX2's gathers each column's last `share` rows of C into their lanes (broadcast loads
+and blends), adds them with one vaddps, and stores each share from the bottom of an xmm
+(16, 8 or 4 bytes): no masked access.
 
-The blocking is chosen per (M, N, K, batch) by a small cost model of this loop (FMA,
+The blocking is chosen per (M, N, K, batch) and per core (target.micro: full-rate vector
+width, FMA pipes, load ports, masked-store cost) by a small cost model of this loop (FMA,
 shuffle and L1 throughput, FMA latency, the update of C, per-block overhead), see `plan`;
-packing is one of its choices. Blocks of one shape are repeated by runtime loops over M and
-N, so code size does not grow with the matrix.
+packing and overlapping are among its choices, and for AVX-512 the register width: 256-bit
+EVEX vectors (32 registers, the same masks) where the core splits a zmm FMA in halves and a
+zmm would be half empty (Zen 4), see `choose`. Blocks of one shape are repeated by runtime
+loops over M and N, so code size does not grow with the matrix. K = 1 with a batch of one
+is generated apart (_OuterProduct): C's stores bound it, not FMAs.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
 base+3L (through a register holding 3L) and base+4L, where L is ld_b in bytes.
@@ -38,7 +47,7 @@ base+3L (through a register holding 3L) and base+4L, where L is ld_b in bytes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from einjit.backends import Target
@@ -79,7 +88,8 @@ class Panel:
     """`blocks` register blocks stacked along M, each `vectors` vectors tall (the last one of
     each block holding only `tail_rows` rows if tail_rows > 0, packed `group` columns to a
     vector if group > 1), swept along N in `n_blocks` blocks of `cols` columns plus one block
-    of `n_tail` columns."""
+    of `n_tail` columns. overlap: the tail vector is loaded and stored whole, without masks,
+    ending at the last row (see _VectorRegisters)."""
     blocks: int
     vectors: int
     tail_rows: int
@@ -87,6 +97,7 @@ class Panel:
     n_blocks: int
     n_tail: int
     group: int = 1
+    overlap: bool = False
 
 
 def share_lanes(target: Target, tail_rows: int) -> int:
@@ -113,13 +124,14 @@ def _accumulators(vectors: int, cols: int, group: int) -> int:
     return (vectors - 1) * cols + -(-cols // group)
 
 
-def _max_cols(target: Target, vectors: int, tail_rows: int, group: int) -> int:
+def _max_cols(target: Target, vectors: int, tail_rows: int, group: int,
+              overlap: bool = False) -> int:
     spare = target.registers - vectors                     # A's vectors
     if group > 1:                                       # broadcast, packed B, AVX-512: indices
         spare -= 3 if target.masks else 2
     elif not (target.masks and vectors == 1):   # embedded broadcast needs no register
         spare -= 1
-    if tail_rows and not target.masks and group == 1:  # vmaskmovps mask vector
+    if tail_rows and not target.masks and group == 1 and not overlap:  # vmaskmovps mask
         spare -= 1
     cols = 0
     while cols < MAX_COLS and _accumulators(vectors, cols + 1, group) <= spare:
@@ -153,53 +165,84 @@ def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
 
 
 def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group: int, k: int,
-                  br: int) -> float:
-    """One register block: k-steps of 2 FMAs a cycle, 4 vector instructions a cycle (FMAs on
-    two of the four pipes), 4 cycles of FMA latency per accumulator chain, 2 L1 accesses a
-    cycle shared with the update of C (a load and a store per vector of C), which the next
-    block's FMAs overlap; plus the batch loop and the block's set-up, and for a packed tail
-    the latency only a long K hides: AVX-512's vpermps (5 cycles) before the first FMA, and
-    the shares of a group's columns added to their vector one after another (AVX-512: masked
-    adds, 2 cycles each; AVX2: adds of masked loads, 3 cycles each, with each column's mask
-    loaded for its load and for its store)."""
+                  br: int, overlap: bool = False) -> float:
+    """One register block: k-steps of target.micro.fma_pipes FMAs a cycle (a vector wider
+    than the core's full-rate width counts once per half, as do its loads and stores), 4
+    vector instructions a cycle, 4 cycles of FMA latency per accumulator chain, load_ports
+    L1 accesses a cycle shared with the update of C (a load and a store per vector of C),
+    which the next block's FMAs overlap; plus the batch loop and the block's set-up, and for
+    a packed tail the latency only a long K hides: AVX-512's vpermps (5 cycles) before the
+    first FMA, and the shares of a group's columns added to their vector one after another
+    (AVX-512: masked adds, 2 cycles each; AVX2: a chain of blends into one vector, then one
+    add). AVX2 masked stores (vmaskmovps, a lone masked tail's) are microcoded on AMD cores:
+    each costs micro.masked_store_cycles that nothing overlaps. An overlapping tail is a
+    whole vector like the others."""
+    micro = target.micro
+    passes = micro.passes(target.vector_bits)
     fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group)
+    split = SPLIT_ACCESSES[target.vector_bits]
     full = vectors - (1 if tail_rows else 0)
-    tail_update = (4 if group > 1 and not target.masks else 2) if tail_rows else 0
-    update = cols * (2 * full * SPLIT_ACCESSES[target.vector_bits] + tail_update)
+    masked_stores = 0
+    if not tail_rows:
+        tail_update = 0
+    elif overlap:
+        tail_update, loads = 2 * split, loads - 1 + split
+    elif target.masks or group > 1:
+        tail_update = 2
+    else:
+        tail_update, masked_stores = 2, cols
+    update = cols * (2 * full * split + tail_update)
     steps = k * br
-    compute = steps * max(fmas / 2, vector_ops / 4, 4.0)
-    memory = (steps * loads + update) / 2
+    compute = steps * max(fmas * passes / micro.fma_pipes, vector_ops * passes / 4, 4.0)
+    vector_loads = loads - cols                    # the rest are broadcast elements of B
+    memory = (steps * (loads + (passes - 1) * vector_loads) + update * passes) / micro.load_ports
     if group == 1:
         latency = 0
     elif target.masks:
         latency = 5 + 2 * min(group, cols)
     else:
-        latency = 3 * min(group, cols)
-    return max(compute, memory) + 4 * br + 12 + latency
+        latency = 3 + min(group, cols)
+    return (max(compute, memory) + 4 * br + 12 + latency
+            + masked_stores * micro.masked_store_cycles)
+
+
+def _tail_modes(target: Target, vectors: int, tail_rows: int,
+                packable: bool) -> set[tuple[int, bool]]:
+    """(group, overlap) choices for a block row: masked, packed (pack_group columns a
+    vector), or (AVX2, two or more vectors) an overlapping whole tail vector."""
+    modes = {(1, False)}
+    if packable:
+        modes.add((pack_group(target, vectors, tail_rows), False))
+    if tail_rows and vectors > 1 and not target.masks:
+        modes.add((1, True))
+    return modes
 
 
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int,
-             br: int, packable: bool = True) -> tuple[float, int, int, int, int]:
-    """Best (cycles, cols, n_blocks, n_tail, group) for one block row of `vectors` vectors;
-    on a tie the tail is not packed (no lane shuffles for nothing). float64 tails are never
-    packed (packing is derived for 32-bit lanes)."""
+             br: int, packable: bool = True) -> tuple[float, int, int, int, int, bool]:
+    """Best (cycles, cols, n_blocks, n_tail, group, overlap) for one block row of `vectors`
+    vectors; on a tie the tail is not packed (no lane shuffles for nothing) and masked
+    rather than overlapping. float64 tails are never packed (packing is derived for 32-bit
+    lanes)."""
     best = None
-    groups = {1, pack_group(target, vectors, tail_rows)} if packable else {1}
-    for group in sorted(groups):
-        widest = _max_cols(target, vectors, tail_rows, group)
+    for group, overlap in sorted(_tail_modes(target, vectors, tail_rows, packable)):
+        widest = _max_cols(target, vectors, tail_rows, group, overlap)
         fewest = -(-n // widest)
         for cols in range(-(-n // fewest), min(widest, n) + 1):
             n_blocks, n_tail = divmod(n, cols)
-            cycles = n_blocks * _block_cycles(target, vectors, cols, tail_rows, group, k, br)
+            cycles = n_blocks * _block_cycles(target, vectors, cols, tail_rows, group, k, br,
+                                              overlap)
             if n_tail:
-                cycles += _block_cycles(target, vectors, n_tail, tail_rows, group, k, br)
+                cycles += _block_cycles(target, vectors, n_tail, tail_rows, group, k, br,
+                                        overlap)
             if best is None or cycles < best[0]:
-                best = (cycles, cols, n_blocks, n_tail, group)
+                best = (cycles, cols, n_blocks, n_tail, group, overlap)
     return best
 
 
 def _row_partitions(total: int) -> Iterator[tuple[int, ...]]:
-    """Ways to cut `total` vectors into blocks: greedy by a height, and evenly balanced."""
+    """Ways to cut `total` vectors into blocks: greedy by a height, and evenly balanced, each
+    also in reverse order (the last block carries the tail rows)."""
     seen = set()
     for height in range(1, min(MAX_VECTORS, total) + 1):
         full, rest = divmod(total, height)
@@ -207,7 +250,7 @@ def _row_partitions(total: int) -> Iterator[tuple[int, ...]]:
         count = -(-total // height)
         small, extra = divmod(total, count)
         balanced = (small + 1,) * extra + (small,) * (count - extra)
-        for heights in (greedy, balanced):
+        for heights in (greedy, balanced, greedy[::-1], balanced[::-1]):
             if heights not in seen:
                 seen.add(heights)
                 yield heights
@@ -217,6 +260,32 @@ def plan(m: int, n: int, k: int, br: int, target: Target,
          dtype: str = "float32") -> tuple[Panel, ...]:
     """The cheapest blocking of an M×N C by the cost model, as panels in row order (vectors
     of target.lanes(element bytes) elements: 8 doubles a zmm, 4 a ymm)."""
+    return _plan(m, n, k, br, target, dtype)[1]
+
+
+def vector_targets(target: Target) -> tuple[Target, ...]:
+    """The register widths a kernel for `target` may use: AVX-512 also as 256-bit vectors
+    (EVEX ymm0..31, the same masks), which a core that splits 512-bit operations in halves
+    (Zen 4) runs at the same FLOPs a cycle with half the lanes wasted on a short tail."""
+    if target.masks and target.vector_bits == 512:
+        return target, replace(target, vector_bits=256)
+    return (target,)
+
+
+def choose(m: int, n: int, k: int, br: int, target: Target,
+           dtype: str = "float32") -> tuple[Target, tuple[Panel, ...]]:
+    """The vector width (as a Target) and blocking the cost model finds cheapest for
+    target.micro; on a tie the wider."""
+    best = None
+    for candidate in vector_targets(target):
+        cycles, panels = _plan(m, n, k, br, candidate, dtype)
+        if best is None or cycles < best[0]:
+            best = (cycles, candidate, panels)
+    return best[1], best[2]
+
+
+def _plan(m: int, n: int, k: int, br: int, target: Target,
+          dtype: str = "float32") -> tuple[float, tuple[Panel, ...]]:
     elements = precision(dtype)
     lanes = target.lanes(elements.bytes)
     vectors_total = -(-m // lanes)
@@ -240,12 +309,12 @@ def plan(m: int, n: int, k: int, br: int, target: Target,
             if key not in sweeps:
                 sweeps[key] = _sweep_n(target, height, rows, n, k, br,
                                        packable=elements is FLOAT32)
-            sweep_cycles, cols, n_blocks, n_tail, group = sweeps[key]
+            sweep_cycles, cols, n_blocks, n_tail, group, overlap = sweeps[key]
             cycles += count * sweep_cycles
-            panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group))
+            panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap))
         if best is None or cycles < best[0]:
             best = (cycles, tuple(panels))
-    return best[1]
+    return best
 
 
 # ---------------------------------------------------------------- code generation
@@ -265,9 +334,9 @@ INDEX_SLOT = Mem(RSP, disp=-128)    # AVX-512 packed tail: vpermps lane indices,
 class _Generator:
     def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int,
                  elements: Precision = FLOAT32) -> None:
-        self.asm, self.target, self.k, self.br = asm, target, k, br
+        self.asm, self.k, self.br = asm, k, br
         self.p = elements
-        self.panels = plan(m, n, k, br, target, elements.dtype)
+        self.target, self.panels = choose(m, n, k, br, target, elements.dtype)
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
         pool = list(POOL)
         self.counter = pool.pop(0)                 # K counter, scratch between blocks
@@ -314,7 +383,8 @@ class _Generator:
         stores waits for them to reach the cache (measured: 36x3x16 ran 25% slower; a packed
         tail's mask windows straddle two stores, but the first is loaded after a whole block's
         K loop)."""
-        tail_panel = next((p for p in self.panels if p.tail_rows), None)
+        tail_panel = next((p for p in self.panels if p.tail_rows and not p.overlap
+                           and not (p.group > 1 and not self.target.masks)), None)
         if tail_panel is None:
             return
         asm, scratch, lanes = self.asm, self.counter, self.target.lanes(self.p.bytes)
@@ -341,8 +411,6 @@ class _Generator:
         if first:                                             # the lanes from `first` on
             asm(enc.vpcmpeqd(4, 4, 4, 256), enc.vxorps(mask, mask, 4, 256))
         asm(enc.vmovups_store(MASK_SLOT, mask, self.target.vector_bits))
-        if group > 1:
-            asm(_zero(5), enc.vmovups_store(MASK_SLOT.offset(32), 5, self.target.vector_bits))
 
     def _store_lane_indices(self, indices: list[int]) -> None:
         """INDEX_SLOT := indices (one per lane), built in zmm0 by masked broadcasts."""
@@ -386,7 +454,7 @@ class _Generator:
     def _block(self, panel: Panel, cols: int) -> None:
         asm, target = self.asm, self.target
         regs = _VectorRegisters(target, panel.vectors, cols, panel.tail_rows, panel.group,
-                                self.p)
+                                self.p, panel.overlap)
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         bases = self.bases[:-(-cols // COLUMNS_PER_BASE)]
         for previous, base in zip(bases, bases[1:]):
@@ -396,6 +464,7 @@ class _Generator:
         if regs.indices is not None:
             asm(enc.vmovups_load(regs.indices, INDEX_SLOT, target.vector_bits))
         asm(_zero(acc) for acc in regs.accumulators())
+        self._update_c(regs, phases=(0,))       # acc := C (see _update_c)
         if self.batch is None:
             self._k_loop(regs, bases)
         else:
@@ -403,18 +472,22 @@ class _Generator:
             with asm.counted_loop(batch_counter, self.br):
                 self._k_loop(regs, bases)
                 asm(enc.add_rr(A_PTR, a_step), *(enc.add_rr(base, b_step) for base in bases))
-        self._update_c(regs)
+        self._update_c(regs, phases=(1,))
 
-    def _update_c(self, regs: _VectorRegisters) -> None:
-        """C += the accumulators. They start at zero rather than at C so that no FMA chain
-        waits for C: the next block's FMAs overlap this block's update (32x32x32: +8% of
-        peak). Every load of C comes before the first store: a load overlapping the span of
-        an earlier masked store (a packed column's reaches into the next column) would wait
-        for it."""
+    def _update_c(self, regs: _VectorRegisters, phases: tuple[int, ...]) -> None:
+        """Phase 0: the zeroed accumulators += C (before the K loop); phase 1: C := the
+        accumulators (after it). Adding C first, each block's loads of C overlap the previous
+        block's FMAs and its end is stores alone (measured on Zen 3 against adding C at the
+        end, 50 random shapes at K = 16 and 64: the same speed). All loads of C of a block
+        come before its
+        first store: a load overlapping the span of an earlier masked store (a packed
+        column's reaches into the next column) would wait for it, and an overlapping tail
+        must read C before its neighbour's store."""
         walker = self.counter
         next_column = enc.add_rr(walker, LDC)
         code = []
-        for move, move_packed in ((regs.add, regs.add_packed), (regs.store, regs.store_packed)):
+        moves = ((regs.add, regs.add_packed), (regs.store, regs.store_packed))
+        for move, move_packed in (moves[phase] for phase in phases):
             code.append(enc.mov_rr(walker, C_PTR))
             for j, accs in enumerate(regs.acc):
                 if j:
@@ -422,13 +495,12 @@ class _Generator:
                 code.extend(move(acc, Mem(walker, disp=regs.offset(i)), i)
                             for i, acc in enumerate(accs))
                 if regs.group > 1:
-                    q, s = regs.packed_position(j)
-                    mem = Mem(walker, disp=regs.packed_offset(s))
-                    code.append(move_packed(regs.packed_acc[q], mem, s))
+                    code.append(move_packed(walker, *regs.packed_position(j)))
         self.asm(code)
 
     def _k_loop(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> None:
-        """K k-steps; measured: unrolling K gains nothing on Zen 4/5, so the loop body is one k."""
+        """K k-steps; measured: unrolling K gains nothing on Zen 3/4/5 (and doubles the
+        generation time), so the loop body is one k."""
         with self.asm.counted_loop(self.counter, self.k):
             self.asm(self._k_step(regs, bases),
                      (enc.add_ri(base, self.p.bytes) for base in bases))
@@ -485,11 +557,16 @@ class _VectorRegisters:
     (measured: 14 cycles), and the next block's first load of C would do so. In a packed
     vector the column s places before the end of its group has the t lanes that end share*s
     lanes below the top, so a group's last column ends its span at its last row too; the
-    others reach into the following column of the same block, whose loads come first."""
+    others reach into the following column of the same block, whose loads come first.
+
+    An overlapping tail vector (AVX2, `overlap`) is loaded, added to C and stored whole at
+    the same place: its lower lanes repeat rows of the block's last full vector with the same
+    A, B and order of FMAs, so they hold the same bits, and both vectors read C before either
+    is stored. No mask, and no microcoded vmaskmovps store (12 cycles on Zen 3)."""
 
     def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
-                 elements: Precision = FLOAT32):
-        self.p = elements
+                 elements: Precision = FLOAT32, overlap: bool = False):
+        self.p, self.overlap = elements, overlap
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
         self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
@@ -508,7 +585,7 @@ class _VectorRegisters:
             self.packed_b, top = top, top - 1
             if target.masks:
                 self.indices, top = top, top - 1
-        elif tail_rows and not target.masks:
+        elif tail_rows and not target.masks and not overlap:
             self.mask_vector, top = top, top - 1
         assert top >= cols * own + packed - 1, "block does not fit the register file"
         # bytes the tail vector starts before the end of the full vectors
@@ -518,12 +595,15 @@ class _VectorRegisters:
     def accumulators(self) -> list[int]:
         return [acc for accs in self.acc for acc in accs] + self.packed_acc
 
-    def _masked(self, i: int) -> bool:
+    def _tail(self, i: int) -> bool:
         return self.tail_rows and i == self.vectors - 1
+
+    def _masked(self, i: int) -> bool:
+        return self._tail(i) and not self.overlap
 
     def offset(self, i: int) -> int:
         """Byte offset of vector i within a column of the block."""
-        return i * self.vector_bytes - (self.tail_back if self._masked(i) else 0)
+        return i * self.vector_bytes - (self.tail_back if self._tail(i) else 0)
 
     def packed_position(self, j: int) -> tuple[int, int]:
         """(packed vector, places before its group's end) of column j."""
@@ -534,10 +614,6 @@ class _VectorRegisters:
     def packed_offset(self, s: int) -> int:
         """Byte offset within its column of the span whose lanes of column s are the tail."""
         return self.offset(self.vectors - 1) + 4 * self.share * s
-
-    def _lanes_of(self, s: int) -> int:
-        """Lane bits of the tail rows of the column s places before its group's end."""
-        return ((1 << self.tail_rows) - 1) << (self.lanes - self.tail_rows - self.share * s)
 
     def load(self, dst: int, mem: Mem, i: int) -> bytes:
         """Vector i of a block column: rows past M read as 0 without touching memory; a packed
@@ -551,7 +627,7 @@ class _VectorRegisters:
         broadcast element."""
         if self.indices is not None:
             return _blend(self.packed_b, self.broadcast, self.width, 1 + s)
-        return _blend_lanes(self.packed_b, self.broadcast, self.width, self._lanes_of(s))
+        return _blend_lanes(self.packed_b, self.broadcast, self.width, self._share_lanes(s))
 
     def add(self, acc: int, mem: Mem, i: int) -> bytes:
         """acc += vector i of a block column (A's registers are free to help once K is done)."""
@@ -561,22 +637,62 @@ class _VectorRegisters:
         """Vector i of a block column: rows past M are not written."""
         return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
 
-    def _packed_mask(self, s: int) -> bytes:
-        """AVX2: the broadcast register := the mask vector of the column s places before its
-        group's end (the broadcast and A's registers are free once K is done)."""
-        return _mask_window(self.broadcast, MASK_SLOT.offset(4 * self.share * s), self.width)
+    def _share_lanes(self, s: int) -> int:
+        """Lane bits of the whole share of the column s places before its group's end."""
+        return ((1 << self.share) - 1) << (self.lanes - self.share * (s + 1))
 
-    def add_packed(self, acc: int, mem: Mem, s: int) -> bytes:
+    def add_packed(self, walker: Reg, q: int, s: int) -> bytes:
         """The lanes of the column s places before its group's end += C's tail rows of that
-        column (AVX2: the other lanes += 0)."""
+        column. AVX-512: a masked add. AVX2: the column's last `share` rows of C are gathered
+        into their lanes of the broadcast register (a broadcast load, then blends into it),
+        added to the packed vector at the group's last column: no masked access at all. A
+        share's rows above the tail (share > t) belong to the block's full vectors and hold
+        the same sums there (same A rows, same B element, same order), and every load of C
+        comes before the first store, so storing them twice is harmless."""
+        acc = self.packed_acc[q]
         if self.indices is not None:
-            return _add_lanes(acc, mem, self.width, 1 + s)
-        return self._packed_mask(s) + _add(acc, mem, self.width, True, self.broadcast, self.a[0])
+            return _add_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
+        mem, gathered, spare = Mem(walker, disp=self.share_offset()), self.broadcast, self.a[0]
+        first = s == min(self.group, self.cols - q * self.group) - 1
+        if self.share == 4:
+            code = (enc.vbroadcastf128(gathered, mem) if first else
+                    enc.vinsertf128(gathered, gathered, mem, 1 if s == 0 else 0))
+        else:
+            load = enc.vbroadcastss if self.share == 1 else enc.vbroadcastsd
+            code = (load(gathered, mem, 256) if first else
+                    load(spare, mem, 256) + enc.vblendps(gathered, gathered, spare,
+                                                          self._share_lanes(s), 256))
+        if s == 0:
+            code += enc.vaddps(acc, acc, gathered, 256)
+        return code
 
-    def store_packed(self, src: int, mem: Mem, s: int) -> bytes:
+    def store_packed(self, walker: Reg, q: int, s: int) -> bytes:
+        """The column s places before its group's end's lanes to its tail rows of C. AVX2:
+        its share moved to the bottom of an xmm and stored whole (16, 8 or 4 bytes)."""
+        acc = self.packed_acc[q]
         if self.indices is not None:
-            return _store_lanes(src, mem, self.width, 1 + s)
-        return self._packed_mask(s) + _store(src, mem, self.width, True, self.broadcast)
+            return _store_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
+        mem, spare = Mem(walker, disp=self.share_offset()), self.a[0]
+        lane = self.lanes - self.share * (s + 1)          # the share's lowest lane
+        if self.share == 4:
+            return enc.vextractf128(mem, acc, lane // 4)
+        code, source = b"", acc
+        if lane >= 4:
+            code, source = enc.vextractf128(spare, acc, 1), spare
+        within = lane % 4
+        if self.share == 2:
+            if within:
+                code += enc.vunpckhpd(spare, source, source, 128)
+                source = spare
+            return code + enc.vmovsd_store(mem, source)
+        if within:
+            code += enc.vshufps(spare, source, source, within, 128)
+            source = spare
+        return code + enc.vmovss_store(mem, source)
+
+    def share_offset(self) -> int:
+        """AVX2: byte offset within its column of the last `share` rows of the block."""
+        return self.offset(self.vectors - 1) + 4 * (self.lanes - self.share)
 
 
 # the same few hundred instructions recur in every kernel: encode each once per process
@@ -612,11 +728,6 @@ def _broadcast_rows(dst: int, mem: Mem, rows: int) -> bytes:
     if rows == 2:
         return enc.vbroadcastsd(dst, mem, 256)
     return enc.vbroadcastf128(dst, mem)
-
-
-@lru_cache(maxsize=1024)
-def _mask_window(dst: int, mem: Mem, width: int) -> bytes:
-    return enc.vmovups_load(dst, mem, width)
 
 
 @lru_cache(maxsize=1024)
@@ -671,13 +782,97 @@ def _store(src: int, mem: Mem, width: int, masked: bool, mask_vector: int | None
     return p.store(mem, src, width, mask=1)
 
 
+class _OuterProduct:
+    """K = 1 and a batch of one, C += a b^T: bound by storing C, not by FMAs. A's column is
+    loaded once per panel of rows and stays in registers; each column of C is then loaded,
+    added to A times its broadcast element of B, and stored, 4 columns an iteration, with no
+    accumulators to zero or keep: one store per vector of C and little else. One FMA onto
+    C, as the blocked kernels' first k-step does. AVX2: a tail vector
+    ends at the last row, overlapping the panel's previous vector; both are loaded before
+    either is stored and hold the same sums there. AVX-512: the tail is masked (k1)."""
+
+    COLUMNS = 4                                   # columns a loop iteration
+
+    def __init__(self, asm: Assembler, target: Target, m: int, n: int,
+                 elements: Precision) -> None:
+        self.asm, self.target, self.m, self.n, self.p = asm, target, m, n, elements
+        self.lanes = target.lanes(elements.bytes)
+        self.vector_bytes = target.vector_bits // 8
+        vectors = -(-m // self.lanes)
+        tallest = (target.registers - 1) // 2     # A's vectors, C's vectors, B's broadcast
+        count = -(-vectors // tallest)
+        small, extra = divmod(vectors, count)
+        self.heights = (small + 1,) * extra + (small,) * (count - extra)
+
+    @staticmethod
+    def applies(target: Target, m: int, k: int, br: int, lanes: int) -> bool:
+        """K = 1, batch 1, and no lone AVX2 tail vector (it would need vmaskmovps)."""
+        return k * br == 1 and (target.masks > 0 or m >= lanes or m % lanes == 0)
+
+    def emit(self) -> Label:
+        asm, p = self.asm, self.p
+        counter, ldb3, ldc3, b_walk, c_walk = RAX, R10, R11, RCX, RBX
+        entry = asm.entry("brgemm")
+        asm.prologue([counter, ldb3, ldc3, b_walk, c_walk])
+        asm(enc.shl_ri(LDB, p.shift), enc.shl_ri(LDC, p.shift),
+            enc.lea(ldb3, Mem(LDB, LDB, 2)), enc.lea(ldc3, Mem(LDC, LDC, 2)))
+        tail = self.m % self.lanes
+        if tail and self.target.masks:
+            asm(enc.mov_ri(counter, (1 << tail) - 1), enc.kmovw_kr(1, counter))
+        b_columns = (Mem(b_walk), Mem(b_walk, LDB), Mem(b_walk, LDB, 2), Mem(b_walk, ldb3))
+        c_columns = (Mem(c_walk), Mem(c_walk, LDC), Mem(c_walk, LDC, 2), Mem(c_walk, ldc3))
+        row = 0
+        for number, height in enumerate(self.heights):
+            last = number == len(self.heights) - 1
+            offsets = [i * self.vector_bytes for i in range(height)]
+            masked = [False] * height
+            if last and tail:
+                if self.target.masks:
+                    masked[-1] = True
+                else:                       # ends at the last row (height >= 2 here)
+                    offsets[-1] -= p.bytes * (self.lanes - tail)
+            a_regs = [self.target.registers - 1 - i for i in range(height)]
+            broadcast = self.target.registers - 1 - height
+            width = self.target.vector_bits
+            asm((p.load(a, Mem(A_PTR, disp=row + off), width, mask=1, zeroing=True) if mask
+                 else p.load(a, Mem(A_PTR, disp=row + off), width)
+                 for a, off, mask in zip(a_regs, offsets, masked)),
+                enc.mov_rr(b_walk, B_BASE), enc.lea(c_walk, Mem(C_PTR, disp=row)))
+
+            def column(u: int) -> bytes:
+                code = [p.broadcast(broadcast, b_columns[u], width)]
+                for i, (off, mask) in enumerate(zip(offsets, masked)):
+                    mem = c_columns[u].offset(off)
+                    code.append(p.load(i, mem, width, mask=1, zeroing=True) if mask else
+                                p.load(i, mem, width))
+                code += [p.fmadd231(i, a, broadcast, width) for i, a in enumerate(a_regs)]
+                for i, (off, mask) in enumerate(zip(offsets, masked)):
+                    mem = c_columns[u].offset(off)
+                    code.append(p.store(mem, i, width, mask=1) if mask else
+                                p.store(mem, i, width))
+                return b"".join(code)
+
+            loops, rest = divmod(self.n, self.COLUMNS)
+            if loops:
+                with asm.counted_loop(counter, loops):
+                    asm((column(u) for u in range(self.COLUMNS)),
+                        enc.lea(b_walk, Mem(b_walk, LDB, 4)), enc.lea(c_walk, Mem(c_walk, LDC, 4)))
+            asm(column(u) for u in range(rest))
+            row += height * self.vector_bytes
+        asm.epilogue()
+        return entry
+
+
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32") -> Label:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
     A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64). A leaf function: it keeps
     data in the red zone."""
-    return _Generator(asm, target, m, n, k, br_size, precision(dtype)).emit()
+    elements = precision(dtype)
+    if _OuterProduct.applies(target, m, k, br_size, target.lanes(elements.bytes)):
+        return _OuterProduct(asm, target, m, n, elements).emit()
+    return _Generator(asm, target, m, n, k, br_size, elements).emit()
 
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,

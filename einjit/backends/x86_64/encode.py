@@ -412,6 +412,18 @@ def sfence() -> bytes:
     return b"\x0f\xae\xf8"
 
 
+def stmxcsr(mem: Mem) -> bytes:
+    """Store MXCSR (SSE control and status: exception flags in bits 0..5) to a dword."""
+    _check_mem("stmxcsr mem", mem)
+    return _legacy(b"\x0f\xae", 3, mem, w=False)
+
+
+def ldmxcsr(mem: Mem) -> bytes:
+    """Load MXCSR from a dword."""
+    _check_mem("ldmxcsr mem", mem)
+    return _legacy(b"\x0f\xae", 2, mem, w=False)
+
+
 def jcc(cond: str, rel32: int) -> bytes:
     """Conditional jump; rel32 counts from the end of this 6-byte instruction."""
     if cond not in CONDITION_CODES:
@@ -715,6 +727,22 @@ def vmovss_store(mem: Mem, src: int, *, mask: int = 0, evex: bool = False) -> by
     _check_mem("vmovss_store mem", mem)
     return _vector(_VMOVSS_STORE, 128, reg=src, vvvv=0, rm=mem, names={"src": src},
                    mask=mask, evex=evex)
+
+
+_VMOVSD_LOAD = _op("vmovsd_load", 0x10, 1, 3, evex_w=1, tuple_bytes=8)
+_VMOVSD_STORE = _op("vmovsd_store", 0x11, 1, 3, evex_w=1, tuple_bytes=8)
+
+
+def vmovsd_load(dst: int, mem: Mem, *, evex: bool = False) -> bytes:
+    """dst := the 64 bits at mem (a double, or two floats), upper elements zeroed."""
+    _check_mem("vmovsd_load mem", mem)
+    return _vector(_VMOVSD_LOAD, 128, reg=dst, vvvv=0, rm=mem, names={"dst": dst}, evex=evex)
+
+
+def vmovsd_store(mem: Mem, src: int, *, evex: bool = False) -> bytes:
+    """The low 64 bits of xmm src (a double, or two floats) to mem."""
+    _check_mem("vmovsd_store mem", mem)
+    return _vector(_VMOVSD_STORE, 128, reg=src, vvvv=0, rm=mem, names={"src": src}, evex=evex)
 
 
 def vmovd_xr(dst: int, src: int, *, evex: bool = False) -> bytes:

@@ -1,28 +1,40 @@
-"""x86-64 BRGEMM extras: both code variants explicitly, packed tail rows, concurrent calls,
-register usage.
+"""x86-64 BRGEMM extras: both code variants explicitly, every block-shape choice the cost
+model can make (forced through the Target's microarchitecture facts), packed tail rows,
+concurrent calls, register usage.
 
 tests/test_brgemm.py checks the host's variant through einjit.brgemm; here every case runs the
 AVX-512 and the AVX2 code (where the CPU has them), straight from the generator, so both are
-checked in one run. C sits in a canary-filled buffer with gaps (ld_c > m) so that any write
+checked in one run, for the facts of each known core and for two made-up cores that force
+the AVX2 tail choices (masked stores free: masked and packed tails; masked stores dear:
+overlapping tails). C sits in a canary-filled buffer with gaps (ld_c > m) so that any write
 outside its m×n sub-matrix is seen.
 """
 
 import ctypes
+import dataclasses
 import re
 import threading
 
 import numpy as np
 import pytest
 
+from einjit.backends import Microarch
 from einjit.backends.x86_64 import VARIANTS, cpu
 from einjit.backends.x86_64 import encode as enc
-from einjit.backends.x86_64.brgemm import generate_brgemm, max_cols, plan
+from einjit.backends.x86_64.brgemm import (
+    _max_cols,
+    _OuterProduct,
+    choose,
+    generate_brgemm,
+    max_cols,
+    plan,
+)
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
 
-from support import CANARY, guarded, run_guarded, strided
+from support import canary, canary_buffer, guarded, run_guarded, strided
 
 pytestmark = pytest.mark.skipif(host_isa() != "x86_64", reason="runs x86-64 code")
 
@@ -41,34 +53,61 @@ def _variants():
     return params
 
 
+# the facts of each known core, and two made-up cores that force the AVX2 tail choices
+MICROS = {**{name: cpu.MICROARCHS[name] for name in ("zen3", "zen4", "zen5", "generic")},
+          "cheap-masks": Microarch("cheap-masks", masked_store_cycles=0.0),
+          "dear-masks": Microarch("dear-masks", full_rate_bits=256, masked_store_cycles=1e6)}
+
+
+def target(variant, micro="zen3"):
+    """The variant's Target with the facts of `micro` (a MICROS key)."""
+    return dataclasses.replace(VARIANTS[variant], micro=MICROS[micro])
+
+
+def choices(tgt, m, n, k, br, dtype="float32"):
+    """The block-shape choices the generator makes for one kernel, as words."""
+    lanes = tgt.lanes(np.dtype(dtype).itemsize)
+    if _OuterProduct.applies(tgt, m, k, br, lanes):
+        return {"outer"}
+    chosen, panels = choose(m, n, k, br, tgt, dtype)
+    words = {f"{chosen.vector_bits}-bit"}
+    for panel in panels:
+        if panel.tail_rows:
+            words.add("packed" if panel.group > 1 else "overlap" if panel.overlap else "masked")
+    return words
+
+
 class Compiled:
     """Generated BRGEMM code mapped executable, called with raw addresses."""
 
-    def __init__(self, m, n, k, br, variant):
-        self.memory = ExecutableMemory(generate_brgemm(VARIANTS[variant], m, n, k, br))
+    def __init__(self, m, n, k, br, variant, dtype="float32", micro="zen3"):
+        code = generate_brgemm(target(variant, micro), m, n, k, br, dtype=dtype)
+        self.memory = ExecutableMemory(code)
         self.function = _PROTOTYPE(self.memory.address)
 
 
 class Case:
-    """Operands of one call with gaps (ld > rows, batch stride gaps) and the float64 result."""
+    """Operands of one call with gaps (ld > rows, batch stride gaps) and the float64 result
+    (float128 where the operands are float64)."""
 
     PAD = 37   # canary elements around C
 
-    def __init__(self, m, n, k, br, seed):
+    def __init__(self, m, n, k, br, seed, dtype="float32"):
         rng = np.random.default_rng(seed)
-        self.m, self.n, self.k, self.br = m, n, k, br
+        self.m, self.n, self.k, self.br, self.dtype = m, n, k, br, np.dtype(dtype)
+        exact = np.longdouble if self.dtype == np.float64 else np.float64
         self.ld_a, self.ld_b, self.ld_c = m + 3, k + 1, m + 5
         self.stride_a, self.stride_b = self.ld_a * k + 7, self.ld_b * n + 2
-        self.a = rng.uniform(-1, 1, (br - 1) * self.stride_a + self.ld_a * k).astype(np.float32)
-        self.b = rng.uniform(-1, 1, (br - 1) * self.stride_b + self.ld_b * n).astype(np.float32)
+        self.a = rng.uniform(-1, 1, (br - 1) * self.stride_a + self.ld_a * k).astype(dtype)
+        self.b = rng.uniform(-1, 1, (br - 1) * self.stride_b + self.ld_b * n).astype(dtype)
         size = self.ld_c * n
-        self.c_buffer = np.full(size + 2 * self.PAD, CANARY, np.uint32).view(np.float32)
+        self.c_buffer = canary_buffer(size + 2 * self.PAD, dtype)
         c = self._c_matrix()
-        c[...] = rng.uniform(-1, 1, c.shape).astype(np.float32)
-        self.initial = c.astype(np.float64)
+        c[...] = rng.uniform(-1, 1, c.shape).astype(dtype)
+        self.initial = c.astype(exact)
         self.product = sum(
-            self._matrix(self.a, i * self.stride_a, m, k, self.ld_a).astype(np.float64)
-            @ self._matrix(self.b, i * self.stride_b, k, n, self.ld_b).astype(np.float64)
+            self._matrix(self.a, i * self.stride_a, m, k, self.ld_a).astype(exact)
+            @ self._matrix(self.b, i * self.stride_b, k, n, self.ld_b).astype(exact)
             for i in range(br))
 
     @staticmethod
@@ -79,7 +118,8 @@ class Case:
         return self._matrix(self.c_buffer, self.PAD, self.m, self.n, self.ld_c)
 
     def arguments(self):
-        return (self.a.ctypes.data, self.b.ctypes.data, self.c_buffer.ctypes.data + 4 * self.PAD,
+        return (self.a.ctypes.data, self.b.ctypes.data,
+                self.c_buffer.ctypes.data + self.dtype.itemsize * self.PAD,
                 self.ld_a, self.ld_b, self.ld_c, self.stride_a, self.stride_b)
 
     def call(self, compiled):
@@ -89,9 +129,11 @@ class Case:
         """C must be its initial value plus `calls` times the batch's product, canaries intact."""
         inside = np.zeros(self.c_buffer.size, bool)
         self._matrix(inside, self.PAD, self.m, self.n, self.ld_c)[...] = True
-        changed = np.flatnonzero(~inside & (self.c_buffer.view(np.uint32) != CANARY))
+        bits = self.c_buffer.view(np.uint64 if self.dtype.itemsize == 8 else np.uint32)
+        changed = np.flatnonzero(~inside & (bits != canary(self.dtype)))
         assert changed.size == 0, f"wrote outside C at buffer offsets {changed[:8].tolist()}"
-        tolerance = 1e-5 * calls * (self.k * self.br + 1)
+        unit = 1e-5 if self.dtype == np.float32 else 1e-14
+        tolerance = unit * calls * (self.k * self.br + 1)
         np.testing.assert_allclose(self._c_matrix(), self.initial + calls * self.product,
                                    rtol=0, atol=tolerance)
 
@@ -103,35 +145,111 @@ SHAPES = [
     (63, 24, 7, 1), (64, 64, 64, 3), (65, 12, 3, 2), (100, 7, 11, 1), (129, 50, 6, 2),
     (257, 3, 2, 1), (1024, 2, 3, 2), (3, 1024, 2, 1), (40, 40, 300, 1),
 ]
+# issue 12's awkward sizes at small K, and outer products (K = 1, batch 1) of every kind
+AWKWARD = [(m, n, k, br) for m, n in ((8, 50), (12, 12), (13, 9), (20, 25), (25, 40), (50, 24),
+                                      (57, 8), (63, 61)) for k, br in ((16, 1), (3, 2))]
+OUTER = [(m, n, 1, 1) for m, n in ((1, 1), (5, 9), (8, 3), (12, 4), (17, 5), (25, 6), (50, 7),
+                                   (64, 13), (65, 2), (121, 9))]
+MICRO_NAMES = list(MICROS)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_variant_matches_numpy(variant, shape):
-    case = Case(*shape, seed=sum(shape))
-    case.call(Compiled(*shape, variant))
+@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER, ids=lambda s: "x".join(map(str, s)))
+def test_variant_matches_numpy(variant, micro, dtype, shape):
+    case = Case(*shape, seed=sum(shape), dtype=dtype)
+    case.call(Compiled(*shape, variant, dtype, micro))
     case.verify()
 
 
-def _widest_block_shapes(variant):
-    """Sizes whose plan uses the widest block of each height, masked and not: the most
-    accumulators, B base pointers and (with a batch) general registers a kernel can use."""
-    isa = VARIANTS[variant]
+def _all_choices(variant, dtype):
+    return {word for micro in MICRO_NAMES for shape in SHAPES + AWKWARD + OUTER
+            for word in choices(target(variant, micro), *shape, dtype)}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_cases_above_make_every_choice(variant, dtype):
+    """Every block-shape choice the generator can make is among the cases run above: both
+    register widths on AVX-512, every kind of tail (float64 is never packed), outer
+    products."""
+    expected = {"outer", "masked", f"{VARIANTS[variant].vector_bits}-bit"}
+    if variant == "avx512":
+        expected |= {"256-bit"}
+    else:
+        expected |= {"overlap"}
+    if dtype == "float32":
+        expected |= {"packed"}
+    assert expected <= _all_choices(variant, dtype)
+
+
+@pytest.mark.parametrize("micro, m, width", [("zen4", 8, 256), ("zen4", 12, 256),
+                                             ("zen4", 64, 512), ("zen5", 8, 512),
+                                             ("zen5", 12, 512), ("generic", 8, 512)])
+def test_avx512_width_follows_the_core(micro, m, width):
+    """A core that splits 512-bit FMAs in halves (Zen 4) gets ymm blocks where a zmm would
+    be half empty; a full-width one (Zen 5) keeps zmm."""
+    assert choose(m, 40, 64, 1, target("avx512", micro))[0].vector_bits == width
+
+
+def test_zen3_avoids_masked_avx2_stores():
+    """On Zen 3 (12 cycles a vmaskmovps store) tails of 8..64-row blocks overlap or pack."""
+    for m in range(9, 65):
+        for k in (1, 16, 64):
+            assert "masked" not in choices(target("avx2", "zen3"), m, 40, k, 1), (m, k)
+
+
+@pytest.mark.parametrize("micro", ["zen4", "zen5"])
+def test_avx512_code_for_other_cores_decodes(micro):
+    """AVX-512 code cannot run here: every kernel of the cases above decodes (capstone) to
+    EVEX/VEX instructions of the chosen width, without bytes it cannot decode."""
+    for shape in SHAPES + AWKWARD + OUTER:
+        for dtype in ("float32", "float64"):
+            tgt = target("avx512", micro)
+            text = _disassembly(generate_brgemm(tgt, *shape, dtype=dtype))
+            assert "(bad)" not in text and ".byte" not in text, shape
+            if "outer" in choices(tgt, *shape, dtype):
+                continue
+            width = choose(*shape, tgt, dtype)[0].vector_bits
+            assert ("zmm" in text) == (width == 512), (shape, dtype)
+
+
+def test_vmovsd_encodings():
+    """The 64-bit moves the AVX2 packed tails store two rows with."""
+    assert enc.vmovsd_store(Mem(enc.RAX, disp=8), 3).hex() == "c5fb115808"
+    assert enc.vmovsd_load(9, Mem(enc.R10, disp=-16)).hex() == "c4417b104af0"
+    assert "vmovsd qword ptr [rsp - 0x80], xmm17" in _disassembly(
+        enc.vmovsd_store(Mem(RSP, disp=-128), 17))
+
+
+PACK = "cheap-masks"     # the facts under which the cost model packs and masks tails
+
+
+def _widest_block_shapes(variant, micro):
+    """Sizes whose plan uses the widest block of each height, masked (or overlapping) and
+    not: the most accumulators, B base pointers and (with a batch) general registers a
+    kernel can use."""
+    isa = target(variant, micro)
     shapes = []
     for vectors in range(1, 5):
         for tail in (0, 3):
             m = vectors * isa.lanes() - (isa.lanes() - tail if tail else 0)
             cols = max_cols(isa, vectors, tail)
+            if micro != PACK and tail and vectors > 1:
+                cols = _max_cols(isa, vectors, tail, 1, overlap=True)
             shapes.append((m, cols, 5, 3))
     return shapes
 
 
+@pytest.mark.parametrize("micro", [PACK, "dear-masks"])
 @pytest.mark.parametrize("variant", _variants())
-def test_widest_blocks_with_a_batch(variant):
-    for m, n, k, br in _widest_block_shapes(variant):
-        assert max(p.cols for p in plan(m, n, k, br, VARIANTS[variant])) == n
+def test_widest_blocks_with_a_batch(variant, micro):
+    for m, n, k, br in _widest_block_shapes(variant, micro):
+        if micro == PACK or variant == "avx2":
+            assert max(p.cols for p in plan(m, n, k, br, target(variant, micro))) == n
         case = Case(m, n, k, br, seed=m + n)
-        case.call(Compiled(m, n, k, br, variant))
+        case.call(Compiled(m, n, k, br, variant, micro=micro))
         case.verify()
 
 
@@ -162,7 +280,7 @@ def _packed_shapes(variant):
 
 
 def _packed_groups(variant, shape):
-    return [p.group for p in plan(*shape, VARIANTS[variant]) if p.tail_rows]
+    return [p.group for p in plan(*shape, target(variant, PACK)) if p.tail_rows]
 
 
 def _packed_params():
@@ -174,7 +292,7 @@ def _packed_params():
 @pytest.mark.parametrize("variant, shape", _packed_params())
 def test_packed_tail_rows_match_numpy(variant, shape):
     case = Case(*shape, seed=sum(shape))
-    case.call(Compiled(*shape, variant))
+    case.call(Compiled(*shape, variant, micro=PACK))
     case.verify()
 
 
@@ -198,7 +316,7 @@ def test_packed_tails_keep_specials_apart(variant):
         a = Case._matrix(case.a, 0, m, k, case.ld_a)
         a[m - t - 1, 0], a[m - t - 2, 1] = np.inf, np.nan
         case.product = a.astype(np.float64) @ Case._matrix(case.b, 0, k, n, case.ld_b)
-        case.call(Compiled(m, n, k, 1, variant))
+        case.call(Compiled(m, n, k, 1, variant, micro=PACK))
         case.verify()
 
 
@@ -219,7 +337,7 @@ def test_kernels_set_their_red_zone_themselves(variant):
     the red zone: a scribbled one changes nothing."""
     _memory, scribble = _stack_scribbler()
     for shape in _packed_shapes(variant)[::3] + [(5, 7, 3, 1), (31, 6, 2, 1)]:
-        case, kernel = Case(*shape, seed=sum(shape)), Compiled(*shape, variant)
+        case, kernel = Case(*shape, seed=sum(shape)), Compiled(*shape, variant, micro=PACK)
         arguments, function = case.arguments(), kernel.function
         scribble(*arguments)
         function(*arguments)
@@ -252,13 +370,15 @@ class GuardedCase:
         np.testing.assert_array_equal(strided(self.c, (m, n), (1, m)), self.expected)
 
 
+@pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
-def test_no_access_past_the_operands(variant):
-    """Masked tails (packed ones too) at the very end of A, B and C: a fault fails the case."""
-    shapes = (_packed_shapes("avx512") + _packed_shapes("avx2")
+def test_no_access_past_the_operands(variant, micro):
+    """Masked, packed and overlapping tails and outer products at the very end of A, B and
+    C: a fault fails the case."""
+    shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER
               + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
-    kernels = [Compiled(*shape, variant) for shape in shapes]
+    kernels = [Compiled(*shape, variant, micro=micro) for shape in shapes]
     run_guarded(shapes, cases, kernels, lambda shape: f"{variant} kernel {shape}")
 
 

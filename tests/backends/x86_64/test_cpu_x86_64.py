@@ -102,3 +102,58 @@ def test_other_hosts_generate_avx512_unless_told(monkeypatch):
     monkeypatch.setenv(cpu.VARIANT_ENV, "sse2")
     with pytest.raises(ValueError, match="sse2"):
         cpu.variant()
+
+
+# ---- the core's microarchitecture facts (the BRGEMM cost model's)
+
+@pytest.mark.parametrize("vendor, family, model, core", [
+    ("AuthenticAMD", 0x19, 0x01, "zen3"), ("AuthenticAMD", 0x19, 0x0F, "zen3"),
+    ("AuthenticAMD", 0x19, 0x21, "zen3"), ("AuthenticAMD", 0x19, 0x44, "zen3"),
+    ("AuthenticAMD", 0x19, 0x5F, "zen3"), ("AuthenticAMD", 0x19, 0x10, "zen4"),
+    ("AuthenticAMD", 0x19, 0x11, "zen4"), ("AuthenticAMD", 0x19, 0x61, "zen4"),
+    ("AuthenticAMD", 0x19, 0x7F, "zen4"), ("AuthenticAMD", 0x19, 0xA0, "zen4"),
+    ("AuthenticAMD", 0x19, 0x30, "generic"), ("AuthenticAMD", 0x19, 0x80, "generic"),
+    ("AuthenticAMD", 0x1A, 0x02, "zen5"), ("AuthenticAMD", 0x1A, 0x44, "zen5"),
+    ("AuthenticAMD", 0x17, 0x31, "generic"), ("GenuineIntel", 0x06, 0x8F, "generic"),
+    ("GenuineIntel", 0x19, 0x01, "generic"),
+])
+def test_cores_by_family_and_model(vendor, family, model, core):
+    assert cpu.core_name(vendor, family, model) == core
+
+
+def test_core_facts():
+    zen3, zen4, zen5 = (cpu.MICROARCHS[name] for name in ("zen3", "zen4", "zen5"))
+    assert zen4.splits_512 and zen4.passes(512) == 2 and zen4.passes(256) == 1
+    assert not zen5.splits_512 and zen5.passes(512) == 1
+    assert zen3.masked_store_cycles > 1 and cpu.MICROARCHS["generic"].masked_store_cycles == 1
+
+
+def test_identity_from_cpuinfo():
+    text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+            "model name\t: AMD EPYC 9654\nprocessor\t: 1\nmodel\t\t: 99\n")
+    assert cpu.identity_from_cpuinfo(text) == ("AuthenticAMD", 25, 17)
+    assert cpu.identity_from_cpuinfo("processor : 0\n") is None
+
+
+@pytest.mark.skipif(host_isa() != "x86_64", reason="asks an x86-64 CPU")
+def test_cpuid_identity_agrees_with_the_os():
+    if pathlib.Path("/proc/cpuinfo").exists():
+        assert cpu.identity_from_cpuid() == cpu.identity_from_cpuinfo(
+            pathlib.Path("/proc/cpuinfo").read_text())
+    assert cpu.host_core() in cpu.MICROARCHS
+
+
+def test_environment_names_the_core(monkeypatch):
+    for name, facts in cpu.MICROARCHS.items():
+        monkeypatch.setenv(cpu.MICROARCH_ENV, name)
+        assert cpu.microarch() == facts
+    monkeypatch.setenv(cpu.MICROARCH_ENV, "zen9")
+    with pytest.raises(KernelParameterError, match="zen9"):
+        cpu.microarch()
+    monkeypatch.delenv(cpu.MICROARCH_ENV)
+    assert cpu.microarch() == cpu.MICROARCHS[cpu.host_core()]
+
+
+def test_variants_carry_the_host_core():
+    from einjit.backends.x86_64 import VARIANTS
+    assert {target.micro for target in VARIANTS.values()} == {cpu.microarch()}

@@ -1,6 +1,7 @@
-"""Helpers of the IR and pass tests: an oracle independent of einjit.ir.reference (offsets
-gathered with np.indices, the contraction by np.einsum over the whole index space), operand
-buffers, and random operations in the contract's space."""
+"""Helpers of the IR, pass and codegen tests: the seeds' configurations as parameter dicts
+(BRGEMM, GEMM, UNARY, BINARY) with edit/build, an oracle independent of einjit.ir.reference
+(offsets gathered with np.indices, the contraction by np.einsum over the whole index space),
+operand buffers, and random operations in the contract's space."""
 
 import string
 
@@ -10,6 +11,39 @@ from einjit.ir import Dim, TensorOperation
 from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
 
 FIELDS = ("stride_in0", "stride_in1", "stride_out")
+
+BRGEMM = dict(dtype="float32", prim_first_touch="none", prim_main="brgemm",
+              prim_last_touch="none", dim_types=("m", "n", "k", "m", "n", "k"),
+              exec_types=("seq", "seq", "prim", "prim", "prim", "prim"),
+              dim_sizes=(32, 32, 8, 32, 32, 32), strides_in0=(8192, 0, 1024, 1, 0, 32),
+              strides_in1=(0, 8192, 1024, 0, 32, 1), strides_out=(32768, 1024, 0, 1, 32, 0))
+GEMM = dict(BRGEMM, prim_main="gemm", exec_types=("seq", "seq", "seq", "prim", "prim", "prim"))
+# a 3-D permutation: in0 (a, b, c) contiguous in c, out contiguous in b
+UNARY = dict(dtype="float32", prim_first_touch="none", prim_main="identity",
+             prim_last_touch="none", dim_types=("c", "c", "c"), exec_types=("seq", "prim", "prim"),
+             dim_sizes=(3, 5, 7), strides_in0=(35, 7, 1), strides_in1=(0, 0, 0),
+             strides_out=(35, 1, 5))
+BINARY = dict(UNARY, prim_main="add", strides_in1=(35, 7, 1), strides_out=(35, 7, 1))
+
+
+def edit(base, **changes):
+    params = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict):      # {index: value}: change entries of a column
+            column = list(params[key])
+            for index, entry in value.items():
+                column[index] = entry
+            params[key] = tuple(column)
+        else:
+            params[key] = value
+    return params
+
+
+def build(params):
+    params = dict(params)
+    isa = params.pop("isa", None)
+    num_threads = params.pop("num_threads", None)
+    return TensorOperation(**params, isa=isa, num_threads=num_threads)
 
 
 def offsets(op, field, dims=None):

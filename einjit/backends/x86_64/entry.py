@@ -1,0 +1,51 @@
+"""The entry guard: what Python calls runs behind a stub that keeps the caller's MXCSR.
+
+Generated code raises floating-point exceptions (a reciprocal of zero, an overflowing
+exp) and SSE/AVX record each one as a sticky flag in MXCSR bits 0..5, which the code's caller
+would otherwise find set afterwards (numpy and C code test them with fetestexcept).
+guard_entry puts a fixed stub at offset 0 that saves MXCSR, calls the unchanged code and
+loads MXCSR back, so every flag reads as before the call (the word is restored whole:
+generated code never changes the control bits). rdi, rsi, rdx, rcx, r8 and r9 pass through
+untouched; the stub copies the first two stack arguments (brgemm's 7th and 8th, the most any
+entry takes) so the body finds them where a direct call would have put them.
+
+    sub rsp, 40                 rsp was 8 mod 16 at entry: 0 mod 16 at the call
+    stmxcsr [rsp+16]
+    mov rax, [rsp+48]           the caller's stack arguments, under the new return address
+    mov [rsp], rax
+    mov rax, [rsp+56]
+    mov [rsp+8], rax
+    call body                   at BODY_OFFSET: every alignment the body assumed holds
+    ldmxcsr [rsp+16]
+    add rsp, 40
+    ret
+"""
+
+from __future__ import annotations
+
+from einjit.backends.x86_64 import encode as e
+from einjit.backends.x86_64.encode import RAX, RSP, Mem
+
+BODY_OFFSET = 64    # a cache line: the body keeps the alignment of offset 0 (blocks are 64-aligned)
+STACK_ARGUMENTS = 2
+_FRAME = 40         # 8 (return address) + 40 = 48: a multiple of 16
+_SAVED = Mem(RSP, disp=8 * STACK_ARGUMENTS)
+
+
+def _stub() -> bytes:
+    code = e.sub_ri(RSP, _FRAME) + e.stmxcsr(_SAVED)
+    for slot in range(STACK_ARGUMENTS):
+        code += (e.mov_rm(RAX, Mem(RSP, disp=_FRAME + 8 + 8 * slot))
+                 + e.mov_mr(Mem(RSP, disp=8 * slot), RAX))
+    code += e.call(BODY_OFFSET - len(code) - 5)
+    code += e.ldmxcsr(_SAVED) + e.add_ri(RSP, _FRAME) + e.ret()
+    return code + e.nop(BODY_OFFSET - len(code))    # never executed
+
+
+_STUB = _stub()
+
+
+def guard_entry(target, code: bytes) -> bytes:
+    """`code` (a function assembled at offset 0) behind the MXCSR-keeping stub: the bytes to
+    map and call, entry at offset 0, the body at BODY_OFFSET."""
+    return _STUB + bytes(code)
