@@ -28,6 +28,7 @@ from einjit.backends.x86_64.brgemm import (
     generate_brgemm,
     max_cols,
     plan,
+    unmasked_target,
 )
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.disasm import disassemble
@@ -66,6 +67,8 @@ def target(variant, micro="zen3"):
 
 def choices(tgt, m, n, k, br, dtype="float32"):
     """The block-shape choices the generator makes for one kernel, as words."""
+    if k * br == 1:
+        tgt = unmasked_target(tgt, m, np.dtype(dtype).itemsize)
     lanes = tgt.lanes(np.dtype(dtype).itemsize)
     if _OuterProduct.applies(tgt, m, k, br, lanes):
         return {"outer"}
@@ -191,6 +194,23 @@ def test_avx512_width_follows_the_core(micro, m, width):
     """A core that splits 512-bit FMAs in halves (Zen 4) gets ymm blocks where a zmm would
     be half empty; a full-width one (Zen 5) keeps zmm."""
     assert choose(m, 40, 64, 1, target("avx512", micro))[0].vector_bits == width
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", ["zen4", "zen5"])
+def test_split_512_cores_run_tails_without_masks(micro, dtype):
+    """On Zen 4 an AVX-512 kernel whose M leaves a tail is AVX2 code (no mask register, no
+    zmm); M without a tail and every M on Zen 5 stay AVX-512."""
+    tgt = target("avx512", micro)
+    lanes = tgt.lanes(np.dtype(dtype).itemsize)
+    for m in (8, 12, 17, 25, 40, 63, 64, 96):
+        for k in (1, 16):
+            text = _disassembly(generate_brgemm(tgt, m, 24, k, 1, dtype=dtype))
+            tail = m % lanes != 0
+            unmasked = micro == "zen4" and tail
+            if tail:      # AVX-512 tails are masked with k1..k7
+                assert ("zmm" not in text and "{k" not in text) == unmasked, (m, k)
+            assert (unmasked_target(tgt, m, np.dtype(dtype).itemsize).masks == 0) == unmasked
 
 
 def test_zen3_avoids_masked_avx2_stores():
