@@ -30,9 +30,9 @@ import numpy as np
 from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
+from einjit.backends.x86_64.brgemm import unmasked_target
 
 from .harness import (
-    WIDTH,
     JitFunction,
     RepeatDriver,
     best_seconds,
@@ -84,9 +84,10 @@ class GemmTimer:
         ending at the column's last row, as the kernels place it; the same C, alignment and
         call overhead), timed in alternation with the kernel: the percentage of the
         kernel's time that storing C alone takes."""
-        width = WIDTH[self.variant]
-        lanes = width // 8 // np.dtype(self.dtype).itemsize
-        vectors, size = -(-m // lanes), np.dtype(self.dtype).itemsize
+        size = np.dtype(self.dtype).itemsize
+        width = unmasked_target(VARIANTS[self.variant], m, size).vector_bits   # the kernel's
+        lanes = width // 8 // size
+        vectors = -(-m // lanes)
         starts = [min(v * lanes, max(m - lanes, 0)) for v in range(vectors)]
         stores = Assembler()
         stores(enc.vxorps(0, 0, 0, 256))

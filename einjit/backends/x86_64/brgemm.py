@@ -37,7 +37,8 @@ width, FMA pipes, load ports, masked-store cost) by a small cost model of this l
 shuffle and L1 throughput, FMA latency, the update of C, per-block overhead), see `plan`;
 packing and overlapping are among its choices, and for AVX-512 the register width: 256-bit
 EVEX vectors (32 registers, the same masks) where the core splits a zmm FMA in halves and a
-zmm would be half empty (Zen 4), see `choose`. Blocks of one shape are repeated by runtime
+zmm would be half empty (Zen 4), see `choose`; on such a core an M with a tail takes the
+AVX2 code, see `unmasked_target`. Blocks of one shape are repeated by runtime
 loops over M and N, so code size does not grow with the matrix. K = 1 with a batch of one
 is generated apart (_OuterProduct): C's stores bound it, not FMAs.
 
