@@ -55,9 +55,26 @@ def test_matmul_1600():
                          (1, 0, n), (0, n, 1), (1, n, 0))
     new = einjit.optimize(op, num_threads=2)
     (main,) = new.kernel_calls
-    # blocks that divide 1600, m a multiple of 16, the whole k in one BRGEMM call
-    assert (main.op, main.m, main.n, main.k * main.br_size) == ("brgemm", 80, 64, 1600)
-    assert new.exec_types == ("shared", "seq", "prim", "prim", "prim", "prim")
+    # blocks that divide 1600, m a multiple of 16; a batch of 4 x 400 would make a call's
+    # in0 and in1 blocks 900 KiB, past the budget: a GEMM and a seq k loop outside n's
+    assert (main.op, main.m, main.n, main.k) == ("gemm", 80, 64, 400)
+    assert [(d.type, d.exec_type, d.size) for d in new.dims[:3]] == [
+        ("m", "shared", 20), ("k", "seq", 4), ("n", "seq", 25)]
+
+
+def test_a_batch_within_the_block_budget_stays():
+    n = 256
+    op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None, (n, n, 1024),
+                         (1, 0, n), (0, n, 1), (1, n, 0))
+    (main,) = einjit.optimize(op, num_threads=1).kernel_calls
+    # k: 2 x 512; 2 x 512 x (128 + 64) x 4 bytes = 768 KiB > 256 KiB: no batch
+    assert (main.op, main.k) == ("gemm", 512)
+    op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k", "k"), None,
+                         (64, 64, 4, 64), (1, 0, 64 * 65, 64), (0, 256, 64, 1), (1, 64, 0, 0))
+    (main,) = einjit.optimize(op, num_threads=1).kernel_calls
+    # two k dims that do not fuse (in0 has a gap); 4 x 64 x (64 + 64) x 4 bytes = 128 KiB:
+    # the batch stays
+    assert (main.op, main.br_size, main.k) == ("brgemm", 4, 64)
 
 
 def test_contiguous_elementwise_op_becomes_large_blocks():

@@ -30,6 +30,19 @@ def test_best_split(size, max_size, dim_type, min_size, expected):
     assert best_split(size, max_size, dim_type, min_size) == expected
 
 
+@pytest.mark.parametrize("size, max_size, dim_type, expected", [
+    (1600, 512, "k", (4, 400)), (1575, 512, "k", (5, 315)), (256, 128, "m", (2, 128)),
+    (256, 64, "n", (4, 64)), (1600, 128, "m", (20, 80))])
+def test_a_contraction_dim_may_have_a_short_outer_part(size, max_size, dim_type, expected):
+    assert best_split(size, max_size, dim_type, 16, outer_min_size=2) == expected
+
+
+def test_elementwise_ops_keep_the_seeds_outer_minimum():
+    op = TensorOperation("float32", "none", "relu", "none", ("c",), None, (1600,), (1,), (0,),
+                         (1,))
+    assert [d.size for d in split(op).dims] == [20, 80]     # max 1024; 2 x 800 in a contraction
+
+
 def gemm(n, exec_types=None):
     return TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), exec_types,
                            (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0))
@@ -37,11 +50,11 @@ def gemm(n, exec_types=None):
 
 def test_split_structure_with_defaults():
     op = split(gemm(1600))
-    # m: max 128 -> 20 x 80; n: max 64 -> 25 x 64; k: max 512 -> 16 x 100
+    # m: max 128 -> 20 x 80; n: max 64 -> 25 x 64; k: max 512 -> 4 x 400
     assert [(d.type, d.size, d.strides, d.exec_type) for d in op.dims] == [
         ("m", 20, (80, 0, 80), "undefined"), ("m", 80, (1, 0, 1), "undefined"),
         ("n", 25, (0, 102400, 102400), "undefined"), ("n", 64, (0, 1600, 1600), "undefined"),
-        ("k", 16, (160000, 100, 0), "undefined"), ("k", 100, (1600, 1, 0), "undefined")]
+        ("k", 4, (640000, 400, 0), "undefined"), ("k", 400, (1600, 1, 0), "undefined")]
 
 
 def test_split_repeats_until_every_part_fits():
