@@ -56,10 +56,10 @@ def test_matmul_1600():
     new = einjit.optimize(op, num_threads=2)
     (main,) = new.kernel_calls
     # blocks that divide 1600, m a multiple of 16; a batch of 4 x 400 would make a call's
-    # in0 and in1 blocks 900 KiB, past the budget: a GEMM and a seq k loop outside n's
+    # in0 and in1 blocks 900 KiB, past the budget: a GEMM and a seq k loop; m loops outermost
     assert (main.op, main.m, main.n, main.k) == ("gemm", 80, 64, 400)
     assert [(d.type, d.exec_type, d.size) for d in new.dims[:3]] == [
-        ("m", "shared", 20), ("k", "seq", 4), ("n", "seq", 25)]
+        ("m", "shared", 20), ("n", "seq", 25), ("k", "seq", 4)]
 
 
 def test_a_batch_within_the_block_budget_stays():

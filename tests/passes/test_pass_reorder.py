@@ -1,4 +1,4 @@
-"""Loop reordering: in a contraction m (and c) loops outermost, then k, then n; otherwise
+"""Loop reordering: in a contraction m (and c) loops outermost, then n, then k; otherwise
 larger strides outer; only seq dims move."""
 
 from einjit.ir import TensorOperation
@@ -7,7 +7,7 @@ from einjit.passes import reorder
 from ir_support import BRGEMM, build, edit
 
 
-def test_contraction_loops_run_m_then_k_then_n():
+def test_contraction_loops_run_m_then_n_then_k():
     # seq loops: k0 (outermost), n0, m0; prims as the seeds' BRGEMM minus the batch dim
     op = build(edit(BRGEMM, prim_main="gemm",
                     exec_types=("seq", "seq", "seq", "prim", "prim", "prim"),
@@ -15,8 +15,8 @@ def test_contraction_loops_run_m_then_k_then_n():
                     strides_in0=(1024, 0, 8192, 1, 0, 32), strides_in1=(1024, 8192, 0, 0, 32, 1),
                     strides_out=(0, 1024, 32768, 1, 32, 0), dim_sizes=(8, 32, 32, 32, 32, 32)))
     new = reorder(op)
-    assert [(d.type, d.exec_type) for d in new.dims[:3]] == [("m", "seq"), ("k", "seq"),
-                                                             ("n", "seq")]
+    assert [(d.type, d.exec_type) for d in new.dims[:3]] == [("m", "seq"), ("n", "seq"),
+                                                             ("k", "seq")]
     assert new.dims[3:] == op.dims[3:]
 
 
