@@ -43,7 +43,6 @@ def test_flops_of_the_first_course_tree():
 def evaluate(tree: EinsumTree, operands, optimize=True):
     """The tree computed by its plan (reference executor) in the operands' dtype and by numpy
     in a wider one, node by node."""
-    letters = "abcdefghijklmnopqrstuvwxyz"
     leaf_strides = {leaf.operand: dense_strides(leaf.dims, tree.sizes) for leaf in tree.leaves}
     planned = tree.optimize() if optimize else tree
     out_strides = dense_strides(tree.root.dims, tree.sizes)
@@ -51,14 +50,21 @@ def evaluate(tree: EinsumTree, operands, optimize=True):
     plan = Plan(planned, leaf_strides, out_strides, optimize_ops=False, dtype=dtype.name)
     out = np.empty([tree.sizes[d] for d in tree.root.dims], dtype)
     plan.run(operands, out)
+    return out, numpy_tree(tree, operands)
+
+
+def numpy_tree(tree: EinsumTree, operands):
+    """The tree computed node by node by numpy, in a wider dtype than the operands'."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    wider = WIDER[operands[0].dtype]
 
     def numpy_node(node):
         if node.is_leaf:
-            return operands[node.operand].astype(WIDER[dtype])
+            return operands[node.operand].astype(wider)
         values = [numpy_node(c) for c in node.children]
         equation = ",".join("".join(letters[d] for d in c.dims) for c in node.children)
         return np.einsum(equation + "->" + "".join(letters[d] for d in node.dims), *values)
-    return out, numpy_node(tree.root)
+    return numpy_node(tree.root)
 
 
 @pytest.mark.parametrize("optimize", [False, True], ids=["lower", "opt"])
@@ -94,6 +100,52 @@ def test_optimized_course_trees_map_onto_gemm(index):
     optimized = EinsumTree(COURSE_TREES[index], COURSE_SIZES[index]).optimize()
     good, total = _gemm_fit(optimized)
     assert good == total, optimized.pretty()
+
+
+TRN = ("[[[[[8,13,14]->[13,14,8]],[4,12,13]->[4,12,14,8]],[[3,11,12],[2,9,11]->[3,2,9,12]]"
+       "->[3,2,4,9,14,8]],[[[[7,14,15]->[7,15,14]],[[6,15,16]->[6,16,15]]->[6,7,16,14]],"
+       "[[5,10,16],[1,9,10]->[5,1,9,16]]->[5,1,9,6,7,14]]->[5,1,3,2,4,6,7,8]],"
+       "[[0,1,2,3,4]->[1,0,3,2,4]]->[0,5,6,7,8]")
+
+
+def _gemm_rows(tree: EinsumTree, dims: set) -> int:
+    """GEMM m of the contraction whose output has `dims`: its trailing dims that one child
+    alone has."""
+    (node,) = [n for n in tree.root.nodes() if set(n.dims) == dims and len(n.children) == 2]
+    left, right = node.children
+    side = left if node.dims[-1] in left.dims else right
+    rows = 1
+    for d in reversed(node.dims):
+        if d not in side.dims or d in (right if side is left else left).dims:
+            break
+        rows *= tree.sizes[d]
+    return rows
+
+
+def test_a_contraction_left_few_rows_by_its_parent_takes_its_own_layout():
+    """The einsum_ir trn layer: the root reads [5,1,3,2,4,6,7,8] with 8 (5 rows) at unit
+    stride; computing that node with the dims only its left child has last (980 rows) and
+    permuting its result costs less than a 5-row GEMM over 75% of the tree's flops."""
+    sizes = [128, 4, 7, 4, 7, 3, 4, 5, 5] + [50] * 8
+    tree = EinsumTree(TRN, sizes)
+    optimized = tree.optimize()
+    assert _gemm_rows(optimized, {5, 1, 3, 2, 4, 6, 7, 8}) == 4 * 7 * 7 * 5
+    permutations = [n for n in optimized.root.nodes() if len(n.children) == 1
+                    and set(n.dims) == {5, 1, 3, 2, 4, 6, 7, 8}]
+    assert len(permutations) == 1 and permutations[0].dims[-1] == 8
+
+
+def test_the_own_layout_with_its_permutation_computes_the_tree(dtype):
+    sizes = [6, 2, 3, 2, 3, 3, 2, 3, 5] + [9] * 8      # the same choice at small sizes
+    tree = EinsumTree(TRN, sizes)
+    assert _gemm_rows(tree.optimize(), {5, 1, 3, 2, 4, 6, 7, 8}) == 2 * 3 * 3 * 5
+    rng = np.random.default_rng(5)
+    operands = random_operands(rng, [[sizes[d] for d in leaf.dims] for leaf in tree.leaves],
+                               dtype)
+    expected = numpy_tree(tree, operands)
+    with numpy_einsum_forbidden():
+        result = einjit.contract_expression(tree, dtype=dtype.name)(*operands)
+    assert_close(result, expected, dtype, 81 * 81 * 4 * 7)
 
 
 def test_optimization_keeps_a_good_tree_and_fixes_the_first_example():
