@@ -318,11 +318,14 @@ def relative_error(result, reference) -> float:
 def interleaved(functions: dict[str, Callable], first: dict[str, float]) -> dict[str, float]:
     """Best seconds of each function over a few rounds, every round calling each function
     once (a busy spell on the shared machine hits all of them alike). Fewer rounds when one
-    call is long: `first` holds each function's first, untimed-for-the-best call."""
+    call is long, but always one after the first call (`first`: each function's first
+    call), which alone pays for faulting in its result's pages: on a machine whose memory is
+    fragmented, the kernel's compaction for huge pages can make that call several times
+    slower (the tensor train's 1.4 GB result: 2.7 s against 0.4 s)."""
     longest = max(first.values())
     rounds = 1 if longest > 1.0 else 2 if longest > 0.3 else 3 if longest > 0.05 else 7
     best = dict(first) if rounds == 1 else dict.fromkeys(functions, math.inf)
-    for _ in range(rounds if rounds > 1 else 0):
+    for _ in range(rounds):
         for name, function in functions.items():
             start = time.perf_counter()
             function()
