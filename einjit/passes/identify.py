@@ -15,8 +15,9 @@ rest "seq" (in their order), the shared dims stay in front.
   unit stride in in1; N the n dim (absent from in0) with the smallest out stride. Another k
   dim becomes the batch-reduce dim and the op a BRGEMM (else a GEMM): C then stays in
   registers across the whole batch. The batch is taken only while one call's blocks of in0
-  and in1 fit in BATCH_BLOCK_BYTES: a larger one streams its in0 block from beyond L2 on
-  every call, where a seq k loop lets the block serve every n block (see reorder).
+  and in1 fit in BATCH_BLOCK_BYTES: a larger one streams its blocks from beyond L2 on every
+  call, where a seq k loop keeps them cache-sized and, the m loops outermost (see reorder),
+  lets one row of in0 blocks serve every n block from L2.
 
 Every candidate must fit the kernel's limits (einjit.primitives) and leading-dimension bounds.
 Where no dim fits a role, a dim of size 1 with the strides the kernel needs stands in for it
