@@ -134,9 +134,7 @@ class _Rewriter:
             return self.arrange(node, order)
         given = self._m_rows(node, order)
         own = self._rows_first_order(node)
-        summed = 1
-        for d in set().union(*(c.dims for c in node.children)) - set(node.dims):
-            summed *= self.sizes[d]
+        summed = self._product(set().union(*(c.dims for c in node.children)) - set(node.dims))
         if (given < SMALL_M and summed >= MIN_SUMMED_FOR_PERMUTE
                 and self._m_rows(node, own) >= LARGER_M * given):
             return Node(order, (self.place(Node(own, node.children), None),))

@@ -885,8 +885,7 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64). A leaf function: it keeps
     data in the red zone."""
     elements = precision(dtype)
-    if k * br_size == 1:
-        target = unmasked_target(target, m, elements.bytes)
+    target = unmasked_target(target, m, elements.bytes)
     if _OuterProduct.applies(target, m, k, br_size, target.lanes(elements.bytes)):
         return _OuterProduct(asm, target, m, n, elements).emit()
     return _Generator(asm, target, m, n, k, br_size, elements).emit()

@@ -67,8 +67,7 @@ def target(variant, micro="zen3"):
 
 def choices(tgt, m, n, k, br, dtype="float32"):
     """The block-shape choices the generator makes for one kernel, as words."""
-    if k * br == 1:
-        tgt = unmasked_target(tgt, m, np.dtype(dtype).itemsize)
+    tgt = unmasked_target(tgt, m, np.dtype(dtype).itemsize)
     lanes = tgt.lanes(np.dtype(dtype).itemsize)
     if _OuterProduct.applies(tgt, m, k, br, lanes):
         return {"outer"}
