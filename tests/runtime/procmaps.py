@@ -32,11 +32,15 @@ def permissions(address: int) -> str | None:
     return None
 
 
-def mapping_of(address: int) -> tuple[int, int] | None:
-    for start, end, _ in maps():
-        if start <= address < end:
-            return start, end
-    return None
+def mappings_of(addresses) -> set[tuple[int, int] | None]:
+    """The mappings holding `addresses`, from one read of the maps: a neighbouring mapping
+    placed between two reads (another thread, or qemu's own) can merge with the one looked at
+    and change its end."""
+    rows = maps()
+    found = set()
+    for address in addresses:
+        found.add(next(((s, e) for s, e, _ in rows if s <= address < e), None))
+    return found
 
 
 def writable_and_executable() -> list[tuple[int, int, str]]:
