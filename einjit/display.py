@@ -198,8 +198,8 @@ def estimated_gflops(op: "TensorOperation") -> float | None:
     filled = call.m / (math.ceil(call.m / lanes) * lanes)
     depth = call.k * call.br_size
     shared = math.prod(d.size for d in op.dims if d.exec_type == "shared")
-    from einjit.passes import default_num_threads
-    threads = max(1, min(op.num_threads or default_num_threads(), shared))
+    from einjit.runtime.threads import default_threads
+    threads = max(1, min(op.num_threads or default_threads(), shared))
     return peak * filled * depth / (depth + 16) * threads
 
 

@@ -15,7 +15,7 @@ from einjit.passes.fuse import fuse
 from einjit.passes.identify import identify
 from einjit.passes.optimize import optimize
 from einjit.passes.reorder import reorder
-from einjit.passes.shared import default_num_threads, shared
+from einjit.passes.shared import shared
 from einjit.passes.split import split
 
-__all__ = ["fuse", "split", "identify", "reorder", "shared", "optimize", "default_num_threads"]
+__all__ = ["fuse", "split", "identify", "reorder", "shared", "optimize"]

@@ -7,45 +7,25 @@ into equal slices loses at most a quarter of a slice to imbalance) or no candida
 Never a k dim (threads would race on the same out elements) and never a dim of size 1 or with
 out stride 0. Shared dims move to the front, keeping their order. The op records num_threads.
 
-num_threads None means the op's num_threads, else the environment variable
-EINJIT_NUM_THREADS, else the CPUs this process may run on (os.sched_getaffinity).
+num_threads None means the op's num_threads, else the runtime's default
+(einjit.runtime.threads.default_threads: EINJIT_NUM_THREADS, else the CPUs this process may
+run on).
 """
 
 from __future__ import annotations
 
-import os
-
-from einjit.errors import OperationError
 from einjit.ir import TensorOperation
 from einjit.ir.dims import check_int
+from einjit.runtime.threads import default_threads
 
 DEFAULT_ITERATIONS_PER_THREAD = 4
-ENVIRONMENT = "EINJIT_NUM_THREADS"
-
-
-def default_num_threads() -> int:
-    """EINJIT_NUM_THREADS if set, else the number of CPUs this process may use."""
-    value = os.environ.get(ENVIRONMENT)
-    if value:
-        try:
-            count = int(value)
-        except ValueError:
-            count = 0
-        if count < 1:
-            raise OperationError(f"{ENVIRONMENT}={value!r} is not a thread count; expected an "
-                                 f"integer >= 1")
-        return count
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:      # platforms without affinity masks
-        return os.cpu_count() or 1
 
 
 def shared(op: TensorOperation, num_threads: int | None = None, *,
            iterations_per_thread: int = DEFAULT_ITERATIONS_PER_THREAD) -> TensorOperation:
     """A new op whose outer non-k seq loops are shared among `num_threads` threads."""
     if num_threads is None:
-        num_threads = op.num_threads if op.num_threads is not None else default_num_threads()
+        num_threads = op.num_threads if op.num_threads is not None else default_threads()
     num_threads = check_int("num_threads", num_threads, 1)
     iterations_per_thread = check_int("iterations_per_thread", iterations_per_thread, 1)
     dims = list(op.dims)
