@@ -111,18 +111,34 @@ class _Rewriter:
         only_a = [d for d in a.dims if d not in out and d not in b.dims]
         only_b = [d for d in b.dims if d not in out and d not in a.dims]
         k_prim = self._pick_k(b, k_dims)
-        if m_dims and unit in m_dims:
-            m_order = [d for d in m_dims if d != unit] + [unit]
-        else:
-            m_order = m_dims
         k_rest = [d for d in k_dims if d != k_prim]
         k_last = [k_prim] if k_prim is not None else []
-        a_order = tuple(c_dims + only_a + k_rest + k_last + m_order)
+        # in0 is [m dims the GEMM m block cannot take][k dims][the m block]: an A block is
+        # then contiguous (ld_a = the block's rows), not spread over the other m dims
+        m_block = self._m_block(m_dims, fixed if fixed is not None
+                                else dense_strides(node.dims, self.sizes))
+        if not m_block:         # out has no unit-stride m dim: every m dim goes last
+            m_block = m_dims
+        m_outer = [d for d in m_dims if d not in m_block]
+        a_order = tuple(c_dims + only_a + m_outer + k_rest + k_last + m_block)
         b_order = tuple(c_dims + n_dims + only_b + k_rest + k_last)
         a_new = self.arrange_child(a, a_order) \
-            if not a.is_leaf or (m_order and unit is not None) else a
+            if not a.is_leaf or (m_block and unit is not None) else a
         b_new = self.arrange_child(b, b_order) if not b.is_leaf or k_prim is not None else b
         return Node(node.dims, (a_new, b_new))
+
+    def _m_block(self, m_dims: list[int], out_strides: Strides) -> list[int]:
+        """The m dims that fuse with out's unit-stride dim into the GEMM's m (outer first):
+        from unit stride up, while each next dim is an m dim continuing the previous ones."""
+        block, step = [], 1
+        for d in sorted(out_strides, key=lambda d: (out_strides[d], -self.sizes[d])):
+            if self.sizes[d] == 1:
+                continue
+            if d not in m_dims or out_strides[d] != step:
+                break
+            block.insert(0, d)
+            step *= self.sizes[d]
+        return block
 
     def arrange_child(self, node: Node, order: tuple[int, ...]) -> Node:
         """`node` producing its dims in `order`, as arrange() does; but a contraction that

@@ -102,6 +102,45 @@ def test_optimized_course_trees_map_onto_gemm(index):
     assert good == total, optimized.pretty()
 
 
+def _in0_layouts(tree: EinsumTree):
+    """For each contraction: (in0's dims, the m block: the trailing dims of the node that only
+    in0 has, k dims: those both children have and the node does not)."""
+    for node in tree.root.nodes():
+        if len(node.children) != 2:
+            continue
+        left, right = node.children
+        block = []
+        for d in reversed(node.dims):
+            if d not in left.dims or d in right.dims:
+                break
+            block.insert(0, d)
+        yield node, left.dims, block, set(left.dims) & set(right.dims) - set(node.dims)
+
+
+@pytest.mark.parametrize("index", range(len(COURSE_TREES)))
+def test_in0_is_laid_out_with_its_k_dims_next_to_the_m_block(index):
+    """An A block of the GEMM is contiguous: in0 ends with the k dims, then the m block; m
+    dims the block cannot take (out has n dims between them) come before the k dims."""
+    optimized = EinsumTree(COURSE_TREES[index], COURSE_SIZES[index]).optimize()
+    for node, in0, block, k in _in0_layouts(optimized):
+        if node.children[0].is_leaf or not block:
+            continue
+        assert list(in0[len(in0) - len(block):]) == block, optimized.pretty()
+        assert set(in0[len(in0) - len(block) - len(k):len(in0) - len(block)]) == k, \
+            optimized.pretty()
+
+
+def test_getd_root_reads_contiguous_a_blocks():
+    """getd's root writes [5,6,7,8,9]: its m block is 9 alone (7 and 8 are n dims), so in0
+    (m 5, 6, 9 and k 2, 4) is laid out [5,6,...,2/4...,9], not [2,4,5,6,9] (ld_a 25, not
+    25^3: an A block 25 x 400 spread over 400 pages)."""
+    optimized = EinsumTree(COURSE_TREES[4], COURSE_SIZES[4]).optimize()
+    ((in0, block, k),) = [(in0, block, k) for node, in0, block, k in _in0_layouts(optimized)
+                          if node is optimized.root]
+    assert block == [9] and k == {2, 4}
+    assert set(in0[:2]) == {5, 6} and set(in0[2:4]) == {2, 4} and in0[4] == 9
+
+
 TRN = ("[[[[[8,13,14]->[13,14,8]],[4,12,13]->[4,12,14,8]],[[3,11,12],[2,9,11]->[3,2,9,12]]"
        "->[3,2,4,9,14,8]],[[[[7,14,15]->[7,15,14]],[[6,15,16]->[6,16,15]]->[6,7,16,14]],"
        "[[5,10,16],[1,9,10]->[5,1,9,16]]->[5,1,9,6,7,14]]->[5,1,3,2,4,6,7,8]],"
