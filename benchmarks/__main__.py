@@ -5,8 +5,8 @@ grid for each code variant the host runs, unary/binary bandwidth against numpy. 
 the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generation times,
 TensorOperations (benchmarks/tensor_operation.py: the seeds' configurations, optimize,
 permutations, call overhead) and einsum (benchmarks/einsum.py) against numpy, opt_einsum,
-torch and TBLIS, in float32 and then float64 (the float64 cases at --quick sizes, to keep the
-run short, unless --dtype float64 asks for that dtype alone). Sections can be named to run
+torch and TBLIS, in float32 and then float64, the same cases at the same sizes (--dtype for
+one of them). Sections can be named to run
 only those (`python -m benchmarks einsum`, `python -m benchmarks einsum --dtype float64`).
 Every table is written under benchmarks/results/ (git-ignored; --results DIR for another
 folder); the summary is printed at the end. The figures the README quotes are a committed
@@ -59,8 +59,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="a coarse GEMM grid (M, N in 16,32,48,64) instead of 1..64")
     parser.add_argument("--dtype", choices=einsum.DTYPES,
-                        help="einsum section: only this dtype, at the size --quick picks "
-                             "(default: float32, then float64 at --quick sizes)")
+                        help="einsum section: only this dtype (default: float32, then "
+                             "float64, at the sizes --quick picks)")
     parser.add_argument("--results", metavar="DIR",
                         help="write the result files here (default: benchmarks/results/, "
                              "git-ignored)")
@@ -107,10 +107,11 @@ def main(argv=None):
         write_result("tensor_operation.csv", table)
         section("TensorOperation (JIT'd loop nests, threads, optimizer)", lines)
     if "einsum" in chosen:
-        # (dtype, quick): float64 joins the default run at its quick sizes
-        runs = [(options.dtype, options.quick)] if options.dtype else \
-            [("float32", options.quick), ("float64", True)]
-        for dtype, quick in runs:
+        # the same cases in each dtype: at --quick sizes a tree case's fixed order can cost
+        # several times the flops of the path its peers choose, so quick figures are no
+        # measure of einjit against them
+        for dtype in [options.dtype] if options.dtype else list(einsum.DTYPES):
+            quick = options.quick
             took = "three minutes" if quick else \
                 "five minutes" if dtype == "float32" else "thirteen minutes"
             print(f"\n== {dtype} einsum against its peers "
