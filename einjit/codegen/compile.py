@@ -3,22 +3,17 @@
 compile_operation plans the nest (loop_nest.plan_nest), asks the op's backend for its code
 (generate_loop_nest: the nest and its kernels in one buffer), puts it behind the backend's
 entry guard (guard_entry: the caller's FP exception flags survive), maps it executable and
-wraps the entry nest(in0, in1, out, begin, end, scratch) in a ctypes function. run() splits
-the flattened shared iterations into one contiguous share per thread (runtime.threads): one
-ctypes call per thread per operation, each share with its own scratch for packed panels
-(held per calling Python thread: a run is synchronous, so no two runs share one).
-Operations too small to gain from threads run on the calling thread. Compiled operations
-are cached per op (ops are immutable and hashable).
+wraps the entry nest(in0, in1, out, begin, end) in a ctypes function. run() splits the
+flattened shared iterations into one contiguous share per thread (runtime.threads): one
+ctypes call per thread per operation. Operations too small to gain from threads run on the
+calling thread. Compiled operations are cached per op (ops are immutable and hashable).
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from functools import lru_cache
-
-import numpy as np
 
 from ..backends import backend, why_not_runnable
 from ..disasm import disassemble
@@ -31,22 +26,7 @@ from .loop_nest import NestPlan, plan_nest
 CACHE_SIZE = 256                 # compiled operations kept (LRU)
 MIN_WORK_PER_THREAD = 1 << 16    # flops (or elements) below which a thread costs more than it gains
 
-_ENTRY = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 6)
-SCRATCH_ALIGN = 64
-_scratch = threading.local()     # per calling thread: one buffer its runs' shares divide
-
-
-def _scratch_bases(shares: int, size: int) -> list[int]:
-    """`shares` disjoint 64-byte aligned scratch areas of `size` bytes for this thread's run
-    (0s when size is 0)."""
-    if size == 0:
-        return [0] * shares
-    step = -(-size // SCRATCH_ALIGN) * SCRATCH_ALIGN
-    buffer = getattr(_scratch, "buffer", None)
-    if buffer is None or buffer.size < shares * step + SCRATCH_ALIGN:
-        buffer = _scratch.buffer = np.empty(shares * step + SCRATCH_ALIGN, np.uint8)
-    base = -(-buffer.ctypes.data // SCRATCH_ALIGN) * SCRATCH_ALIGN
-    return [base + i * step for i in range(shares)]
+_ENTRY = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)
 
 
 def _work_per_iteration(plan: NestPlan) -> int:
@@ -75,7 +55,6 @@ class CompiledOperation:
         worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
         self._shares = split_range(total, min(self.threads, max(1, worth)))
         self._single = total if len(self._shares) == 1 else None   # run on the caller alone
-        self._scratch_bytes = self.plan.pack.bytes if self.plan.pack is not None else 0
         self._not_runnable = why_not_runnable(self.target)
         self._block = None
         self.function = None
@@ -96,12 +75,10 @@ class CompiledOperation:
         if self.function is None:
             raise IsaMismatchError(f"this operation was compiled for {self.target} and cannot "
                                    f"run here: {self._not_runnable}")
-        scratch = _scratch_bases(len(self._shares), self._scratch_bytes)
         if self._single is not None:
-            self.function(in0, in1, out, 0, self._single, scratch[0])
+            self.function(in0, in1, out, 0, self._single)
         else:
-            pool.run(self.function, [(in0, in1, out, begin, end, base)
-                                     for (begin, end), base in zip(self._shares, scratch)])
+            pool.run(self.function, [(in0, in1, out, begin, end) for begin, end in self._shares])
 
     def disassemble(self) -> str:
         return disassemble(self.code, self.target.isa)

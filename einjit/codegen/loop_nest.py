@@ -5,7 +5,7 @@ odometer: iteration t of the range [begin * S, end * S), S being the product of 
 sizes, visits the index tuple t in mixed radix, and at each tuple calls the primitive
 kernels on the three operand pointers advanced by that tuple's offsets. The entry point is
 
-    nest(in0, in1, out, begin, end, scratch)    # [begin, end): this thread's shared iterations
+    nest(in0, in1, out, begin, end)         # [begin, end): this thread's shared iterations
 
 so a thread runs its slice of the flattened shared dims with one call, and the odometer's
 carry chain replaces a nest of loops (a kernel call dwarfs a carry check either way).
@@ -15,15 +15,6 @@ seeds' rule), the main kernel, last touch if every k-dim index is at its end. El
 main primitives have no k dims, so they touch every block. A BRGEMM that reads its C block
 from memory (no first touch wrote it just before) gets the block's cache lines prefetched
 before the call: the kernel adds C only after its whole K loop, by which time they arrived.
-
-A GEMM whose A block is strided (ld_a > m) and serves several n blocks in a row packs it
-(NestPlan.pack): when the nest's in0 pointer reaches a new panel (the m block over every k
-the nest's k loop walks), the identity kernel copies that panel into `scratch` (per thread,
-PACKED_BYTES_MAX at most) with ld = m, and the GEMM reads its blocks there. The kernel then
-streams A from L1/L2 at unit stride instead of gathering columns from far apart: a power-of-two
-ld_a no longer maps every column to the same cache sets, and the hardware prefetchers see one
-sequential stream while the panel is copied (batched matmul 64x224x192x160 on one Zen 4 core:
-75 -> 85 GFLOPS with A packed beforehand).
 
 The backends turn a NestPlan into code (backends/<isa>/loops.py, generate_loop_nest); the
 primitive kernels are emitted into the same buffer and called as leaf functions.
@@ -36,18 +27,14 @@ from math import prod
 
 import numpy as np
 
-from ..primitives import ELTWISE_LIMITS
-
 IN0, IN1, OUT = 0, 1, 2      # operand numbers in the nest's argument order
-PACKED, SCRATCH = 3, 4       # the packed in0 block (moved by the k loop) and the scratch base
 
 
 @dataclass(frozen=True)
 class LoopDim:
-    """One non-primitive dim of the nest: `strides` in bytes for (in0, in1, out, the packed
-    in0 block)."""
+    """One non-primitive dim of the nest: `strides` in bytes for (in0, in1, out)."""
     size: int
-    strides: tuple[int, int, int, int]
+    strides: tuple[int, int, int]
     reduction: bool          # a k dim: first/last touch wait for its first/last index
 
 
@@ -57,8 +44,8 @@ class KernelCall:
 
     kind and params name the kernel as the backend generators take them
     (generate_<kind>(target, *params)); `pointers` are operand numbers (IN0, IN1, OUT) for
-    its pointer arguments (PACKED, SCRATCH: see Pack); `integers` its integer arguments
-    (leading dims, batch strides in elements), fixed for the whole nest."""
+    its pointer arguments; `integers` its integer arguments (leading dims, batch strides in
+    elements), fixed for the whole nest."""
     kind: str                # "brgemm", "unary" or "binary"
     params: tuple
     pointers: tuple[int, ...]
@@ -80,15 +67,6 @@ class Prefetch:
     pitch: int
 
 
-@dataclass(frozen=True)
-class Pack:
-    """The identity kernel that copies in0's panel to the scratch base whenever the nest's in0
-    pointer differs from the panel last packed; `bytes`: the scratch one thread needs."""
-    call: KernelCall
-    bytes: int
-
-
-PACKED_BYTES_MAX = 512 * 1024   # half a Zen 4/5 core's L2: the panel stays there for its reuse
 MAX_PREFETCHES = 256     # beyond this many lines the prefetches cost more code than they save
 LINE = 64
 
@@ -101,7 +79,6 @@ class NestPlan:
     main: KernelCall | None
     last_touch: KernelCall | None
     prefetch_out: Prefetch | None = None
-    pack: Pack | None = None
 
     @property
     def loops(self) -> tuple[LoopDim, ...]:
@@ -119,8 +96,7 @@ class NestPlan:
     def kernels(self) -> tuple[tuple, ...]:
         """The distinct kernels the nest calls (KernelCall.kernel), in a stable order."""
         found = []
-        pack = self.pack.call if self.pack is not None else None
-        for call in (self.first_touch, pack, self.main, self.last_touch):
+        for call in (self.first_touch, self.main, self.last_touch):
             if call is not None and call.kernel not in found:
                 found.append(call.kernel)
         return tuple(found)
@@ -149,7 +125,7 @@ def plan_nest(op) -> NestPlan:
 
     def loop(dim) -> LoopDim:
         return LoopDim(dim.size, (dim.stride_in0 * itemsize, dim.stride_in1 * itemsize,
-                                  dim.stride_out * itemsize, 0), dim.type == "k")
+                                  dim.stride_out * itemsize), dim.type == "k")
 
     shared = tuple(loop(dim) for dim in op.dims if dim.exec_type == "shared" and dim.size > 1)
     seq = tuple(loop(dim) for dim in op.dims if dim.exec_type == "seq" and dim.size > 1)
@@ -161,45 +137,4 @@ def plan_nest(op) -> NestPlan:
         lines = -(-m * itemsize // LINE) + 1        # +1: a column need not start on a line
         if lines * n <= MAX_PREFETCHES:
             prefetch = Prefetch(lines, n, main.integers[2] * itemsize)
-    plan = NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch)
-    return _with_pack(plan, itemsize) or plan
-
-
-def _with_pack(plan: NestPlan, itemsize: int) -> NestPlan | None:
-    """`plan` with in0 packed (see the module doc), or None where that does not pay: not a
-    GEMM, A already dense (ld_a = m), no n loop inside the loops that move A's panel (no
-    reuse), more than one k loop or one whose blocks are not consecutive columns, or a panel
-    beyond PACKED_BYTES_MAX."""
-    main = plan.main
-    if main is None or main.kind != "brgemm" or main.params[3] != 1:
-        return None
-    m, _, k, _ = main.params
-    ld_a = main.integers[0]
-    reductions = [d for d in plan.seq if d.reduction]
-    if ld_a == m or len(reductions) > 1:
-        return None
-    columns = k
-    if reductions:
-        (k_loop,) = reductions
-        if k_loop.strides[IN0] != k * ld_a * itemsize:
-            return None
-        columns *= k_loop.size
-    moving = [i for i, d in enumerate(plan.loops) if d.strides[IN0] and not d.reduction]
-    inner = plan.loops[moving[-1] + 1:] if moving else plan.loops
-    reuse = prod(d.size for d in inner if not d.reduction and not d.strides[IN0])
-    panel = m * columns * itemsize
-    if reuse < 2 or panel > PACKED_BYTES_MAX or columns > ELTWISE_LIMITS["n"]:
-        return None
-
-    def repacked(dim: LoopDim) -> LoopDim:
-        if not dim.reduction:
-            return dim
-        in0, in1, out, _ = dim.strides
-        return LoopDim(dim.size, (0, in1, out, in0 // ld_a * m), True)
-
-    copy = KernelCall("unary", ("identity", m, columns, False), (IN0, SCRATCH), (ld_a, m),
-                      main.dtype)
-    gemm = KernelCall(main.kind, main.params, (PACKED,) + main.pointers[1:],
-                      (m,) + main.integers[1:], main.dtype)
-    return NestPlan(plan.shared, tuple(repacked(d) for d in plan.seq), plan.first_touch, gemm,
-                    plan.last_touch, plan.prefetch_out, Pack(copy, panel))
+    return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch)

@@ -14,7 +14,7 @@ import pytest
 
 import einjit
 from einjit.codegen import compile as compile_module
-from einjit.codegen import compile_operation, loop_nest, plan_nest
+from einjit.codegen import compile_operation, plan_nest
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
@@ -208,9 +208,7 @@ def test_nests_never_touch_memory_past_the_operands():
     ops = _executable_cases()[::3] + [
         TensorOperation("float32", first, main, last, exec_types=("shared",) * 2 + types[2:],
                         num_threads=2, **SEEDS)
-        for first, main, last, types in SEEDS_CONFIGS.values()] + [
-        packing_gemm(gap=0, threads=2, exec_types=("shared", "seq", "seq"), last="relu"),
-        packing_gemm(m=5, gap=1, k_outer=1)]
+        for first, main, last, types in SEEDS_CONFIGS.values()]
 
     def work(note):
         results = []
@@ -275,81 +273,3 @@ def test_random_operations_optimized_then_executed(main, threads, dtype, every_s
         execute_reference(plain, in0, in1, expected)
         op.execute(in0, in1 if op.kind in ("binary", "contraction") else None, out)
         assert_matches(op, out, expected, in0, in1, start)
-
-
-def packing_gemm(dtype="float32", m=16, m_outer=3, n_outer=4, k_outer=3, gap=3, threads=1,
-                 exec_types=("seq", "seq", "seq"), first="zero", last="none", n=5, k=7):
-    """C (+)= A B in blocks: loops m_outer, n_outer, k_outer (in this order, `exec_types`),
-    prim m x n x k; A column-major with ld = m * m_outer + gap (k blocks are consecutive
-    columns), B and C with gaps of their own."""
-    lda, ldb, ldc = m * m_outer + gap, k * k_outer + 2, m * m_outer + 1
-    return TensorOperation(
-        dtype, first, "gemm", last, ("m", "n", "k", "m", "n", "k"),
-        exec_types + ("prim",) * 3, (m_outer, n_outer, k_outer, m, n, k),
-        (m, 0, k * lda, 1, 0, lda), (0, n * ldb, k, 0, ldb, 1), (m, n * ldc, 0, 1, ldc, 0),
-        num_threads=threads)
-
-
-def test_a_strided_a_panel_reused_across_n_blocks_is_packed():
-    plan = plan_nest(packing_gemm())
-    assert plan.pack is not None and plan.pack.bytes == 16 * 7 * 3 * 4
-    assert plan.pack.call.kernel == ("unary", ("identity", 16, 21, False), "float32")
-    assert plan.pack.call.integers == (16 * 3 + 3, 16)
-    assert plan.main.pointers[0] == loop_nest.PACKED and plan.main.integers[0] == 16
-    (k_loop,) = [d for d in plan.loops if d.reduction]
-    assert k_loop.strides[loop_nest.IN0] == 0 and k_loop.strides[3] == 16 * 7 * 4
-    assert plan.kernels[:2] == (("unary", ("zero", 16, 5, False), "float32"),
-                                ("unary", ("identity", 16, 21, False), "float32"))
-
-
-@pytest.mark.parametrize("change, why", [
-    (dict(m_outer=1, gap=0), "A is dense already"),
-    (dict(n_outer=1), "no n block reuses the panel"),
-    (dict(m=128, k=512, k_outer=3), "the panel is beyond PACKED_BYTES_MAX"),
-])
-def test_packing_only_where_it_pays(change, why):
-    assert plan_nest(packing_gemm(**change)).pack is None, why
-
-
-def test_no_packing_when_the_n_loop_is_outside_the_m_loop():
-    op = packing_gemm()
-    swapped = op.replace(dims=(op.dims[1], op.dims[0]) + op.dims[2:])
-    assert plan_nest(swapped).pack is None
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("m, gap", [(5, 2), (16, 3), (33, 0)])
-@pytest.mark.parametrize("k_outer", [1, 3])
-@pytest.mark.parametrize("placement", ["seq", "shared m", "shared m n"])
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_packed_gemms_compute_the_reference(dtype, m, gap, k_outer, placement, threads,
-                                            every_share_threaded):
-    """Threads start mid-range (shared m, or m and n flattened): each packs its own panels into
-    its own scratch; touches see the packed GEMM's sums."""
-    shared = {"seq": 0, "shared m": 1, "shared m n": 2}[placement]
-    op = packing_gemm(dtype, m=m, gap=gap, k_outer=k_outer, threads=threads,
-                      exec_types=("shared",) * shared + ("seq",) * (3 - shared),
-                      last="relu" if k_outer == 3 else "none")
-    assert plan_nest(op).pack is not None
-    run_and_check(op, seed=threads)
-
-
-def test_concurrent_runs_of_a_packed_nest_keep_their_scratch_apart():
-    """Python threads running packed nests at once: each calling thread has its own scratch."""
-    import threading
-    op = packing_gemm(m=16, n_outer=6, k_outer=3, threads=2, exec_types=("shared", "seq", "seq"))
-    rng = np.random.default_rng(9)
-    runs = [typed_buffers(op, rng) for _ in range(4)]
-    expected = []
-    for in0, in1, out in runs:
-        reference = out.copy()
-        execute_reference(op, in0, in1, reference)
-        expected.append(reference)
-    threads = [threading.Thread(target=lambda r=r: [op.execute(*r) for _ in range(20)])
-               for r in runs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for (in0, in1, out), reference in zip(runs, expected):
-        assert_matches(op, out, reference, in0, in1, reference)

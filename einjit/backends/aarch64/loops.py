@@ -1,13 +1,12 @@
 """AArch64 loop nests: a TensorOperation's loops around calls of its primitive kernels.
 
-    nest(in0=x0, in1=x1, out=x2, begin=x3, end=x4, scratch=x5)
+    nest(in0=x0, in1=x1, out=x2, begin=x3, end=x4)
 
 walks the NestPlan's odometer (see einjit/codegen/loop_nest.py) over shared iterations
 [begin, end) and calls the kernels, which follow in the same buffer as leaf functions (AAPCS64
-calls, bl). Registers that live across calls are callee-saved: the operand pointers (x19..x21;
-x23 the packed in0 block, x24 the scratch base) and the iteration count (x22); the odometer's
-indices and the last packed in0 panel sit in the frame; x9..x13 are scratch between calls.
-x18, the platform register, is never touched.
+calls, bl). Registers that live across calls are callee-saved: the three operand pointers
+(x19..x21) and the iteration count (x22); the odometer's indices sit in the frame; x9..x13 are
+scratch between calls. x18, the platform register, is never touched.
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ from einjit.backends.aarch64.encode import SP, XZR
 from einjit.backends.aarch64.unary import emit_unary
 from einjit.codegen.loop_nest import KernelCall, NestPlan
 
-POINTERS = (19, 20, 21, 23)           # in0, in1, out, packed in0: live across calls
-SCRATCH = 24                          # the scratch base (the nest's 6th argument)
-OPERANDS = POINTERS + (SCRATCH,)      # by operand number (loop_nest.IN0 ... SCRATCH)
+POINTERS = (19, 20, 21)               # in0, in1, out: live across calls
 COUNT = enc.Reg(22)                   # iterations left (a Reg: counted_loop's runtime count)
 FP, LR = 29, 30
 INDEX, WEIGHT, VALUE, BEGIN = 9, 10, 11, 3
@@ -43,7 +40,7 @@ def _add_imm(asm: Assembler, reg: int, value: int) -> None:
         asm(enc.mov_imm(VALUE, value), enc.add_reg(reg, reg, VALUE))
 
 
-def _advance(asm: Assembler, strides: tuple[int, ...], times: int = 1) -> None:
+def _advance(asm: Assembler, strides: tuple[int, int, int], times: int = 1) -> None:
     for reg, stride in zip(POINTERS, strides):
         _add_imm(asm, reg, stride * times)
 
@@ -61,7 +58,7 @@ def _index_offset(d: int) -> int:
 
 def _call(asm: Assembler, call: KernelCall, entry) -> None:
     for register, operand in enumerate(call.pointers):
-        asm(enc.mov_reg(register, OPERANDS[operand]))
+        asm(enc.mov_reg(register, POINTERS[operand]))
     for register, value in enumerate(call.integers, start=len(call.pointers)):
         asm(enc.mov_imm(register, value))
     asm.bl(entry)
@@ -82,18 +79,6 @@ def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool
                 asm.cbnz(INDEX, skip)
     _call(asm, call, entries[call.kernel])
     asm.bind(skip)
-
-
-def _pack(asm: Assembler, plan: NestPlan, entries) -> None:
-    """Copy in0's panel to the scratch base unless it is the panel copied last."""
-    if plan.pack is None:
-        return
-    done = asm.label("packed")
-    asm(enc.ldr_x(INDEX, SP, _index_offset(len(plan.loops))), enc.cmp_reg(POINTERS[0], INDEX))
-    asm.b_cond("eq", done)
-    _call(asm, plan.pack.call, entries[plan.pack.call.kernel])
-    asm(enc.str_x(POINTERS[0], SP, _index_offset(len(plan.loops))))
-    asm.bind(done)
 
 
 def _prefetch(asm: Assembler, plan: NestPlan) -> None:
@@ -155,21 +140,19 @@ def _start(asm: Assembler, plan: NestPlan) -> None:
 def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     """Emit the nest function at the current position, its kernels after it."""
 
-    # one index per loop, then the in0 pointer of the panel last packed
-    frame = -(-8 * (len(plan.loops) + 1) // 16) * 16
+    frame = -(-8 * len(plan.loops) // 16) * 16
     entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
-    asm.prologue(OPERANDS + (COUNT, FP, LR), ())
-    asm(enc.sub_imm(SP, SP, frame))
-    for reg, arg in zip(OPERANDS, (0, 1, 2, 5, 5)):
+    asm.prologue(POINTERS + (COUNT, FP, LR), ())
+    if frame:
+        asm(enc.sub_imm(SP, SP, frame))
+    for reg, arg in zip(POINTERS, (0, 1, 2)):
         asm(enc.mov_reg(reg, arg))
-    asm(enc.mov_imm(VALUE, -1), enc.str_x(VALUE, SP, _index_offset(len(plan.loops))))
     # iterations = (end - begin) * seq_iterations, or 0 if end <= begin
     asm(enc.subs_reg(COUNT, 4, BEGIN), enc.csel(COUNT, COUNT, XZR, "hi"))
     if plan.seq_iterations > 1:
         asm(enc.mov_imm(VALUE, plan.seq_iterations), enc.mul(COUNT, COUNT, VALUE))
     _start(asm, plan)
     with asm.counted_loop(COUNT, COUNT):
-        _pack(asm, plan, entries)
         _touch(asm, plan, plan.first_touch, False, entries)
         _prefetch(asm, plan)
         if plan.main is not None:
@@ -177,7 +160,8 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
         _touch(asm, plan, plan.last_touch, True, entries)
         if plan.loops:
             _step_odometer(asm, plan)
-    asm(enc.add_imm(SP, SP, frame))
+    if frame:
+        asm(enc.add_imm(SP, SP, frame))
     asm.epilogue()
     emitters = {"brgemm": emit_brgemm, "unary": emit_unary, "binary": emit_binary}
     for kernel, entry in entries.items():

@@ -1,13 +1,12 @@
 """x86-64 loop nests: a TensorOperation's loops around calls of its primitive kernels.
 
-    nest(in0=rdi, in1=rsi, out=rdx, begin=rcx, end=r8, scratch=r9)
+    nest(in0=rdi, in1=rsi, out=rdx, begin=rcx, end=r8)
 
 walks the NestPlan's odometer (see einjit/codegen/loop_nest.py) over shared iterations
 [begin, end) and calls the kernels, which follow in the same buffer as leaf functions
-(System V calls, rel32). Registers that live across calls are callee-saved: the operand
-pointers (rbx, rbp, r12; r14 the packed in0 block, r15 the scratch base) and the iteration
-count (r13); the odometer's indices and the last packed in0 panel sit in the frame. Strides
-are added as immediates where they fit in 32 bits.
+(System V calls, rel32). Registers that live across calls are callee-saved: the three
+operand pointers (rbx, rbp, r12) and the iteration count (r13); the odometer's indices sit in
+the frame. Strides are added as immediates where they fit in 32 bits.
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ from einjit.backends.x86_64.encode import (
     R11,
     R12,
     R13,
-    R14,
-    R15,
     RAX,
     RBP,
     RBX,
@@ -39,9 +36,7 @@ from einjit.backends.x86_64.encode import (
 from einjit.backends.x86_64.unary import emit_unary
 from einjit.codegen.loop_nest import KernelCall, NestPlan
 
-POINTERS = (RBX, RBP, R12, R14)       # in0, in1, out, packed in0: live across calls
-SCRATCH = R15                         # the scratch base (the nest's 6th argument)
-OPERANDS = POINTERS + (SCRATCH,)      # by operand number (loop_nest.IN0 ... SCRATCH)
+POINTERS = (RBX, RBP, R12)            # in0, in1, out: live across calls
 COUNT = R13                           # iterations left
 ARGUMENTS = (RDI, RSI, RDX, RCX, R8, R9)
 STACK_ARGUMENTS = 2                   # brgemm's batch strides are arguments 7 and 8
@@ -58,22 +53,17 @@ def _add_imm(asm: Assembler, reg: int, value: int, scratch: int = R11) -> None:
         asm(enc.mov_ri(scratch, value), enc.add_rr(reg, scratch))
 
 
-def _advance(asm: Assembler, strides: tuple[int, ...], times: int = 1) -> None:
+def _advance(asm: Assembler, strides: tuple[int, int, int], times: int = 1) -> None:
     for reg, stride in zip(POINTERS, strides):
         _add_imm(asm, reg, stride * times)
 
 
-SAVED = OPERANDS + (COUNT,)
-
-
 class _Frame:
-    """rsp-relative slots: outgoing stack arguments, one index per loop dim, then the in0
-    pointer of the panel last packed."""
+    """rsp-relative slots: outgoing stack arguments, then one index per loop dim."""
 
     def __init__(self, loops: int):
-        self.loops = loops
-        self.size = 8 * (STACK_ARGUMENTS + loops + 1)
-        pushed = 8 * (1 + len(SAVED))              # return address and the saved registers
+        self.size = 8 * (STACK_ARGUMENTS + loops)
+        pushed = 8 * (1 + len(POINTERS) + 1)       # return address, pointers and COUNT
         self.size += -(self.size + pushed) % 16    # rsp 16-byte aligned at every call
 
     @staticmethod
@@ -84,14 +74,11 @@ class _Frame:
     def index(d: int) -> Mem:
         return Mem(RSP, disp=8 * (STACK_ARGUMENTS + d))
 
-    def packed_from(self) -> Mem:
-        return Mem(RSP, disp=8 * (STACK_ARGUMENTS + self.loops))
-
 
 def _call(asm: Assembler, call: KernelCall, entry) -> None:
     registers = iter(ARGUMENTS)
     for operand in call.pointers:
-        asm(enc.mov_rr(next(registers), OPERANDS[operand]))
+        asm(enc.mov_rr(next(registers), POINTERS[operand]))
     stack = 0
     for value in call.integers:
         register = next(registers, None)
@@ -114,18 +101,6 @@ def _prefetch(asm: Assembler, plan: NestPlan) -> None:
         asm(*(enc.prefetcht0(Mem(RAX, disp=64 * line)) for line in range(lines)))
         if column + 1 < columns:
             _add_imm(asm, RAX, pitch)
-
-
-def _pack(asm: Assembler, plan: NestPlan, frame: _Frame, entries) -> None:
-    """Copy in0's panel to the scratch base unless it is the panel copied last."""
-    if plan.pack is None:
-        return
-    done = asm.label("packed")
-    asm(enc.cmp_rr(POINTERS[0], frame.packed_from()))
-    asm.jcc("e", done)
-    _call(asm, plan.pack.call, entries[plan.pack.call.kernel])
-    asm(enc.mov_mr(frame.packed_from(), POINTERS[0]))
-    asm.bind(done)
 
 
 def _skip_unless_indices(asm: Assembler, plan: NestPlan, at_end: bool, skip) -> None:
@@ -197,11 +172,10 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
 
     frame = _Frame(len(plan.loops))
     entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
-    asm.prologue(SAVED)
+    asm.prologue(POINTERS + (COUNT,))
     asm(enc.sub_ri(RSP, frame.size))
-    for reg, arg in zip(OPERANDS, (RDI, RSI, RDX, R9, R9)):
+    for reg, arg in zip(POINTERS, (RDI, RSI, RDX)):
         asm(enc.mov_rr(reg, arg))
-    asm(enc.mov_ri(RAX, -1), enc.mov_mr(frame.packed_from(), RAX))    # nothing packed yet
     # iterations = (end - begin) * seq_iterations, or 0 if end <= begin
     empty, counted = asm.label("empty"), asm.label("counted")
     asm(enc.mov_rr(COUNT, R8), enc.sub_rr(COUNT, RCX))
@@ -214,7 +188,6 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     asm.bind(counted)
     _start(asm, plan)
     with asm.counted_loop(COUNT, COUNT):
-        _pack(asm, plan, frame, entries)
         _touch(asm, plan, plan.first_touch, False, entries)
         _prefetch(asm, plan)
         if plan.main is not None:
