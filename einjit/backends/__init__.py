@@ -2,9 +2,9 @@
 
 Every backend module offers the same functions with the same signatures:
 
-    generate_brgemm(target, m, n, k, br_size) -> bytes
-    generate_unary(target, op, m, n, trans_b) -> bytes
-    generate_binary(target, op, m, n) -> bytes
+    generate_brgemm(target, m, n, k, br_size, dtype, accumulate) -> bytes
+    generate_unary(target, op, m, n, trans_b, dtype) -> bytes
+    generate_binary(target, op, m, n, dtype) -> bytes
     generate_loop_nest(target, plan) -> bytes        (einjit.codegen's loop nests)
     guard_entry(target, code) -> bytes               (code behind a stub keeping the FP flags)
     default_variant() -> str                         (the host's best variant, or the widest)

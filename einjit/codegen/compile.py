@@ -34,7 +34,7 @@ def _work_per_iteration(plan: NestPlan) -> int:
         return plan.first_touch.params[1] * plan.first_touch.params[2] if plan.first_touch else 1
     params = plan.main.params
     if plan.main.kind == "brgemm":
-        m, n, k, batch = params
+        m, n, k, batch = params[:4]
         return 2 * m * n * k * batch
     return params[1] * params[2]
 

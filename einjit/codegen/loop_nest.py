@@ -12,7 +12,9 @@ carry chain replaces a nest of loops (a kernel call dwarfs a carry check either 
 
 At each index tuple, in order: first touch on the out block if every k-dim index is 0 (the
 seeds' rule), the main kernel, last touch if every k-dim index is at its end. Element-wise
-main primitives have no k dims, so they touch every block. A BRGEMM that reads its C block
+main primitives have no k dims, so they touch every block. A zero first touch before a BRGEMM
+with no k loop around it (every block gets one update) folds into the kernel: it sets C
+(accumulate False) instead of reading the zeros back. A BRGEMM that reads its C block
 from memory (no first touch wrote it just before) gets the block's cache lines prefetched
 before the call: the kernel adds C only after its whole K loop, by which time they arrived.
 
@@ -56,6 +58,15 @@ class KernelCall:
     def kernel(self) -> tuple:
         """What identifies the generated kernel (calls may differ in their arguments)."""
         return (self.kind, self.params, self.dtype)
+
+
+def emitter_arguments(kernel: tuple) -> tuple[tuple, dict]:
+    """The positional and keyword arguments (after asm, target) of the backend's
+    emit_<kind> for a KernelCall.kernel: brgemm params end with `accumulate`."""
+    kind, params, dtype = kernel
+    if kind == "brgemm":
+        return params[:4], {"dtype": dtype, "accumulate": params[4]}
+    return params, {"dtype": dtype}
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ _OPERANDS = {"in0": IN0, "in1": IN1, "out": OUT}
 def _kernel_call(call, dtype: str) -> KernelCall:
     """The nest's view of one of the IR's kernel calls (einjit.ir.verify.KernelCall)."""
     if call.kind == "brgemm":
-        params = (call.m, call.n, call.k, call.br_size)
+        params = (call.m, call.n, call.k, call.br_size, True)     # True: C += (accumulate)
     elif call.kind == "unary":
         params = (call.op, call.m, call.n, call.trans_b)
     else:
@@ -131,8 +142,13 @@ def plan_nest(op) -> NestPlan:
     seq = tuple(loop(dim) for dim in op.dims if dim.exec_type == "seq" and dim.size > 1)
     calls = {call.role: _kernel_call(call, op.dtype) for call in op.kernel_calls}
     main, first = calls.get("main"), calls.get("first_touch")
+    if (main is not None and main.kind == "brgemm" and first is not None
+            and first.params[0] == "zero" and not any(d.reduction for d in shared + seq)):
+        # each block's one update follows its zeroing: the kernel sets C instead of adding
+        main, first = KernelCall(main.kind, main.params[:4] + (False,), main.pointers,
+                                 main.integers, main.dtype), None
     prefetch = None
-    if main is not None and main.kind == "brgemm" and first is None:
+    if main is not None and main.kind == "brgemm" and first is None and main.params[4]:
         m, n = main.params[:2]
         lines = -(-m * itemsize // LINE) + 1        # +1: a column need not start on a line
         if lines * n <= MAX_PREFETCHES:

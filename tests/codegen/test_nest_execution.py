@@ -198,8 +198,32 @@ def test_plans_skip_size_one_loops_and_call_each_kernel_once():
                          (0, 0, 0, 1, 0, 4), (0, 30, 0, 0, 6, 1), (0, 20, 0, 1, 4, 0))
     plan = plan_nest(op)
     assert [dim.size for dim in plan.loops] == [3]
-    assert plan.kernels == (("unary", ("zero", 4, 5, False), "float32"),
-                            ("brgemm", (4, 5, 6, 1), "float32"))
+    # the size-1 k dims leave no k loop: the first touch's zero folds into the GEMM (it sets
+    # C), the last touch's zero stays
+    assert plan.kernels == (("brgemm", (4, 5, 6, 1, False), "float32"),
+                            ("unary", ("zero", 4, 5, False), "float32"))
+
+
+def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
+    """Without a k loop each out block gets one update right after its zeroing: the kernel
+    sets C (accumulate False), no zero kernel runs and C is not prefetched (it is not read).
+    With a seq k loop the zero touch stays and the kernel adds."""
+    brgemm = TensorOperation("float32", "zero", "brgemm", "relu", exec_types=(
+        "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
+    plan = plan_nest(brgemm)
+    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False)
+    assert plan.prefetch_out is None and plan.last_touch.params[0] == "relu"
+    gemm = TensorOperation("float32", "zero", "gemm", "relu", exec_types=(
+        "shared", "seq", "seq", "prim", "prim", "prim"), **SEEDS)
+    plan = plan_nest(gemm)
+    assert plan.first_touch.params[0] == "zero" and plan.main.params == (32, 32, 32, 1, True)
+    no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
+        "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
+    plan = plan_nest(no_touch)
+    assert plan.main.params[4] is True and plan.prefetch_out is not None
+    square = TensorOperation("float32", "square", "brgemm", "none", exec_types=(
+        "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
+    assert plan_nest(square).main.params[4] is True
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -234,7 +258,7 @@ def test_compiled_nest_ends_in_ret_and_calls_its_kernels():
     compiled = compile_operation(op)
     lines = compiled.disassemble().splitlines()
     calls = [line for line in lines if line.split()[2:3] in (["call"], ["bl"])]
-    assert len(calls) == 3
+    assert len(calls) == 2          # the BRGEMM (setting C: the zero touch folded in), relu
     assert any(line.split()[-1] == "ret" for line in lines)
     assert compiled is compile_operation(op)          # cached per op
 

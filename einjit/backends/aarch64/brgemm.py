@@ -7,7 +7,10 @@ Blocking: C is tiled into blocks of four q-registers of rows by 6 columns: 16x6 
 lanes per register), 8x6 in FP64 (two). For each k, a column of the block's A rows sits in four
 q-registers and each of the six B elements is loaded into lane 0 of a register and used by
 element, so a step is 24 FMLAs into 24 accumulators. The accumulators stay in registers for the
-whole K loop and the whole batch loop: each C block is loaded once and stored once.
+whole K loop and the whole batch loop: each C block is loaded once and stored once. A kernel
+generated with accumulate=False sets C instead: the accumulators start at zero, C is only
+stored (what C += gives on a zeroed C, bit for bit; the loop nests use it in place of a zero
+first touch).
 
 Rows left over (M % 16, or M % 8 in FP64) are covered by q-registers for full vectors, then a
 d-register for two FP32 rows, so no load or store touches a row past M. The last single
@@ -203,9 +206,9 @@ class _Microkernel:
     """
 
     def __init__(self, pieces: tuple[int, ...], ncols: int, k: int, br_size: int,
-                 element: Element):
+                 element: Element, accumulate: bool = True):
         self.pieces, self.ncols, self.k, self.br_size = pieces, ncols, k, br_size
-        self.element = element
+        self.element, self.accumulate = element, accumulate
         count = len(pieces)
         per_set = count * ncols
         self.sets = [[ACC_REGS[s * per_set + j * count:s * per_set + (j + 1) * count]
@@ -230,8 +233,12 @@ class _Microkernel:
                       for accumulators in self.sets]
 
     def emit(self, asm: Assembler) -> None:
-        self._walk_c(asm, enc.ldr_v, enc.ldp_v, enc.ldur_v)
-        asm([enc.movi_zero(reg) for extra in self.sets[1:] for column in extra for reg in column])
+        first = 0
+        if self.accumulate:
+            self._walk_c(asm, enc.ldr_v, enc.ldp_v, enc.ldur_v)
+            first = 1
+        asm([enc.movi_zero(reg) for extra in self.sets[first:] for column in extra
+             for reg in column])
         _batch_loop(asm, self)
         for total, addend in _pairwise_sums(len(self.sets)):
             for to, column in zip(self.sets[total], self.sets[addend]):
@@ -280,8 +287,10 @@ class _DotMicrokernel:
     pairwise, and the sum added to C.
     """
 
-    def __init__(self, ncols: int, k: int, br_size: int, element: Element):
+    def __init__(self, ncols: int, k: int, br_size: int, element: Element,
+                 accumulate: bool = True):
         self.ncols, self.k, self.br_size, self.element = ncols, k, br_size, element
+        self.accumulate = accumulate
         lanes = element.lanes
         self.b_regs = ACC_REGS[:ncols]
         pool = ACC_REGS[ncols:]
@@ -305,8 +314,9 @@ class _DotMicrokernel:
             asm([enc.faddp(acc, acc, acc, arr)] * (self.element.lanes // 2))
             if j:
                 asm(enc.add_reg(WALK, WALK, LD_C))
-            asm(enc.ldr_v(letter, scratch, WALK), enc.fadd_s(letter, scratch, scratch, acc),
-                enc.str_v(letter, scratch, WALK))
+            # C + the sum, or +0 + the sum (a -0 sum stores +0, as onto a zeroed C)
+            asm(enc.ldr_v(letter, scratch, WALK) if self.accumulate else enc.movi_zero(scratch),
+                enc.fadd_s(letter, scratch, scratch, acc), enc.str_v(letter, scratch, WALK))
 
     def _k_loop(self, asm: Assembler) -> None:
         chunks, steps = divmod(self.k, self.element.lanes)
@@ -345,10 +355,11 @@ class _DotMicrokernel:
                     enc.fmla(acc, columns[0], self.b_regs[j], arr))
 
 
-def _microkernel(pieces: tuple, ncols: int, k: int, br_size: int, element: Element):
+def _microkernel(pieces: tuple, ncols: int, k: int, br_size: int, element: Element,
+                 accumulate: bool = True):
     if pieces == DOT:
-        return _DotMicrokernel(ncols, k, br_size, element)
-    return _Microkernel(pieces, ncols, k, br_size, element)
+        return _DotMicrokernel(ncols, k, br_size, element, accumulate)
+    return _Microkernel(pieces, ncols, k, br_size, element, accumulate)
 
 
 def _column_block(asm: Assembler, groups: list[tuple[int, tuple]], ncols: int,
@@ -416,9 +427,10 @@ def _batch_loop(asm: Assembler, kernel) -> None:
                 enc.add_reg(B_BATCH, B_BATCH, BR_STRIDE_B))
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
-                dtype: str = "float32") -> Label:
+                dtype: str = "float32", accumulate: bool = True) -> Label:
     """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (see the
-    module docstring) at the current position of `asm`; returns the Label of its entry."""
+    module docstring) at the current position of `asm`; returns the Label of its entry.
+    accumulate=False: C := sum_i A_i B_i, C never read (the bits C += gives on a zeroed C)."""
     check_target(target)
     check_sizes(m=m, n=n, k=k, br_size=br_size)
     element = check_dtype(dtype)
@@ -426,7 +438,7 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     column_blocks, column_rest = divmod(n, BLOCK_COLS)
     column_shapes = _column_shapes(n)
     advances_columns = column_blocks > 1 or (column_blocks == 1 and column_rest > 0)
-    microkernels = {(pieces, ncols): _microkernel(pieces, ncols, k, br_size, element)
+    microkernels = {(pieces, ncols): _microkernel(pieces, ncols, k, br_size, element, accumulate)
                     for ncols, groups in column_groups.items() for _, pieces in groups}
     gprs = set(range(0, WALK + 1)) | set(B_COLUMNS[:max(column_shapes)])
     if advances_columns:
@@ -435,7 +447,7 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     vregs = set().union(*(kernel.vregs for kernel in microkernels.values()))
 
     suffix = "" if element.dtype == "float32" else f"_{element.dtype}"
-    entry = asm.label(f"brgemm_{m}x{n}x{k}_br{br_size}{suffix}")
+    entry = asm.label(f"brgemm_{m}x{n}x{k}_br{br_size}{suffix}{'' if accumulate else '_set'}")
     asm.bind(entry)
     asm.prologue(gprs, vregs)
     # leading dimensions and strides arrive in elements
@@ -457,8 +469,8 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
 
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
-                    dtype: str = "float32") -> bytes:
+                    dtype: str = "float32", accumulate: bool = True) -> bytes:
     """Machine code of the BRGEMM kernel alone (emit_brgemm into a new Assembler)."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate)
     return asm.finish()

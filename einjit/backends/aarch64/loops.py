@@ -18,7 +18,7 @@ from einjit.backends.aarch64.binary import emit_binary
 from einjit.backends.aarch64.brgemm import emit_brgemm
 from einjit.backends.aarch64.encode import SP, XZR
 from einjit.backends.aarch64.unary import emit_unary
-from einjit.codegen.loop_nest import KernelCall, NestPlan
+from einjit.codegen.loop_nest import KernelCall, NestPlan, emitter_arguments
 
 POINTERS = (19, 20, 21)               # in0, in1, out: live across calls
 COUNT = enc.Reg(22)                   # iterations left (a Reg: counted_loop's runtime count)
@@ -167,8 +167,8 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     for kernel, entry in entries.items():
         asm.align(KERNEL_ALIGN)
         asm.bind(entry)
-        kind, params, dtype = kernel
-        emitters[kind](asm, target, *params, dtype=dtype)
+        args, kwargs = emitter_arguments(kernel)
+        emitters[kernel[0]](asm, target, *args, **kwargs)
 
 
 def generate_loop_nest(target: Target, plan: NestPlan) -> bytes:

@@ -8,13 +8,14 @@ columns. A block's accumulators stay in registers across the whole K and batch l
 k-step loads `vectors` vectors of A's column k and, for every column j of the block, brings
 B[k, j] to all lanes (AVX-512 with one vector: an embedded {1to16} broadcast inside the FMA;
 otherwise one vbroadcastss shared by the column's FMAs). The accumulators start as C (zero
-plus C, before the K loop) and are stored at the end of the block. Rows past M in the last
-vector are masked (AVX-512: k1; AVX2: vmaskmovps with a mask vector), so no access leaves
-the operands; in blocks of two
-or more vectors that tail vector ends at the last row instead of starting after the full
-vectors (see _VectorRegisters). AVX2 masked stores are microcoded on AMD cores (12 cycles on
-Zen 3), so in such blocks AVX2 may instead load and store that tail vector whole: it
-overlaps the previous vector, whose rows it computes bit for bit alike (`overlap`).
+plus C, before the K loop; with accumulate=False they stay zero and C is never read: the
+kernel sets C, the bits C += gives on a zeroed C) and are stored at the end of the block. Rows
+past M in the last vector are masked (AVX-512: k1; AVX2: vmaskmovps with a mask vector), so no
+access leaves the operands; in blocks of two or more vectors that tail vector ends at the last
+row instead of starting after the full vectors (see _VectorRegisters). AVX2 masked stores are
+microcoded on AMD cores (12 cycles on Zen 3), so in such blocks AVX2 may instead load and
+store that tail vector whole: it overlaps the previous vector, whose rows it computes bit for
+bit alike (`overlap`).
 
 A masked last vector of few rows wastes most of its FMA lanes. In blocks of two or more
 vectors the tail rows of up to `group` columns therefore share one vector, each column owning
@@ -348,8 +349,8 @@ INDEX_SLOT = Mem(RSP, disp=-128)    # AVX-512 packed tail: vpermps lane indices,
 
 class _Generator:
     def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int,
-                 elements: Precision = FLOAT32) -> None:
-        self.asm, self.k, self.br = asm, k, br
+                 elements: Precision = FLOAT32, accumulate: bool = True) -> None:
+        self.asm, self.k, self.br, self.accumulate = asm, k, br, accumulate
         self.p = elements
         self.target, self.panels = choose(m, n, k, br, target, elements.dtype)
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
@@ -479,7 +480,8 @@ class _Generator:
         if regs.indices is not None:
             asm(enc.vmovups_load(regs.indices, INDEX_SLOT, target.vector_bits))
         asm(_zero(acc) for acc in regs.accumulators())
-        self._update_c(regs, phases=(0,))       # acc := C (see _update_c)
+        if self.accumulate:
+            self._update_c(regs, phases=(0,))   # acc := C (see _update_c)
         if self.batch is None:
             self._k_loop(regs, bases)
         else:
@@ -809,8 +811,9 @@ class _OuterProduct:
     COLUMNS = 4                                   # columns a loop iteration
 
     def __init__(self, asm: Assembler, target: Target, m: int, n: int,
-                 elements: Precision) -> None:
+                 elements: Precision, accumulate: bool = True) -> None:
         self.asm, self.target, self.m, self.n, self.p = asm, target, m, n, elements
+        self.accumulate = accumulate
         self.lanes = target.lanes(elements.bytes)
         self.vector_bytes = target.vector_bits // 8
         vectors = -(-m // self.lanes)
@@ -858,8 +861,12 @@ class _OuterProduct:
                 code = [p.broadcast(broadcast, b_columns[u], width)]
                 for i, (off, mask) in enumerate(zip(offsets, masked)):
                     mem = c_columns[u].offset(off)
-                    code.append(p.load(i, mem, width, mask=1, zeroing=True) if mask else
-                                p.load(i, mem, width))
+                    if not self.accumulate:     # onto +0, as onto a zeroed C
+                        code.append(_zero(i))
+                    elif mask:
+                        code.append(p.load(i, mem, width, mask=1, zeroing=True))
+                    else:
+                        code.append(p.load(i, mem, width))
                 code += [p.fmadd231(i, a, broadcast, width) for i, a in enumerate(a_regs)]
                 for i, (off, mask) in enumerate(zip(offsets, masked)):
                     mem = c_columns[u].offset(off)
@@ -879,21 +886,22 @@ class _OuterProduct:
 
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
-                dtype: str = "float32") -> Label:
+                dtype: str = "float32", accumulate: bool = True) -> Label:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
     A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64). A leaf function: it keeps
-    data in the red zone."""
+    data in the red zone. accumulate=False: C := the sum, C never read (the accumulators
+    start at +0: the bits C += gives on a zeroed C)."""
     elements = precision(dtype)
     target = unmasked_target(target, m, elements.bytes)
     if _OuterProduct.applies(target, m, k, br_size, target.lanes(elements.bytes)):
-        return _OuterProduct(asm, target, m, n, elements).emit()
-    return _Generator(asm, target, m, n, k, br_size, elements).emit()
+        return _OuterProduct(asm, target, m, n, elements, accumulate).emit()
+    return _Generator(asm, target, m, n, k, br_size, elements, accumulate).emit()
 
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
-                    dtype: str = "float32") -> bytes:
+                    dtype: str = "float32", accumulate: bool = True) -> bytes:
     """The code of emit_brgemm as a buffer of its own."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate)
     return asm.finish()

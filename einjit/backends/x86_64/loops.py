@@ -34,7 +34,7 @@ from einjit.backends.x86_64.encode import (
     Mem,
 )
 from einjit.backends.x86_64.unary import emit_unary
-from einjit.codegen.loop_nest import KernelCall, NestPlan
+from einjit.codegen.loop_nest import KernelCall, NestPlan, emitter_arguments
 
 POINTERS = (RBX, RBP, R12)            # in0, in1, out: live across calls
 COUNT = R13                           # iterations left
@@ -201,8 +201,8 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     for kernel, entry in entries.items():
         asm.align(KERNEL_ALIGN)
         asm.bind(entry)
-        kind, params, dtype = kernel
-        emitters[kind](asm, target, *params, dtype=dtype)
+        args, kwargs = emitter_arguments(kernel)
+        emitters[kernel[0]](asm, target, *args, **kwargs)
 
 
 def generate_loop_nest(target: Target, plan: NestPlan) -> bytes:

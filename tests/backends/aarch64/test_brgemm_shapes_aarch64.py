@@ -138,7 +138,9 @@ def _call(code: bytes, *args: int) -> None:
         memory.release()
 
 
-def check(m, n, k, br, dtype, gaps=(0, 0, 0), stride_gaps=(0, 0), seed=0):
+def check(m, n, k, br, dtype, gaps=(0, 0, 0), stride_gaps=(0, 0), seed=0, accumulate=True):
+    """C += the batch's product (accumulate=False: C := it, C starting as NaN, the bits of
+    adding it to +0: signed zeros included) against numpy, bit for bit."""
     rng = np.random.default_rng(seed)
     ld_a, ld_b, ld_c = m + gaps[0], k + gaps[1], m + gaps[2]
     stride_a, stride_b = ld_a * k + stride_gaps[0], ld_b * n + stride_gaps[1]
@@ -151,17 +153,18 @@ def check(m, n, k, br, dtype, gaps=(0, 0, 0), stride_gaps=(0, 0), seed=0):
     c_view = strided(c, (m, n), (1, ld_c))
     a_view[...] = rng.integers(-4, 5, (br, m, k))
     b_view[...] = rng.integers(-4, 5, (br, k, n))
-    c_view[...] = rng.integers(-50, 51, (m, n))
-    expected = c_view.astype(np.float64) + np.einsum("imk,ikn->mn", a_view.astype(np.float64),
+    c_view[...] = rng.integers(-50, 51, (m, n)) if accumulate else np.nan
+    start = c_view.astype(np.float64) if accumulate else np.zeros((m, n))
+    expected = start + np.einsum("imk,ikn->mn", a_view.astype(np.float64),
                                                      b_view.astype(np.float64))
     inside = np.zeros(c_buffer.size, bool)
     strided(inside[C_PADDING:], (m, n), (1, ld_c))[...] = True
-    _call(generate_brgemm(NEON, m, n, k, br, dtype), a.ctypes.data, b.ctypes.data,
+    _call(generate_brgemm(NEON, m, n, k, br, dtype, accumulate), a.ctypes.data, b.ctypes.data,
           c.ctypes.data, ld_a, ld_b, ld_c, stride_a, stride_b)
     outside = np.flatnonzero(~inside & (bits(c_buffer) != canary(dtype)))
     assert outside.size == 0, f"wrote outside C at {(outside - C_PADDING)[:8].tolist()}"
     got = c_view.astype(np.float64)
-    wrong = np.argwhere(got != expected)
+    wrong = np.argwhere(bits(got) != bits(expected))
     assert wrong.size == 0, (f"{len(wrong)} wrong, first at {tuple(wrong[0])}: "
                              f"{got[tuple(wrong[0])]!r} != {expected[tuple(wrong[0])]!r}")
 
@@ -213,3 +216,13 @@ def test_remainder_rows_with_every_column_remainder(dtype):
                                    49, 62], range(1, 13)):
         check(m, n, 9 + n, 2, dtype, gaps=(n % 3 + 1, 2, n % 4), stride_gaps=(3, 1),
               seed=m * 13 + n)
+
+
+@in_lane
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_setting_c_never_reads_it(dtype):
+    """accumulate=False for every block-shape choice (the sweep's shapes, DOT rows included):
+    B's zeros times negative A elements make -0 products, which must sum onto +0."""
+    for m, n, k, br, gaps in _sweep()[::2]:
+        check(m, n, k, br, dtype, gaps, stride_gaps=(gaps[0], gaps[2]), seed=m * 65 + n,
+              accumulate=False)

@@ -82,8 +82,9 @@ def choices(tgt, m, n, k, br, dtype="float32"):
 class Compiled:
     """Generated BRGEMM code mapped executable, called with raw addresses."""
 
-    def __init__(self, m, n, k, br, variant, dtype="float32", micro="zen3"):
-        code = generate_brgemm(target(variant, micro), m, n, k, br, dtype=dtype)
+    def __init__(self, m, n, k, br, variant, dtype="float32", micro="zen3", accumulate=True):
+        code = generate_brgemm(target(variant, micro), m, n, k, br, dtype=dtype,
+                               accumulate=accumulate)
         self.memory = ExecutableMemory(code)
         self.function = _PROTOTYPE(self.memory.address)
 
@@ -107,10 +108,15 @@ class Case:
         c = self._c_matrix()
         c[...] = rng.uniform(-1, 1, c.shape).astype(dtype)
         self.initial = c.astype(exact)
-        self.product = sum(
-            self._matrix(self.a, i * self.stride_a, m, k, self.ld_a).astype(exact)
-            @ self._matrix(self.b, i * self.stride_b, k, n, self.ld_b).astype(exact)
-            for i in range(br))
+        self.product = self.batch_product()
+
+    def batch_product(self):
+        """sum_i A_i B_i of the operands as they are now, in the exact type."""
+        exact = np.longdouble if self.dtype == np.float64 else np.float64
+        m, n, k = self.m, self.n, self.k
+        return sum(self._matrix(self.a, i * self.stride_a, m, k, self.ld_a).astype(exact)
+                   @ self._matrix(self.b, i * self.stride_b, k, n, self.ld_b).astype(exact)
+                   for i in range(self.br))
 
     @staticmethod
     def _matrix(buffer, offset, rows, cols, ld):
@@ -163,6 +169,26 @@ def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
     case.call(Compiled(*shape, variant, dtype, micro))
     case.verify()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", MICRO_NAMES)
+@pytest.mark.parametrize("variant", _variants())
+def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype):
+    """accumulate=False: C := the batch's sum without reading C (it starts as NaN), bit for
+    bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
+    products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
+    for shape in SHAPES + AWKWARD + OUTER:
+        setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
+        for case, start in ((setting, np.nan), (adding, 0.0)):
+            case._c_matrix()[...] = start
+            case._matrix(case.b, 0, shape[2], shape[1], case.ld_b)[:, 0] = -0.0
+        setting.call(Compiled(*shape, variant, dtype, micro, accumulate=False))
+        adding.call(Compiled(*shape, variant, dtype, micro))
+        assert np.array_equal(setting.c_buffer.view(np.uint8), adding.c_buffer.view(np.uint8)), \
+            f"{shape}: the set C differs from the added one"
+        setting.initial, setting.product = np.zeros_like(setting.initial), setting.batch_product()
+        setting.verify()
 
 
 def _all_choices(variant, dtype):
