@@ -119,15 +119,24 @@ def assert_well_formed(kernel):
             f"{kernel.name} uses x18, the platform register"
 
 
+# a child still running after this long is stuck (the longest take seconds, a minute in the
+# aarch64 lane): it is killed and the test fails quoting its last note, instead of the parent
+# waiting for ever
+CHILD_SECONDS = 600 if os.environ.get("EINJIT_LANE") else 180
+
+
 def run_in_child(work):
     """Run work(note) in a forked child and return its result (pickled through a file).
 
     note(text) records, in shared memory, what the child is about to do; if the child dies
     of a signal (a segfault from a kernel), the test fails quoting the last note, and if
-    work raises, the test fails with the child's traceback. Nothing a kernel does in the
+    work raises, the test fails with the child's traceback; if it runs past CHILD_SECONDS,
+    it is killed and the test fails quoting the last note. Nothing a kernel does in the
     child can take pytest down."""
     import pickle
+    import signal
     import tempfile
+    import time
     import traceback
 
     last = mmap.mmap(-1, mmap.PAGESIZE)   # shared with the child: its last note
@@ -146,7 +155,18 @@ def run_in_child(work):
                 result.flush()
             finally:
                 os._exit(0)
-        _, status = os.waitpid(pid, 0)
+        deadline = time.monotonic() + CHILD_SECONDS
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                doing = last[:].split(b"\0", 1)[0].decode(errors="replace")
+                pytest.fail(f"the child hung: still running after {CHILD_SECONDS} s, last "
+                            f"note: {doing or '(none)'}")
+            time.sleep(0.005)
         doing = last[:].split(b"\0", 1)[0].decode(errors="replace")
         if os.WIFSIGNALED(status):
             pytest.fail(f"the child died of signal {os.WTERMSIG(status)} while running: {doing}")
