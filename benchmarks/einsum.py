@@ -12,7 +12,8 @@ when torch is installed), TBLIS (pytblis) when installed; `pip install -e ".[ben
 scripts/bench does) installs them. Each family of peers runs in a process of its own (thread
 pools of different libraries in one process starve each other on a small machine); a peer
 whose own contraction path costs over PATH_LIMIT times opt_einsum's is left out and named.
-Every einjit result is checked against numpy before it is timed. Per case: einjit's GFLOPS
+Every einjit result is checked against numpy before it is timed; einjit and the peers are
+then timed in two windows each, alternating, each keeping its best. Per case: einjit's GFLOPS
 (the flops of its tree), its speed over the best peer, and the percentage of the all-core FMA
 peak measured in this run; then the geomean over the cases, the call overhead on a 4x4 matrix
 product and the cold contract_expression of the tensor train.
