@@ -6,8 +6,8 @@ the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generatio
 TensorOperations (benchmarks/tensor_operation.py: the seeds' configurations, optimize,
 permutations, call overhead) and einsum (benchmarks/einsum.py) against numpy, opt_einsum,
 torch and TBLIS, in float32 and then float64, the same cases at the same sizes (--dtype for
-one of them). Sections can be named to run
-only those (`python -m benchmarks einsum`, `python -m benchmarks einsum --dtype float64`).
+one of them). Sections can be named to run only those (`python -m benchmarks einsum`,
+`python -m benchmarks einsum --dtype float64`).
 Every table is written under benchmarks/results/ (git-ignored; --results DIR for another
 folder); the summary is printed at the end. The figures the README quotes are a committed
 copy, benchmarks/reference/<date>-<machine>/, that only --update-reference writes.
@@ -110,10 +110,11 @@ def main(argv=None):
         # the same cases in each dtype: at --quick sizes a tree case's fixed order can cost
         # several times the flops of the path its peers choose, so quick figures are no
         # measure of einjit against them
+        quick = options.quick
         for dtype in [options.dtype] if options.dtype else list(einsum.DTYPES):
-            quick = options.quick
+            # measured on 2 Zen 4 cores, peers timed in two windows
             took = "three minutes" if quick else \
-                "five minutes" if dtype == "float32" else "thirteen minutes"
+                "eight minutes" if dtype == "float32" else "thirteen minutes"
             print(f"\n== {dtype} einsum against its peers "
                   f"({'--quick: small sizes, ' if quick else ''}about {took} on 2 cores; "
                   f"a line per case)", flush=True)
