@@ -12,9 +12,10 @@ carry chain replaces a nest of loops (a kernel call dwarfs a carry check either 
 
 At each index tuple, in order: first touch on the out block if every k-dim index is 0 (the
 seeds' rule), the main kernel, last touch if every k-dim index is at its end. Element-wise
-main primitives have no k dims, so they touch every block. A zero first touch before a BRGEMM
-with no k loop around it (every block gets one update) folds into the kernel: it sets C
-(accumulate False) instead of reading the zeros back. A BRGEMM that reads its C block
+main primitives have no k dims, so they touch every block. A GEMM whose innermost loop is a
+k loop runs that loop as the batch of one BRGEMM call, where the batch fits in L2. A zero
+first touch before a BRGEMM with no k loop around it (every block gets one update) folds into
+the kernel: it sets C (accumulate False) instead of reading the zeros back. A BRGEMM that reads its C block
 from memory (no first touch wrote it just before) gets the block's cache lines prefetched
 before the call: the kernel adds C only after its whole K loop, by which time they arrived.
 
@@ -28,6 +29,9 @@ from dataclasses import dataclass
 from math import prod
 
 import numpy as np
+
+from ..kernel import INTEGER_LIMIT
+from ..primitives import batch_fits
 
 IN0, IN1, OUT = 0, 1, 2      # operand numbers in the nest's argument order
 
@@ -128,6 +132,23 @@ def _kernel_call(call, dtype: str) -> KernelCall:
                       call.arguments, dtype)
 
 
+def _fold_k_loop(gemm: KernelCall, seq: tuple[LoopDim, ...],
+                 itemsize: int) -> tuple[KernelCall, tuple[LoopDim, ...]]:
+    """A GEMM whose innermost loop is a k loop becomes one BRGEMM over that loop (its strides
+    the batch strides) where the batch fits (einjit.primitives.batch_fits): C then stays in
+    registers across the loop instead of a store and a load per iteration. Each out block
+    gets the same updates in the same order, its first and last touch before and after."""
+    loop = seq[-1]
+    m, n, k, _, accumulate = gemm.params
+    stride_a, stride_b = (stride // itemsize for stride in loop.strides[:2])
+    if not (loop.reduction and batch_fits(m, n, k, loop.size, itemsize)
+            and stride_a < INTEGER_LIMIT and stride_b < INTEGER_LIMIT):
+        return gemm, seq
+    brgemm = KernelCall(gemm.kind, (m, n, k, loop.size, accumulate), gemm.pointers,
+                        gemm.integers[:3] + (stride_a, stride_b), gemm.dtype)
+    return brgemm, seq[:-1]
+
+
 def plan_nest(op) -> NestPlan:
     """The NestPlan of a validated TensorOperation whose exec types are all defined: its
     non-primitive dims of size > 1 become the odometer's loops; the IR's kernel calls (the
@@ -142,6 +163,8 @@ def plan_nest(op) -> NestPlan:
     seq = tuple(loop(dim) for dim in op.dims if dim.exec_type == "seq" and dim.size > 1)
     calls = {call.role: _kernel_call(call, op.dtype) for call in op.kernel_calls}
     main, first = calls.get("main"), calls.get("first_touch")
+    if main is not None and main.kind == "brgemm" and main.params[3] == 1 and seq:
+        main, seq = _fold_k_loop(main, seq, itemsize)
     if (main is not None and main.kind == "brgemm" and first is not None
             and first.params[0] == "zero" and not any(d.reduction for d in shared + seq)):
         # each block's one update follows its zeroing: the kernel sets C instead of adding

@@ -15,9 +15,9 @@ rest "seq" (in their order), the shared dims stay in front.
   unit stride in in1; N the n dim (absent from in0) with the smallest out stride. Another k
   dim becomes the batch-reduce dim and the op a BRGEMM (else a GEMM): C then stays in
   registers across the whole batch. The batch is taken only while one call's blocks of in0
-  and in1 fit in BATCH_BLOCK_BYTES: a larger one streams its blocks from beyond L2 on every
-  call, where a seq k loop keeps them cache-sized and, the m loops outermost (see reorder),
-  lets one row of in0 blocks serve every n block from L2.
+  and in1 fit in L2 (einjit.primitives.batch_fits): a larger one streams its blocks from
+  beyond L2 on every call, where a seq k loop keeps them cache-sized and, the m loops
+  outermost (see reorder), lets one row of in0 blocks serve every n block from L2.
 
 Every candidate must fit the kernel's limits (einjit.primitives) and leading-dimension bounds.
 Where no dim fits a role, a dim of size 1 with the strides the kernel needs stands in for it
@@ -31,13 +31,7 @@ import numpy as np
 
 from einjit.ir import Dim, TensorOperation
 from einjit.kernel import INTEGER_LIMIT
-from einjit.primitives import BRGEMM_LIMITS, ELTWISE_LIMITS
-
-# in0 + in1 bytes of one BRGEMM call: a quarter of a Zen 4/5 core's 1 MiB L2, which the call's
-# out block and the next blocks share (1600^3 on Zen 4: a 512 KiB + 400 KiB batch ran at 50%
-# of peak, 128 KiB + 100 KiB GEMM blocks at 85%)
-BATCH_BLOCK_BYTES = 256 * 1024
-
+from einjit.primitives import BRGEMM_LIMITS, ELTWISE_LIMITS, batch_fits
 
 def _best(candidates: list[tuple[int, Dim]], key) -> tuple[int, Dim] | None:
     return min(candidates, key=key) if candidates else None
@@ -52,7 +46,7 @@ def _take(pool: list[tuple[int, Dim]], chosen: tuple[int, Dim] | None, fallback:
 
 
 def _contraction(pool: list[tuple[int, Dim]], itemsize: int) -> tuple[str, list[Dim]]:
-    lm, ln, lk, lb = (BRGEMM_LIMITS[name] for name in ("m", "n", "k", "br_size"))
+    lm, ln, lk = (BRGEMM_LIMITS[name] for name in ("m", "n", "k"))
     largest = lambda item: (-item[1].size, -item[0])      # noqa: E731 (largest, then inner)
     m = _take(pool, _best([(i, d) for i, d in pool if d.type == "m" and d.size <= lm
                            and d.stride_in0 == 1 and d.stride_out == 1 and d.stride_in1 == 0],
@@ -67,10 +61,9 @@ def _contraction(pool: list[tuple[int, Dim]], itemsize: int) -> tuple[str, list[
                            and m.size <= d.stride_out < INTEGER_LIMIT],
                           lambda item: (item[1].stride_out, -item[1].size)),
               Dim("n", "prim", 1, 0, k.size, m.size))
-    block_bytes = k.size * (m.size + n.size) * itemsize
-    batch = _best([(i, d) for i, d in pool if d.type == "k" and 1 < d.size <= lb
+    batch = _best([(i, d) for i, d in pool if d.type == "k"
                    and d.stride_in0 < INTEGER_LIMIT and d.stride_in1 < INTEGER_LIMIT
-                   and d.size * block_bytes <= BATCH_BLOCK_BYTES], largest)
+                   and batch_fits(m.size, n.size, k.size, d.size, itemsize)], largest)
     if batch is None:
         return "gemm", [m, n, k]
     # the batch dim goes outer: if it also has unit stride in in1, the contract takes the

@@ -213,9 +213,11 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     plan = plan_nest(brgemm)
     assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False)
     assert plan.prefetch_out is None and plan.last_touch.params[0] == "relu"
-    gemm = TensorOperation("float32", "zero", "gemm", "relu", exec_types=(
-        "shared", "seq", "seq", "prim", "prim", "prim"), **SEEDS)
-    plan = plan_nest(gemm)
+    k_loop_outside = TensorOperation(
+        "float32", "zero", "gemm", "relu", ("k", "m", "n", "m", "n", "k"),
+        ("seq", "seq", "seq", "prim", "prim", "prim"), (8, OUTER, OUTER, 32, 32, 32),
+        (1024, 8192, 0, 1, 0, 32), (1024, 0, 8192, 0, 32, 1), (0, 32768, 1024, 1, 32, 0))
+    plan = plan_nest(k_loop_outside)
     assert plan.first_touch.params[0] == "zero" and plan.main.params == (32, 32, 32, 1, True)
     no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
@@ -224,6 +226,47 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     square = TensorOperation("float32", "square", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     assert plan_nest(square).main.params[4] is True
+
+
+def _seeds_gemm(dtype, order, first="none", last="none", k_size=8):
+    """The seeds' GEMM config with its three seq dims in `order` (indices into m, n, k)."""
+    seq = [("m", OUTER, 8192, 0, 32768), ("n", OUTER, 0, 8192, 1024),
+           ("k", k_size, 1024, 1024, 0)]
+    prim = [("m", 32, 1, 0, 1), ("n", 32, 0, 32, 32), ("k", 32, 32, 1, 0)]
+    dims = [seq[i] for i in order] + prim
+    return TensorOperation(dtype, first, "gemm", last, [d[0] for d in dims],
+                           ("seq",) * 3 + ("prim",) * 3, [d[1] for d in dims],
+                           [d[2] for d in dims], [d[3] for d in dims], [d[4] for d in dims])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("first, last", [("none", "none"), ("zero", "relu"), ("square", "none")])
+def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last):
+    """The k loop innermost: one BRGEMM call over it, its strides the batch strides, the
+    touches kept around it (a zero first touch then folds too). Each out element sees the
+    same products in the same order as with the k loop outermost (no fold): same bits."""
+    folded = _seeds_gemm(dtype, (0, 1, 2), first, last)
+    kept = _seeds_gemm(dtype, (2, 0, 1), first, last)
+    plan = plan_nest(folded)
+    assert [dim.size for dim in plan.seq] == [OUTER, OUTER]
+    assert plan.main.params == (32, 32, 32, 8, first != "zero")
+    assert plan.main.integers == (32, 32, 32, 1024, 1024)
+    assert (plan.first_touch is None) == (first in ("none", "zero"))
+    assert (plan.last_touch is None) == (last == "none")
+    assert plan_nest(kept).main.params[3] == 1 and len(plan_nest(kept).seq) == 3
+    run_and_check(folded)
+    rng = np.random.default_rng(3)
+    in0, in1, out = typed_buffers(folded, rng)
+    other = out.copy()
+    folded.execute(in0, in1, out)
+    kept.execute(in0, in1, other)
+    np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), other.view(f"u{out.itemsize}"))
+
+
+def test_a_k_loop_stays_a_loop_when_its_batch_would_not_fit_in_l2():
+    """1024 k blocks of 32x32x32 floats are 8 MiB: separate GEMM calls keep each block small."""
+    plan = plan_nest(_seeds_gemm("float32", (0, 1, 2), k_size=1024))
+    assert plan.main.params[3] == 1 and [dim.size for dim in plan.seq] == [OUTER, OUTER, 1024]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
