@@ -34,6 +34,7 @@ from einjit.frontend.rewrite import dense_strides, optimize_tree
 from einjit.frontend.subscripts import resolve
 from einjit.frontend.tree import EinsumTree
 from einjit.plan_cache import PlanCache
+from einjit.runtime.arrays import aligned_empty
 from einjit.runtime.host import host_isa
 
 _PLANS = PlanCache()
@@ -141,7 +142,7 @@ class _Prepared:
     def _finish(self, plan: Plan, out_strides: tuple[int, ...]) -> None:
         self.plan = plan
         self.out_strides = tuple(out_strides)
-        # how a result is allocated: np.empty in C order, else a buffer viewed with strides
+        # how a result is allocated: aligned_empty in C order, else a buffer viewed with strides
         self.c_order = self.out_strides == _dense(self.shape, "C")
         self.byte_strides = tuple(s * self.dtype.itemsize for s in self.out_strides)
         self.size = max(int(np.prod(self.shape)), 1)
@@ -151,10 +152,10 @@ class _Prepared:
         dtype = self.dtype
         if self.free:
             if self.c_order:
-                return np.empty(self.shape, dtype)
-            return np.ndarray(self.shape, dtype, buffer=np.empty(self.size, dtype),
+                return aligned_empty(self.shape, dtype)
+            return np.ndarray(self.shape, dtype, buffer=aligned_empty(self.size, dtype),
                               strides=self.byte_strides)
-        return np.empty(self.shape, dtype, order="F" if order == "F" else "C")
+        return aligned_empty(self.shape, dtype, order="F" if order == "F" else "C")
 
     def __str__(self) -> str:
         if self.resolved is None:
@@ -409,7 +410,7 @@ class ContractExpression:
                     break
             else:
                 prepared = self._prepared
-                result = np.empty(prepared.shape, kind)
+                result = aligned_empty(prepared.shape, kind)
                 prepared.plan.run(arrays, result)
                 return result if result.ndim else result[()]
         if len(arrays) != len(self.shapes):

@@ -2,7 +2,7 @@
 
 Every backend module offers the same functions with the same signatures:
 
-    generate_brgemm(target, m, n, k, br_size, dtype, accumulate) -> bytes
+    generate_brgemm(target, m, n, k, br_size, dtype, accumulate, stream) -> bytes
     generate_unary(target, op, m, n, trans_b, dtype) -> bytes
     generate_binary(target, op, m, n, dtype) -> bytes
     generate_loop_nest(target, plan) -> bytes        (einjit.codegen's loop nests)

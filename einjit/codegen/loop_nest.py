@@ -15,7 +15,8 @@ seeds' rule), the main kernel, last touch if every k-dim index is at its end. El
 main primitives have no k dims, so they touch every block. A GEMM whose innermost loop is a
 k loop runs that loop as the batch of one BRGEMM call, where the batch fits in L2. A zero
 first touch before a BRGEMM with no k loop around it (every block gets one update) folds into
-the kernel: it sets C (accumulate False) instead of reading the zeros back. A BRGEMM that reads its C block
+the kernel: it sets C (accumulate False) instead of reading the zeros back; where out spans
+STREAM_OUT_BYTES and no last touch reads C back, the kernel streams it (non-temporal stores). A BRGEMM that reads its C block
 from memory (no first touch wrote it just before) gets the block's cache lines prefetched
 before the call: the kernel adds C only after its whole K loop, by which time they arrived.
 
@@ -66,10 +67,10 @@ class KernelCall:
 
 def emitter_arguments(kernel: tuple) -> tuple[tuple, dict]:
     """The positional and keyword arguments (after asm, target) of the backend's
-    emit_<kind> for a KernelCall.kernel: brgemm params end with `accumulate`."""
+    emit_<kind> for a KernelCall.kernel: brgemm params end with `accumulate` and `stream`."""
     kind, params, dtype = kernel
     if kind == "brgemm":
-        return params[:4], {"dtype": dtype, "accumulate": params[4]}
+        return params[:4], {"dtype": dtype, "accumulate": params[4], "stream": params[5]}
     return params, {"dtype": dtype}
 
 
@@ -82,6 +83,10 @@ class Prefetch:
     pitch: int
 
 
+# out spans at least this many bytes: a BRGEMM that sets C (no k loop, no last touch) stores
+# it non-temporally (Zen 4, the tensor train's 1.4 GB result in 128x64 blocks: its last
+# node ~25% faster; a Zen 4 CCD's L3 is 32 MiB)
+STREAM_OUT_BYTES = 64 << 20
 MAX_PREFETCHES = 256     # beyond this many lines the prefetches cost more code than they save
 LINE = 64
 
@@ -108,6 +113,12 @@ class NestPlan:
         return prod(dim.size for dim in self.seq)
 
     @property
+    def streams(self) -> bool:
+        """Whether the main kernel may store non-temporally (the nest then ends in a fence
+        that orders those stores before the caller's next ones)."""
+        return self.main is not None and self.main.kind == "brgemm" and self.main.params[5]
+
+    @property
     def kernels(self) -> tuple[tuple, ...]:
         """The distinct kernels the nest calls (KernelCall.kernel), in a stable order."""
         found = []
@@ -123,13 +134,19 @@ _OPERANDS = {"in0": IN0, "in1": IN1, "out": OUT}
 def _kernel_call(call, dtype: str) -> KernelCall:
     """The nest's view of one of the IR's kernel calls (einjit.ir.verify.KernelCall)."""
     if call.kind == "brgemm":
-        params = (call.m, call.n, call.k, call.br_size, True)     # True: C += (accumulate)
+        params = (call.m, call.n, call.k, call.br_size, True, False)   # accumulate, stream
     elif call.kind == "unary":
         params = (call.op, call.m, call.n, call.trans_b)
     else:
         params = (call.op, call.m, call.n)
     return KernelCall(call.kind, params, tuple(_OPERANDS[name] for name in call.operands),
                       call.arguments, dtype)
+
+
+def _out_bytes(op) -> int:
+    """The bytes out spans (from its strides)."""
+    return (1 + sum((dim.size - 1) * dim.stride_out for dim in op.dims)) * \
+        np.dtype(op.dtype).itemsize
 
 
 def _fold_k_loop(gemm: KernelCall, seq: tuple[LoopDim, ...],
@@ -139,12 +156,12 @@ def _fold_k_loop(gemm: KernelCall, seq: tuple[LoopDim, ...],
     registers across the loop instead of a store and a load per iteration. Each out block
     gets the same updates in the same order, its first and last touch before and after."""
     loop = seq[-1]
-    m, n, k, _, accumulate = gemm.params
+    m, n, k, _, accumulate, stream = gemm.params
     stride_a, stride_b = (stride // itemsize for stride in loop.strides[:2])
     if not (loop.reduction and batch_fits(m, n, k, loop.size, itemsize)
             and stride_a < INTEGER_LIMIT and stride_b < INTEGER_LIMIT):
         return gemm, seq
-    brgemm = KernelCall(gemm.kind, (m, n, k, loop.size, accumulate), gemm.pointers,
+    brgemm = KernelCall(gemm.kind, (m, n, k, loop.size, accumulate, stream), gemm.pointers,
                         gemm.integers[:3] + (stride_a, stride_b), gemm.dtype)
     return brgemm, seq[:-1]
 
@@ -168,8 +185,13 @@ def plan_nest(op) -> NestPlan:
     if (main is not None and main.kind == "brgemm" and first is not None
             and first.params[0] == "zero" and not any(d.reduction for d in shared + seq)):
         # each block's one update follows its zeroing: the kernel sets C instead of adding
-        main, first = KernelCall(main.kind, main.params[:4] + (False,), main.pointers,
+        main, first = KernelCall(main.kind, main.params[:4] + (False, False), main.pointers,
                                  main.integers, main.dtype), None
+        last = calls.get("last_touch")
+        if last is None and _out_bytes(op) >= STREAM_OUT_BYTES:
+            # C is written once and not read back here: store it past the caches
+            main = KernelCall(main.kind, main.params[:5] + (True,), main.pointers,
+                              main.integers, main.dtype)
     prefetch = None
     if main is not None and main.kind == "brgemm" and first is None and main.params[4]:
         m, n = main.params[:2]

@@ -24,6 +24,7 @@ from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
 from einjit.log import plan_built
 from einjit.ops import DTYPES
+from einjit.runtime.arrays import aligned_empty
 
 #: how a step's operation runs: op.execute(in0, in1, out) unless a test swaps in the numpy
 #: reference executor (einjit.ir.reference.execute_reference) while the JIT is unavailable
@@ -160,7 +161,7 @@ class Plan:
         dtype = self.dtype
         for run, in0, in1, dst, size, frees in program:
             if size:
-                buffer = np.empty(size, dtype)
+                buffer = aligned_empty(size, dtype)
                 held[dst] = buffer
                 slots[dst] = _address(buffer)
             run(slots[in0], slots[in1], slots[dst])
@@ -185,7 +186,7 @@ class Plan:
                 kind = ref[0]
                 if kind == "buf":
                     if buffers[ref[1]] is None:
-                        buffers[ref[1]] = np.empty(self.buffer_sizes[ref[1]], self.dtype)
+                        buffers[ref[1]] = aligned_empty(self.buffer_sizes[ref[1]], self.dtype)
                     arrays.append(buffers[ref[1]])
                 elif kind == "ones":
                     arrays.append(self.ones[ref[1]])

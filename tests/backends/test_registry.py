@@ -13,7 +13,7 @@ from einjit.ops import BINARY_OPS, UNARY_OPS
 
 TARGETS = [target for isa in ISAS for target in backend(isa).VARIANTS.values()]
 GENERATORS = {
-    "generate_brgemm": ["target", "m", "n", "k", "br_size", "dtype", "accumulate"],
+    "generate_brgemm": ["target", "m", "n", "k", "br_size", "dtype", "accumulate", "stream"],
     "generate_unary": ["target", "op", "m", "n", "trans_b", "dtype"],
     "generate_binary": ["target", "op", "m", "n", "dtype"],
     "generate_loop_nest": ["target", "plan"],
@@ -31,6 +31,10 @@ def test_every_backend_offers_the_same_functions(isa):
         assert parameters["dtype"].default == "float32"
     for name in ("emit_brgemm", "generate_brgemm"):
         assert inspect.signature(getattr(module, name)).parameters["accumulate"].default is True
+        assert inspect.signature(getattr(module, name)).parameters["stream"].default is False
+        with pytest.raises(KernelParameterError, match="accumulate=False"):
+            module.generate_brgemm(next(iter(module.VARIANTS.values())), 8, 8, 8, 1,
+                                   stream=True)
     for name in ("generate_brgemm", "generate_unary", "generate_binary"):
         assert inspect.signature(getattr(module, name)).parameters["dtype"].default == "float32"
     assert module.default_variant() in module.VARIANTS

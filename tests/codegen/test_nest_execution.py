@@ -14,13 +14,13 @@ import pytest
 
 import einjit
 from einjit.codegen import compile as compile_module
-from einjit.codegen import compile_operation, plan_nest
+from einjit.codegen import compile_operation, loop_nest, plan_nest
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
 
 from ir_support import assert_same, buffers, random_operation
-from support import guarded, run_in_child
+from support import bits, guarded, run_in_child
 
 IN_LANE = platform.machine() == "aarch64"
 # the seeds' configurations; under emulation (the aarch64 lane) with 4 x 4 instead of 32 x 32
@@ -200,7 +200,7 @@ def test_plans_skip_size_one_loops_and_call_each_kernel_once():
     assert [dim.size for dim in plan.loops] == [3]
     # the size-1 k dims leave no k loop: the first touch's zero folds into the GEMM (it sets
     # C), the last touch's zero stays
-    assert plan.kernels == (("brgemm", (4, 5, 6, 1, False), "float32"),
+    assert plan.kernels == (("brgemm", (4, 5, 6, 1, False, False), "float32"),
                             ("unary", ("zero", 4, 5, False), "float32"))
 
 
@@ -211,14 +211,14 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     brgemm = TensorOperation("float32", "zero", "brgemm", "relu", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_nest(brgemm)
-    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False)
+    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False, False)
     assert plan.prefetch_out is None and plan.last_touch.params[0] == "relu"
     k_loop_outside = TensorOperation(
         "float32", "zero", "gemm", "relu", ("k", "m", "n", "m", "n", "k"),
         ("seq", "seq", "seq", "prim", "prim", "prim"), (8, OUTER, OUTER, 32, 32, 32),
         (1024, 8192, 0, 1, 0, 32), (1024, 0, 8192, 0, 32, 1), (0, 32768, 1024, 1, 32, 0))
     plan = plan_nest(k_loop_outside)
-    assert plan.first_touch.params[0] == "zero" and plan.main.params == (32, 32, 32, 1, True)
+    assert plan.first_touch.params[0] == "zero" and plan.main.params == (32, 32, 32, 1, True, False)
     no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_nest(no_touch)
@@ -249,7 +249,7 @@ def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last
     kept = _seeds_gemm(dtype, (2, 0, 1), first, last)
     plan = plan_nest(folded)
     assert [dim.size for dim in plan.seq] == [OUTER, OUTER]
-    assert plan.main.params == (32, 32, 32, 8, first != "zero")
+    assert plan.main.params == (32, 32, 32, 8, first != "zero", False)
     assert plan.main.integers == (32, 32, 32, 1024, 1024)
     assert (plan.first_touch is None) == (first in ("none", "zero"))
     assert (plan.last_touch is None) == (last == "none")
@@ -261,6 +261,37 @@ def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last
     folded.execute(in0, in1, out)
     kept.execute(in0, in1, other)
     np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), other.view(f"u{out.itemsize}"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("last", ["none", "relu"])
+def test_a_set_c_streams_when_out_is_large_and_nothing_reads_it_back(dtype, last, monkeypatch):
+    """A zero first touch folded into the BRGEMM, out over STREAM_OUT_BYTES and no last touch:
+    the kernel streams C (x86: non-temporal stores when C is aligned); results as numpy's,
+    bit for bit those of the cached nest, nothing outside out written."""
+    op = TensorOperation(dtype, "zero", "brgemm", last, exec_types=(
+        "shared", "seq", "prim", "prim", "prim", "prim"), num_threads=2, **SEEDS)
+    out_bytes = OUTER * OUTER * 1024 * np.dtype(dtype).itemsize
+    monkeypatch.setattr(loop_nest, "STREAM_OUT_BYTES", out_bytes + 1)
+    assert not plan_nest(op).streams
+    cached = compile_operation(op)
+    monkeypatch.setattr(loop_nest, "STREAM_OUT_BYTES", out_bytes)
+    compile_operation.cache_clear()
+    assert plan_nest(op).streams == (last == "none")
+    assert plan_nest(op).main.params[4:] == (False, last == "none")
+    for misalign in (0, 1):
+        rng = np.random.default_rng(misalign)
+        in0, in1, out = typed_buffers(op, rng)
+        raw = np.empty(out.size + 64, out.dtype)
+        start = (-raw.ctypes.data % 64) // out.itemsize + misalign * 3
+        aligned = raw[start:start + out.size]
+        aligned[...] = out
+        expected, other = out.copy(), out.copy()
+        execute_reference(op, in0, in1, expected)
+        op.execute(in0, in1, aligned)
+        assert_matches(op, aligned, expected, in0, in1, out)
+        cached.run(in0.ctypes.data, in1.ctypes.data, other.ctypes.data)
+        np.testing.assert_array_equal(bits(aligned), bits(other))
 
 
 def test_a_k_loop_stays_a_loop_when_its_batch_would_not_fit_in_l2():

@@ -41,6 +41,7 @@ from einjit.backends import Target
 from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler, Label
 from einjit.backends.aarch64.target import Element, check_dtype, check_sizes, check_target
+from einjit.errors import KernelParameterError
 
 BLOCK_COLS = 6
 K_UNROLL = 4
@@ -427,10 +428,15 @@ def _batch_loop(asm: Assembler, kernel) -> None:
                 enc.add_reg(B_BATCH, B_BATCH, BR_STRIDE_B))
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
-                dtype: str = "float32", accumulate: bool = True) -> Label:
+                dtype: str = "float32", accumulate: bool = True, stream: bool = False) -> Label:
     """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (see the
     module docstring) at the current position of `asm`; returns the Label of its entry.
-    accumulate=False: C := sum_i A_i B_i, C never read (the bits C += gives on a zeroed C)."""
+    accumulate=False: C := sum_i A_i B_i, C never read (the bits C += gives on a zeroed C).
+    stream (the contract's hint that C is far larger than the caches): accepted with
+    accumulate=False; this backend stores C as usual (STNP pairs are not generated)."""
+    if stream and accumulate:
+        raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
+                                   "is not read back)")
     check_target(target)
     check_sizes(m=m, n=n, k=k, br_size=br_size)
     element = check_dtype(dtype)
@@ -469,8 +475,9 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
 
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
-                    dtype: str = "float32", accumulate: bool = True) -> bytes:
+                    dtype: str = "float32", accumulate: bool = True,
+                    stream: bool = False) -> bytes:
     """Machine code of the BRGEMM kernel alone (emit_brgemm into a new Assembler)."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream)
     return asm.finish()

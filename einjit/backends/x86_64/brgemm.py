@@ -76,6 +76,7 @@ from einjit.backends.x86_64.encode import (
     Reg,
 )
 from einjit.backends.x86_64.precision import FLOAT32, Precision, precision
+from einjit.errors import KernelParameterError
 
 COLUMNS_PER_BASE = 5          # B columns reachable from one base pointer (see module doc)
 MAX_COLS = 25                 # general registers left for B base pointers: 5 bases
@@ -349,8 +350,10 @@ INDEX_SLOT = Mem(RSP, disp=-128)    # AVX-512 packed tail: vpermps lane indices,
 
 class _Generator:
     def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int,
-                 elements: Precision = FLOAT32, accumulate: bool = True) -> None:
+                 elements: Precision = FLOAT32, accumulate: bool = True,
+                 stream: bool = False) -> None:
         self.asm, self.k, self.br, self.accumulate = asm, k, br, accumulate
+        self.stream, self.streaming = stream, False
         self.p = elements
         self.target, self.panels = choose(m, n, k, br, target, elements.dtype)
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
@@ -385,8 +388,23 @@ class _Generator:
                 enc.sub_ri(b_step, self.p.bytes * self.k))
         asm(enc.mov_mr(A_ROW, A_PTR), enc.mov_mr(C_ROW, C_PTR), enc.mov_mr(B_ORIGIN, B_BASE))
         self._set_tail_masks()
+        if self.stream:
+            # non-temporal stores need vector-aligned addresses: C and ld_c (bytes) aligned,
+            # else the cached body
+            cached, done = asm.label(), asm.label()
+            asm(enc.mov_rr(self.counter, C_PTR), enc.or_rr(self.counter, LDC),
+                enc.and_ri(self.counter, self.target.vector_bits // 8 - 1))
+            asm.jcc("ne", cached)
+            self.streaming = True
+            for panel in self.panels:
+                self._panel(panel)
+            self.streaming = False
+            asm.jmp(done)
+            asm.bind(cached)
         for panel in self.panels:
             self._panel(panel)
+        if self.stream:
+            asm.bind(done)
         asm.epilogue()
         return entry
 
@@ -503,7 +521,8 @@ class _Generator:
         walker = self.counter
         next_column = enc.add_rr(walker, LDC)
         code = []
-        moves = ((regs.add, regs.add_packed), (regs.store, regs.store_packed))
+        moves = ((regs.add, regs.add_packed),
+                 (regs.stream if self.streaming else regs.store, regs.store_packed))
         for move, move_packed in (moves[phase] for phase in phases):
             code.append(enc.mov_rr(walker, C_PTR))
             for j, accs in enumerate(regs.acc):
@@ -653,6 +672,13 @@ class _VectorRegisters:
     def store(self, src: int, mem: Mem, i: int) -> bytes:
         """Vector i of a block column: rows past M are not written."""
         return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
+
+    def stream(self, src: int, mem: Mem, i: int) -> bytes:
+        """As store, non-temporal where vector i is whole and vector-aligned in its column
+        (a tail is masked or overlaps: it stays a cached store)."""
+        if self._tail(i) or self.offset(i) % self.vector_bytes:
+            return self.store(src, mem, i)
+        return self.p.stream(mem, src, self.width)
 
     def _share_lanes(self, s: int) -> int:
         """Lane bits of the whole share of the column s places before its group's end."""
@@ -886,22 +912,31 @@ class _OuterProduct:
 
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
-                dtype: str = "float32", accumulate: bool = True) -> Label:
+                dtype: str = "float32", accumulate: bool = True, stream: bool = False) -> Label:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
     A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64). A leaf function: it keeps
     data in the red zone. accumulate=False: C := the sum, C never read (the accumulators
-    start at +0: the bits C += gives on a zeroed C)."""
+    start at +0: the bits C += gives on a zeroed C).
+
+    stream=True (only with accumulate=False): when C and ld_c are vector-aligned at run time,
+    C's whole vectors are stored non-temporally (no read for ownership, not kept in the
+    caches: for outputs far larger than the caches); the caller issues the sfence before
+    other threads read C. The K = 1 outer-product kernel stores as usual."""
+    if stream and accumulate:
+        raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
+                                   "is not read back)")
     elements = precision(dtype)
     target = unmasked_target(target, m, elements.bytes)
     if _OuterProduct.applies(target, m, k, br_size, target.lanes(elements.bytes)):
         return _OuterProduct(asm, target, m, n, elements, accumulate).emit()
-    return _Generator(asm, target, m, n, k, br_size, elements, accumulate).emit()
+    return _Generator(asm, target, m, n, k, br_size, elements, accumulate, stream).emit()
 
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
-                    dtype: str = "float32", accumulate: bool = True) -> bytes:
+                    dtype: str = "float32", accumulate: bool = True,
+                    stream: bool = False) -> bytes:
     """The code of emit_brgemm as a buffer of its own."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream)
     return asm.finish()

@@ -195,6 +195,8 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
         _touch(asm, plan, plan.last_touch, True, entries)
         if plan.loops:
             _step_odometer(asm, plan)
+    if plan.streams:
+        asm(enc.sfence())       # the kernel's non-temporal stores land before the caller reads
     asm(enc.add_ri(RSP, frame.size))
     asm.epilogue()
     emitters = {"brgemm": emit_brgemm, "unary": emit_unary, "binary": emit_binary}

@@ -35,7 +35,7 @@ from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
 
-from support import canary, canary_buffer, guarded, run_guarded, strided
+from support import bits, canary, canary_buffer, guarded, run_guarded, strided
 
 pytestmark = pytest.mark.skipif(host_isa() != "x86_64", reason="runs x86-64 code")
 
@@ -82,9 +82,10 @@ def choices(tgt, m, n, k, br, dtype="float32"):
 class Compiled:
     """Generated BRGEMM code mapped executable, called with raw addresses."""
 
-    def __init__(self, m, n, k, br, variant, dtype="float32", micro="zen3", accumulate=True):
+    def __init__(self, m, n, k, br, variant, dtype="float32", micro="zen3", accumulate=True,
+                 stream=False):
         code = generate_brgemm(target(variant, micro), m, n, k, br, dtype=dtype,
-                               accumulate=accumulate)
+                               accumulate=accumulate, stream=stream)
         self.memory = ExecutableMemory(code)
         self.function = _PROTOTYPE(self.memory.address)
 
@@ -189,6 +190,50 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
             f"{shape}: the set C differs from the added one"
         setting.initial, setting.product = np.zeros_like(setting.initial), setting.batch_product()
         setting.verify()
+
+
+def _streamed_c(shape, variant, dtype, micro, stream, misalign):
+    """C (with its canary surroundings) after a setting call: C and ld_c 64-byte aligned, or
+    C moved one element off (the kernel must then take its cached path)."""
+    m, n, k, br = shape
+    rng = np.random.default_rng(sum(shape))
+    item = np.dtype(dtype).itemsize
+    lanes = 64 // item
+    ld_c = -(-m // lanes) * lanes + lanes
+    a = rng.uniform(-1, 1, br * m * k).astype(dtype)
+    b = rng.uniform(-1, 1, br * k * n).astype(dtype)
+    raw = canary_buffer(ld_c * n + 4 * lanes, dtype)
+    start = (-raw.ctypes.data % 64) // item + lanes + misalign
+    code = Compiled(m, n, k, br, variant, dtype, micro, accumulate=False, stream=stream)
+    code.function(a.ctypes.data, b.ctypes.data, raw.ctypes.data + start * item, m, k, ld_c,
+                  m * k, k * n)
+    window = start - lanes - misalign       # the aligned start: same layout in every call
+    return raw[window:window + ld_c * n + 3 * lanes], lanes + misalign, ld_c
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", ["zen4", "zen5"])
+@pytest.mark.parametrize("variant", _variants())
+def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
+    """stream=True: whole aligned vectors of C go out with non-temporal stores (the code has
+    them); tails and misaligned C take the cached stores. Either way C holds the bits of the
+    cached kernel and nothing outside C is written."""
+    for shape in SHAPES + AWKWARD + [(128, 64, 32, 1), (64, 9, 16, 2)]:
+        for misalign in (0, 1):
+            streamed, start, ld_c = _streamed_c(shape, variant, dtype, micro, True, misalign)
+            cached, _, _ = _streamed_c(shape, variant, dtype, micro, False, misalign)
+            assert np.array_equal(streamed.view(np.uint8), cached.view(np.uint8)), shape
+            m, n = shape[:2]
+            written = strided(streamed[start:], (m, n), (1, ld_c))
+            assert not np.isin(bits(written), [bits(canary_buffer(1, dtype))[0]]).all(), shape
+            outside = np.ones(streamed.size, bool)
+            for j in range(n):
+                outside[start + j * ld_c:start + j * ld_c + m] = False
+            assert np.array_equal(bits(streamed[outside]),
+                                  np.full(outside.sum(), bits(canary_buffer(1, dtype))[0])), shape
+    listing = disassemble(generate_brgemm(target(variant, micro), 64, 8, 16, 1, dtype,
+                                          accumulate=False, stream=True), "x86_64")
+    assert "vmovntp" in listing
 
 
 def _all_choices(variant, dtype):
