@@ -16,9 +16,10 @@ main primitives have no k dims, so they touch every block. A GEMM whose innermos
 k loop runs that loop as the batch of one BRGEMM call, where the batch fits in L2. A zero
 first touch before a BRGEMM with no k loop around it (every block gets one update) folds into
 the kernel: it sets C (accumulate False) instead of reading the zeros back; where out spans
-STREAM_OUT_BYTES and no last touch reads C back, the kernel streams it (non-temporal stores). A BRGEMM that reads its C block
-from memory (no first touch wrote it just before) gets the block's cache lines prefetched
-before the call: the kernel adds C only after its whole K loop, by which time they arrived.
+STREAM_OUT_BYTES and no last touch reads C back, the kernel streams it (non-temporal stores).
+A BRGEMM that reads its C block from memory (no first touch wrote it just before) gets the
+block's cache lines prefetched before the call: the kernel adds C only after its whole K
+loop, by which time they arrived.
 
 The backends turn a NestPlan into code (backends/<isa>/loops.py, generate_loop_nest); the
 primitive kernels are emitted into the same buffer and called as leaf functions.

@@ -33,6 +33,7 @@ from einjit.ir import Dim, TensorOperation
 from einjit.kernel import INTEGER_LIMIT
 from einjit.primitives import BRGEMM_LIMITS, ELTWISE_LIMITS, batch_fits
 
+
 def _best(candidates: list[tuple[int, Dim]], key) -> tuple[int, Dim] | None:
     return min(candidates, key=key) if candidates else None
 

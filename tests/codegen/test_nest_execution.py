@@ -244,7 +244,9 @@ def _seeds_gemm(dtype, order, first="none", last="none", k_size=8):
 def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last):
     """The k loop innermost: one BRGEMM call over it, its strides the batch strides, the
     touches kept around it (a zero first touch then folds too). Each out element sees the
-    same products in the same order as with the k loop outermost (no fold): same bits."""
+    same products in the same order as with the k loop outermost (no fold): on x86-64 the
+    same bits. (A64 kernels alternate partial sums of C over k, so one batch call and
+    separate calls round differently: there both are checked against numpy.)"""
     folded = _seeds_gemm(dtype, (0, 1, 2), first, last)
     kept = _seeds_gemm(dtype, (2, 0, 1), first, last)
     plan = plan_nest(folded)
@@ -260,7 +262,9 @@ def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last
     other = out.copy()
     folded.execute(in0, in1, out)
     kept.execute(in0, in1, other)
-    np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), other.view(f"u{out.itemsize}"))
+    if folded.target.isa == "x86_64":
+        np.testing.assert_array_equal(bits(out), bits(other))
+    run_and_check(kept)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -271,7 +275,7 @@ def test_a_set_c_streams_when_out_is_large_and_nothing_reads_it_back(dtype, last
     bit for bit those of the cached nest, nothing outside out written."""
     op = TensorOperation(dtype, "zero", "brgemm", last, exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), num_threads=2, **SEEDS)
-    out_bytes = OUTER * OUTER * 1024 * np.dtype(dtype).itemsize
+    out_bytes = (1 + sum((d.size - 1) * d.stride_out for d in op.dims)) * np.dtype(dtype).itemsize
     monkeypatch.setattr(loop_nest, "STREAM_OUT_BYTES", out_bytes + 1)
     assert not plan_nest(op).streams
     cached = compile_operation(op)
