@@ -47,7 +47,7 @@ import einjit
 from einjit.backends import resolve_target
 from einjit.runtime.threads import default_threads
 
-from .harness import cold_ms, seconds_per_call, write_result
+from .harness import cold_ms, seconds_per_call, warm_memory, write_result
 from .tensor_operation import all_core_peak_gflops
 
 # Each peer family (numpy + opt_einsum, torch, TBLIS) is timed in a process of its own: thread
@@ -450,6 +450,7 @@ def run(quick: bool = False, pattern: str | None = None,
     rows = csv.writer(table, lineterminator="\n")
     rows.writerow(header)
     results, peer_cache = [], {}
+    warm_memory()        # the largest case's working set: ~2 GB (tensor train)
     for case in cases(quick, pattern):
         r = run_case(case, peak, peer_cache, threads, dtype)
         results.append(r)
