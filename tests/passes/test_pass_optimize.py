@@ -67,7 +67,7 @@ def test_a_batch_within_the_block_budget_stays():
     op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None, (n, n, 1024),
                          (1, 0, n), (0, n, 1), (1, n, 0))
     (main,) = einjit.optimize(op, num_threads=1).kernel_calls
-    # k: 2 x 512; 2 x 512 x (128 + 64) x 4 bytes = 768 KiB > 256 KiB: no batch
+    # k: 2 x 512; 2 x 512 x (128 + 64) x 4 bytes = 768 KiB > 384 KiB: no batch
     assert (main.op, main.k) == ("gemm", 512)
     op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k", "k"), None,
                          (64, 64, 4, 64), (1, 0, 64 * 65, 64), (0, 256, 64, 1), (1, 64, 0, 0))
