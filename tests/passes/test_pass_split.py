@@ -1,11 +1,15 @@
 """Dimension splitting (seeds 5.5.2 and the min_kernel_size fix of 5.5.4)."""
 
+import dataclasses
+
 import pytest
 
+from einjit.backends import x86_64
+from einjit.backends.x86_64 import cpu
 from einjit.errors import OperationError, OperationTypeError
 from einjit.ir import TensorOperation
 from einjit.passes import split
-from einjit.passes.split import best_split
+from einjit.passes.split import best_split, occupancy_split
 
 
 @pytest.mark.parametrize("size, max_size, dim_type, min_size, expected", [
@@ -101,3 +105,29 @@ def test_max_size_validation(max_size, error, fragment):
 def test_min_size_validation():
     with pytest.raises(OperationError, match="min_size=0"):
         split(gemm(64), min_size=0)
+
+
+@pytest.mark.parametrize("size, lanes, expected", [
+    (980, 8, (14, 70)),      # 70 rows in 9 vectors of 8 (97%); the divisor rule's 28 fills 88%
+    (980, 4, (35, 28)),      # NEON: 28 and 20 fill their 4-lane vectors; the larger
+    (1200, 8, (10, 120)),    # Zen 4 (256 bits at full rate): 120 fills 15 vectors
+    (1200, 16, (15, 80)),    # Zen 5 (512 bits): 120 would leave 8 of 128 lanes empty
+    (1600, 8, (20, 80)), (384, 8, (3, 128)),
+    (2053, 8, None),         # a prime: no divisor in range
+])
+def test_a_contraction_m_dim_splits_to_fill_its_vectors(size, lanes, expected):
+    assert occupancy_split(size, 128, lanes, 16, 2) == expected
+
+
+ZEN4 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
+ZEN5 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen5"])
+
+
+@pytest.mark.parametrize("isa, inner", [(ZEN4, 70), (ZEN5, 98), ("aarch64", 28)], ids=str)
+def test_the_split_pass_fills_the_targets_vectors_along_m(isa, inner):
+    """Zen 5 runs 16 lanes at full rate: 70, 98 and 28 all fill 7/8 of them; the largest."""
+    op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None,
+                         (980, 64, 64), (1, 0, 980), (0, 64, 1), (1, 980, 0), isa=isa)
+    dims = split(op).dims
+    assert [(d.type, d.size) for d in dims if d.type == "m"] == [("m", 980 // inner),
+                                                                  ("m", inner)]
