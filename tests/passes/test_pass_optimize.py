@@ -1,12 +1,15 @@
 """einjit.optimize on operations given without exec types: the seeds' configurations, the
 seeds' trus -> turs permutation, a 1600^3 matmul, and its options."""
 
+import dataclasses
 import itertools
 
 import numpy as np
 import pytest
 
 import einjit
+from einjit.backends import x86_64
+from einjit.backends.x86_64 import cpu
 from einjit.errors import OperationError, OperationTypeError
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
@@ -51,12 +54,14 @@ def test_seeds_permutation(t, r, u, s):
 
 def test_matmul_1600():
     n = 1600
+    zen4 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
     op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None, (n, n, n),
-                         (1, 0, n), (0, n, 1), (1, n, 0))
+                         (1, 0, n), (0, n, 1), (1, n, 0), isa=zen4)
     new = einjit.optimize(op, num_threads=2)
     (main,) = new.kernel_calls
-    # blocks that divide 1600, m a multiple of 16; a batch of 4 x 400 would make a call's
-    # in0 and in1 blocks 900 KiB, past the budget: a GEMM and a seq k loop; m loops outermost
+    # blocks that divide 1600, m filling its vectors of 8 (Zen 4); a batch of 4 x 400 would
+    # make a call's in0 and in1 blocks 900 KiB, past the budget: a GEMM and a seq k loop; m
+    # loops outermost
     assert (main.op, main.m, main.n, main.k) == ("gemm", 80, 64, 400)
     assert [(d.type, d.exec_type, d.size) for d in new.dims[:3]] == [
         ("m", "shared", 20), ("n", "seq", 25), ("k", "seq", 4)]

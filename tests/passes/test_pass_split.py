@@ -11,6 +11,9 @@ from einjit.ir import TensorOperation
 from einjit.passes import split
 from einjit.passes.split import best_split, occupancy_split
 
+ZEN4 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
+ZEN5 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen5"])
+
 
 @pytest.mark.parametrize("size, max_size, dim_type, min_size, expected", [
     # the seeds, before the fix: the largest multiple of 16 <= 1024 dividing 1600 -> 2 x 800
@@ -49,12 +52,13 @@ def test_elementwise_ops_keep_the_seeds_outer_minimum():
 
 def gemm(n, exec_types=None):
     return TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), exec_types,
-                           (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0))
+                           (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0), isa=ZEN4)
 
 
 def test_split_structure_with_defaults():
     op = split(gemm(1600))
-    # m: max 128 -> 20 x 80; n: max 64 -> 25 x 64; k: max 512 -> 4 x 400
+    # m: max 128 -> 20 x 80 (80 rows fill 10 vectors of 8); n: max 64 -> 25 x 64; k: max
+    # 512 -> 4 x 400
     assert [(d.type, d.size, d.strides, d.exec_type) for d in op.dims] == [
         ("m", 20, (80, 0, 80), "undefined"), ("m", 80, (1, 0, 1), "undefined"),
         ("n", 25, (0, 102400, 102400), "undefined"), ("n", 64, (0, 1600, 1600), "undefined"),
@@ -117,10 +121,6 @@ def test_min_size_validation():
 ])
 def test_a_contraction_m_dim_splits_to_fill_its_vectors(size, lanes, expected):
     assert occupancy_split(size, 128, lanes, 16, 2) == expected
-
-
-ZEN4 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
-ZEN5 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen5"])
 
 
 @pytest.mark.parametrize("isa, inner", [(ZEN4, 70), (ZEN5, 98), ("aarch64", 28)], ids=str)
