@@ -34,7 +34,7 @@ from einjit.frontend.rewrite import dense_strides, optimize_tree
 from einjit.frontend.subscripts import resolve
 from einjit.frontend.tree import EinsumTree
 from einjit.plan_cache import PlanCache
-from einjit.runtime.arrays import aligned_empty
+from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty
 from einjit.runtime.host import host_isa
 
 _PLANS = PlanCache()
@@ -142,20 +142,24 @@ class _Prepared:
     def _finish(self, plan: Plan, out_strides: tuple[int, ...]) -> None:
         self.plan = plan
         self.out_strides = tuple(out_strides)
-        # how a result is allocated: aligned_empty in C order, else a buffer viewed with strides
+        # how a result is allocated: C order, else a buffer viewed with strides
         self.c_order = self.out_strides == _dense(self.shape, "C")
         self.byte_strides = tuple(s * self.dtype.itemsize for s in self.out_strides)
         self.size = max(int(np.prod(self.shape)), 1)
+        # results from ALIGN_FROM_BYTES on start on a cache line (streamed stores need it);
+        # small ones skip aligned_empty's checks (on the call path of every tiny einsum)
+        large = self.size * self.dtype.itemsize >= ALIGN_FROM_BYTES
+        self.empty = aligned_empty if large else np.empty
 
     def allocate(self, order: str) -> np.ndarray:
         """A new result array laid out as this plan writes it (order: the caller's C/F/K)."""
         dtype = self.dtype
         if self.free:
             if self.c_order:
-                return aligned_empty(self.shape, dtype)
-            return np.ndarray(self.shape, dtype, buffer=aligned_empty(self.size, dtype),
+                return self.empty(self.shape, dtype)
+            return np.ndarray(self.shape, dtype, buffer=self.empty(self.size, dtype),
                               strides=self.byte_strides)
-        return aligned_empty(self.shape, dtype, order="F" if order == "F" else "C")
+        return self.empty(self.shape, dtype, order="F" if order == "F" else "C")
 
     def __str__(self) -> str:
         if self.resolved is None:
@@ -410,7 +414,7 @@ class ContractExpression:
                     break
             else:
                 prepared = self._prepared
-                result = aligned_empty(prepared.shape, kind)
+                result = prepared.empty(prepared.shape, kind)
                 prepared.plan.run(arrays, result)
                 return result if result.ndim else result[()]
         if len(arrays) != len(self.shapes):

@@ -9,6 +9,8 @@ smaller ones are plain np.empty (they never stream, and the view costs a microse
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 ALIGNMENT = 64                  # a cache line, a zmm register
@@ -16,10 +18,11 @@ ALIGN_FROM_BYTES = 1 << 20
 
 
 def aligned_empty(shape, dtype, order: str = "C") -> np.ndarray:
-    """np.empty(shape, dtype, order) ("C" or "F"), its data 64-byte aligned when large."""
+    """np.empty(shape, dtype, order) ("C" or "F"), its data 64-byte aligned when large. On the
+    call path of every einsum: math.prod, not np.prod (5 us on a 4x4 result)."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
     dtype = np.dtype(dtype)
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < ALIGN_FROM_BYTES:
         return np.empty(shape, dtype, order=order)
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
