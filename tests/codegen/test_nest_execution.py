@@ -15,6 +15,7 @@ import pytest
 import einjit
 from einjit.codegen import compile as compile_module
 from einjit.codegen import compile_operation, loop_nest, plan_nest
+from einjit.codegen.loop_nest import Prefetch
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
@@ -226,6 +227,19 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     square = TensorOperation("float32", "square", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     assert plan_nest(square).main.params[4] is True
+
+
+def test_a_brgemm_reading_c_prefetches_the_next_block_or_its_own_under_a_k_loop():
+    """C is prefetched one innermost-loop stride ahead (the next call's block, into L2), or at
+    the block itself (into L1) when the innermost loop is a k loop over the same block; every
+    column's lines, from the column's start."""
+    no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
+        "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
+    assert plan_nest(no_touch).prefetch_out == Prefetch(lines=3, columns=32, pitch=128,
+                                                        ahead=1024 * 4)
+    k_inner = _seeds_gemm("float64", (0, 1, 2), k_size=40)      # 40 k blocks: too big a batch
+    plan = plan_nest(k_inner)
+    assert plan.seq[-1].reduction and plan.prefetch_out == Prefetch(5, 32, 256, 0)
 
 
 def _seeds_gemm(dtype, order, first="none", last="none", k_size=8):

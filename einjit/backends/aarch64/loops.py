@@ -82,14 +82,17 @@ def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool
 
 
 def _prefetch(asm: Assembler, plan: NestPlan) -> None:
-    """prfm the out block's lines (see NestPlan.prefetch_out); prefetches never fault."""
+    """prfm an out block's lines (see Prefetch): this block's into L1, the next one's into
+    L2; prefetches never fault."""
     if plan.prefetch_out is None:
         return
-    lines, columns, pitch = (plan.prefetch_out.lines, plan.prefetch_out.columns,
-                             plan.prefetch_out.pitch)
+    lines, columns, pitch, ahead = (plan.prefetch_out.lines, plan.prefetch_out.columns,
+                                    plan.prefetch_out.pitch, plan.prefetch_out.ahead)
+    level = "pldl2keep" if ahead else "pldl1keep"
     asm(enc.mov_reg(INDEX, POINTERS[2]))
+    _add_imm(asm, INDEX, ahead)
     for column in range(columns):
-        asm(*(enc.prfm("pldl1keep", INDEX, 64 * line) for line in range(lines)))
+        asm(*(enc.prfm(level, INDEX, 64 * line) for line in range(lines)))
         if column + 1 < columns:
             _add_imm(asm, INDEX, pitch)
 

@@ -91,14 +91,17 @@ def _call(asm: Assembler, call: KernelCall, entry) -> None:
 
 
 def _prefetch(asm: Assembler, plan: NestPlan) -> None:
-    """prefetcht0 the out block's lines (see NestPlan.prefetch_out); prefetches never fault."""
+    """Prefetch an out block's lines (see Prefetch): this block's into L1 (prefetcht0), the
+    next one's into L2 (prefetcht1); prefetches never fault."""
     if plan.prefetch_out is None:
         return
-    lines, columns, pitch = (plan.prefetch_out.lines, plan.prefetch_out.columns,
-                             plan.prefetch_out.pitch)
+    lines, columns, pitch, ahead = (plan.prefetch_out.lines, plan.prefetch_out.columns,
+                                    plan.prefetch_out.pitch, plan.prefetch_out.ahead)
+    prefetch = enc.prefetcht1 if ahead else enc.prefetcht0
     asm(enc.mov_rr(RAX, POINTERS[2]))
+    _add_imm(asm, RAX, ahead)
     for column in range(columns):
-        asm(*(enc.prefetcht0(Mem(RAX, disp=64 * line)) for line in range(lines)))
+        asm(*(prefetch(Mem(RAX, disp=64 * line)) for line in range(lines)))
         if column + 1 < columns:
             _add_imm(asm, RAX, pitch)
 
