@@ -22,10 +22,12 @@ vectors the tail rows of up to `group` columns therefore share one vector, each 
 a share of `share` lanes whose top t lanes are its tail rows, and one FMA serves the whole
 group. B's elements are blended into their lanes out of the broadcasts the full vectors use
 anyway. A's tail rows are repeated across the shares: AVX-512 (t <= 8 rows, share t, group
-min(16 // t, 7), one mask register k1..k7 a column) by one vpermps per k-step; AVX2 (t <= 4,
-share 1, 2 or 4 lanes, the narrowest broadcast load that holds t rows, group 8 // share) by
-broadcasting the column's last `share` rows straight from memory (rows a full vector holds too
-when share > t, with B blended into the whole share: those lanes hold the full vector's sums).
+min(16 // t, 7), one mask register k1..k7 a column, float32 only) by one vpermps per k-step;
+AVX2 (float32 t <= 4, float64 t <= 2; share 1, 2 or 4 32-bit lanes, the narrowest broadcast
+load that holds t rows, group 8 // share) by broadcasting the column's last `share` lanes
+straight from memory (rows a full vector holds too when share > t, with B blended into the
+whole share: those lanes hold the full vector's sums). AVX2's packing only moves bits, so a
+double is simply two 32-bit lanes there.
 AVX-512's C update reads and writes each column's tail rows with their lane mask, at an
 address moved so that those lanes meet the column's tail rows; masked lanes are never
 accessed, and the moved span starts inside the column (its full vectors lie before the
@@ -103,14 +105,16 @@ class Panel:
     overlap: bool = False
 
 
-def share_lanes(target: Target, tail_rows: int) -> int:
-    """Lanes a column owns in a packed tail vector (see the module doc)."""
+def share_lanes(target: Target, tail_rows: int, element_bytes: int = 4) -> int:
+    """Lanes a column owns in a packed tail vector (see the module doc): AVX-512 element
+    lanes, AVX2 32-bit lanes (a double spans two; every AVX2 packing step moves bits)."""
     if target.masks:
         return tail_rows
-    return next((share for share in AVX2_SHARES if share >= tail_rows), target.lanes())
+    dwords = tail_rows * element_bytes // 4
+    return next((share for share in AVX2_SHARES if share >= dwords), target.lanes())
 
 
-def pack_group(target: Target, vectors: int, tail_rows: int) -> int:
+def pack_group(target: Target, vectors: int, tail_rows: int, element_bytes: int = 4) -> int:
     """Most columns whose tail rows can share one vector (1: no packing). Packing pays where
     full vectors broadcast B anyway (alone, a tail vector is bound by its loads, not by FMAs);
     it needs those full rows (the AVX2 tail broadcast may read some of them) and, on AVX-512,
@@ -118,7 +122,7 @@ def pack_group(target: Target, vectors: int, tail_rows: int) -> int:
     if vectors < 2 or not tail_rows:
         return 1
     most = target.masks or target.lanes()       # AVX-512: a mask register (k1..k7) per column
-    return min(target.lanes() // share_lanes(target, tail_rows), most)
+    return min(target.lanes() // share_lanes(target, tail_rows, element_bytes), most)
 
 
 def _accumulators(vectors: int, cols: int, group: int) -> int:
@@ -209,26 +213,28 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
             + masked_stores * micro.masked_store_cycles)
 
 
-def _tail_modes(target: Target, vectors: int, tail_rows: int,
-                packable: bool) -> set[tuple[int, bool]]:
+def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
+                element_bytes: int = 4) -> set[tuple[int, bool]]:
     """(group, overlap) choices for a block row: masked, packed (pack_group columns a
     vector), or (AVX2, two or more vectors) an overlapping whole tail vector."""
     modes = {(1, False)}
     if packable:
-        modes.add((pack_group(target, vectors, tail_rows), False))
+        modes.add((pack_group(target, vectors, tail_rows, element_bytes), False))
     if tail_rows and vectors > 1 and not target.masks:
         modes.add((1, True))
     return modes
 
 
-def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int,
-             br: int, packable: bool = True) -> tuple[float, int, int, int, int, bool]:
+def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
+             packable: bool = True, element_bytes: int = 4
+             ) -> tuple[float, int, int, int, int, bool]:
     """Best (cycles, cols, n_blocks, n_tail, group, overlap) for one block row of `vectors`
     vectors; on a tie the tail is not packed (no lane shuffles for nothing) and masked
-    rather than overlapping. float64 tails are never packed (packing is derived for 32-bit
-    lanes)."""
+    rather than overlapping. AVX-512 packs float32 tails only (its lane indices and masks
+    are derived for 32-bit lanes); AVX2 packs both, in 32-bit lanes."""
     best = None
-    for group, overlap in sorted(_tail_modes(target, vectors, tail_rows, packable)):
+    for group, overlap in sorted(_tail_modes(target, vectors, tail_rows, packable,
+                                             element_bytes)):
         widest = _max_cols(target, vectors, tail_rows, group, overlap)
         fewest = -(-n // widest)
         for cols in range(-(-n // fewest), min(widest, n) + 1):
@@ -325,7 +331,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target,
             key = (height, rows)
             if key not in sweeps:
                 sweeps[key] = _sweep_n(target, height, rows, n, k, br,
-                                       packable=elements is FLOAT32)
+                                       elements is FLOAT32 or not target.masks, elements.bytes)
             sweep_cycles, cols, n_blocks, n_tail, group, overlap = sweeps[key]
             cycles += count * sweep_cycles
             panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap))
@@ -606,7 +612,8 @@ class _VectorRegisters:
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
         self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
-        self.share = share_lanes(target, tail_rows) if group > 1 else 0
+        self.share = share_lanes(target, tail_rows, elements.bytes) if group > 1 else 0
+        self.dwords = self.width // 32       # AVX2 packing works in 32-bit lanes
         own = vectors - 1 if group > 1 else vectors     # vectors with accumulators per column
         self.acc = [list(range(j * own, (j + 1) * own)) for j in range(cols)]
         packed = -(-cols // group) if group > 1 else 0
@@ -655,7 +662,7 @@ class _VectorRegisters:
         """Vector i of a block column: rows past M read as 0 without touching memory; a packed
         AVX2 tail: the column's last `share` rows in every share."""
         if self._masked(i) and self.share and self.indices is None:
-            return _broadcast_rows(dst, mem.offset(4 * (self.lanes - self.share)), self.share)
+            return _broadcast_rows(dst, mem.offset(4 * (self.dwords - self.share)), self.share)
         return _load(dst, mem, self.width, self._masked(i), self.mask_vector, self.p)
 
     def blend(self, s: int) -> bytes:
@@ -682,7 +689,7 @@ class _VectorRegisters:
 
     def _share_lanes(self, s: int) -> int:
         """Lane bits of the whole share of the column s places before its group's end."""
-        return ((1 << self.share) - 1) << (self.lanes - self.share * (s + 1))
+        return ((1 << self.share) - 1) << (self.dwords - self.share * (s + 1))
 
     def add_packed(self, walker: Reg, q: int, s: int) -> bytes:
         """The lanes of the column s places before its group's end += C's tail rows of that
@@ -706,7 +713,7 @@ class _VectorRegisters:
                     load(spare, mem, 256) + enc.vblendps(gathered, gathered, spare,
                                                           self._share_lanes(s), 256))
         if s == 0:
-            code += enc.vaddps(acc, acc, gathered, 256)
+            code += self.p.add(acc, acc, gathered, 256)
         return code
 
     def store_packed(self, walker: Reg, q: int, s: int) -> bytes:
@@ -716,7 +723,7 @@ class _VectorRegisters:
         if self.indices is not None:
             return _store_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
         mem, spare = Mem(walker, disp=self.share_offset()), self.a[0]
-        lane = self.lanes - self.share * (s + 1)          # the share's lowest lane
+        lane = self.dwords - self.share * (s + 1)         # the share's lowest 32-bit lane
         if self.share == 4:
             return enc.vextractf128(mem, acc, lane // 4)
         code, source = b"", acc
@@ -735,7 +742,7 @@ class _VectorRegisters:
 
     def share_offset(self) -> int:
         """AVX2: byte offset within its column of the last `share` rows of the block."""
-        return self.offset(self.vectors - 1) + 4 * (self.lanes - self.share)
+        return self.offset(self.vectors - 1) + 4 * (self.dwords - self.share)
 
 
 # the same few hundred instructions recur in every kernel: encode each once per process

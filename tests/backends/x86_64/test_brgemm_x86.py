@@ -245,14 +245,14 @@ def _all_choices(variant, dtype):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_cases_above_make_every_choice(variant, dtype):
     """Every block-shape choice the generator can make is among the cases run above: both
-    register widths on AVX-512, every kind of tail (float64 is never packed), outer
-    products."""
+    register widths on AVX-512, every kind of tail (AVX-512 packs float32 tails only; the
+    split-512 cores' AVX2 code packs float64 tails too), outer products."""
     expected = {"outer", "masked", f"{VARIANTS[variant].vector_bits}-bit"}
     if variant == "avx512":
         expected |= {"256-bit"}
     else:
         expected |= {"overlap"}
-    if dtype == "float32":
+    if dtype == "float32" or variant == "avx2":
         expected |= {"packed"}
     assert expected <= _all_choices(variant, dtype)
 
@@ -343,25 +343,28 @@ def test_widest_blocks_with_a_batch(variant, micro):
         case.verify()
 
 
-# tail rows that share vectors: AVX-512 up to 8 of 16 lanes, AVX2 up to 4 of 8
-PACKED_TAIL_ROWS = {"avx512": range(1, 9), "avx2": range(1, 5)}
+# tail rows that share vectors: AVX-512 float32 up to 8 of 16 lanes; AVX2 float32 up to 4 of
+# 8, float64 up to 2 of 4
+PACKED_TAIL_ROWS = {("avx512", "float32"): range(1, 9), ("avx2", "float32"): range(1, 5),
+                    ("avx2", "float64"): range(1, 3)}
 
 
-def _group(variant, t):
+def _group(variant, t, dtype="float32"):
     """Columns one packed vector serves: AVX-512 t lanes each, one mask register k1..k7 per
-    column; AVX2 1, 2 or 4 lanes each (the broadcast load of A that holds t rows)."""
+    column; AVX2 1, 2 or 4 32-bit lanes each (the broadcast load of A that holds t rows)."""
     if variant == "avx512":
         return min(16 // t, 7)
-    return 8 // next(share for share in (1, 2, 4) if share >= t)
+    dwords = t * np.dtype(dtype).itemsize // 4
+    return 8 // next(share for share in (1, 2, 4) if share >= dwords)
 
 
-def _packed_shapes(variant):
+def _packed_shapes(variant, dtype="float32"):
     """Blocks whose t tail rows share vectors (`group` columns each): every t, 2 to 4 vectors
     tall, N a partial group past whole ones or whole groups, with a batch."""
-    lanes = VARIANTS[variant].lanes()
+    lanes = VARIANTS[variant].lanes(np.dtype(dtype).itemsize)
     shapes = []
-    for t in PACKED_TAIL_ROWS[variant]:
-        group = _group(variant, t)
+    for t in PACKED_TAIL_ROWS[variant, dtype]:
+        group = _group(variant, t, dtype)
         for vectors in (2, 3, 4):
             m = lanes * (vectors - 1) + t
             for n, k, br in ((2 * group + 1, 33, 1), (7 * group - 1, 4, 4), (6 * group, 9, 2)):
@@ -369,44 +372,53 @@ def _packed_shapes(variant):
     return shapes
 
 
-def _packed_groups(variant, shape):
-    return [p.group for p in plan(*shape, target(variant, PACK)) if p.tail_rows]
+def _packed_groups(variant, shape, dtype="float32"):
+    return [p.group for p in plan(*shape, target(variant, PACK), dtype) if p.tail_rows]
+
+
+PACKED_KINDS = list(PACKED_TAIL_ROWS)
 
 
 def _packed_params():
-    return [pytest.param(variant.values[0], shape, marks=variant.marks,
-                         id=f"{variant.values[0]}-{'x'.join(map(str, shape))}")
-            for variant in _variants() for shape in _packed_shapes(variant.values[0])]
+    return [pytest.param(variant.values[0], dtype, shape, marks=variant.marks,
+                         id=f"{variant.values[0]}-{dtype}-{'x'.join(map(str, shape))}")
+            for variant in _variants() for kind, dtype in PACKED_KINDS
+            if kind == variant.values[0] for shape in _packed_shapes(kind, dtype)]
 
 
-@pytest.mark.parametrize("variant, shape", _packed_params())
-def test_packed_tail_rows_match_numpy(variant, shape):
-    case = Case(*shape, seed=sum(shape))
-    case.call(Compiled(*shape, variant, micro=PACK))
+@pytest.mark.parametrize("variant, dtype, shape", _packed_params())
+def test_packed_tail_rows_match_numpy(variant, dtype, shape):
+    case = Case(*shape, seed=sum(shape), dtype=dtype)
+    case.call(Compiled(*shape, variant, dtype, micro=PACK))
     case.verify()
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_the_packed_shapes_pack(variant):
+@pytest.mark.parametrize("variant, dtype", PACKED_KINDS)
+def test_the_packed_shapes_pack(variant, dtype):
     """The cases above exercise the packed path (the cost model chooses it for them)."""
-    lanes = VARIANTS[variant].lanes()
-    unpacked = [shape for shape in _packed_shapes(variant)
-                if _packed_groups(variant, shape) != [_group(variant, shape[0] % lanes)]]
+    lanes = VARIANTS[variant].lanes(np.dtype(dtype).itemsize)
+    unpacked = [shape for shape in _packed_shapes(variant, dtype)
+                if _packed_groups(variant, shape, dtype)
+                != [_group(variant, shape[0] % lanes, dtype)]]
     assert not unpacked, f"plans that no longer pack the tail: {unpacked}"
 
 
-@pytest.mark.parametrize("variant", _variants())
-def test_packed_tails_keep_specials_apart(variant):
+@pytest.mark.parametrize("variant, dtype", [pytest.param(
+    variant.values[0], dtype, marks=variant.marks) for variant in _variants()
+    for kind, dtype in PACKED_KINDS if kind == variant.values[0]])
+def test_packed_tails_keep_specials_apart(variant, dtype):
     """inf and NaN in the rows right above the tail (AVX2 broadcasts some of them into lanes
     of a packed tail that are never stored) reach only their own rows of C."""
-    for t in PACKED_TAIL_ROWS[variant]:
-        m, n, k = VARIANTS[variant].lanes() + t, 2 * _group(variant, t) + 1, 33
-        assert _packed_groups(variant, (m, n, k, 1)) == [_group(variant, t)]
-        case = Case(m, n, k, 1, seed=t)
+    exact = np.longdouble if dtype == "float64" else np.float64
+    for t in PACKED_TAIL_ROWS[variant, dtype]:
+        group = _group(variant, t, dtype)
+        m, n, k = VARIANTS[variant].lanes(np.dtype(dtype).itemsize) + t, 2 * group + 1, 33
+        assert _packed_groups(variant, (m, n, k, 1), dtype) == [group]
+        case = Case(m, n, k, 1, seed=t, dtype=dtype)
         a = Case._matrix(case.a, 0, m, k, case.ld_a)
         a[m - t - 1, 0], a[m - t - 2, 1] = np.inf, np.nan
-        case.product = a.astype(np.float64) @ Case._matrix(case.b, 0, k, n, case.ld_b)
-        case.call(Compiled(m, n, k, 1, variant, micro=PACK))
+        case.product = a.astype(exact) @ Case._matrix(case.b, 0, k, n, case.ld_b).astype(exact)
+        case.call(Compiled(m, n, k, 1, variant, dtype, micro=PACK))
         case.verify()
 
 
