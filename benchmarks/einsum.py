@@ -15,7 +15,7 @@ whose own contraction path costs over PATH_LIMIT times opt_einsum's is left out 
 Every einjit result is checked against numpy before it is timed; einjit and the peers are
 then timed in two windows each, alternating, each keeping its best. Per case: einjit's GFLOPS
 (the flops of its tree), its speed over the best peer, and the percentage of the all-core FMA
-peak measured in this run; then the geomean over the cases, the call overhead on a 4x4 matrix
+peak (measured before every case; the best of them is the reference); then the geomean over the cases, the call overhead on a 4x4 matrix
 product and the cold contract_expression of the tensor train.
 
 --dtype float64 runs the same cases with float64 operands for einjit and every peer (the
@@ -423,6 +423,14 @@ def csv_name(dtype: str = "float32") -> str:
     return "einsum.csv" if dtype == "float32" else f"einsum_{dtype}.csv"
 
 
+def _case_line(r: dict, peak: float | None) -> str:
+    percent = "" if peak is None else f" {100 * r['gflops'] / peak:5.1f}% peak"
+    return (f"{r['case'].name:<32} {r['flops'] / 1e9:8.2f} GFLOP {r['gflops']:7.1f} GFLOPS"
+            f"{percent}  {r['ratio']:5.2f}x {r['best']}"
+            + (f" ({', '.join(r['skipped'])}: path > {PATH_LIMIT:.0f}x the flops, not run)"
+               if r["skipped"] else ""))
+
+
 def run(quick: bool = False, pattern: str | None = None,
         progress: Callable[[str], None] = print, dtype: str = "float32"
         ) -> tuple[list[str], str]:
@@ -430,18 +438,22 @@ def run(quick: bool = False, pattern: str | None = None,
         raise ValueError(f"dtype {dtype!r}: expected one of {DTYPES}")
     target = resolve_target(None)
     threads = default_threads()
-    peak = all_core_peak_gflops(target.variant, threads) if target.isa == "x86_64" else None
-    if peak is not None and dtype == "float64":
-        # the same FMA loop in packed doubles: as many instructions, half the flops each
-        peak /= 2
+
+    def measure_peak():
+        """All cores' FMA GFLOPS in `dtype` (float64: the same loop in packed doubles, as many
+        instructions, half the flops each); None off x86-64."""
+        if target.isa != "x86_64":
+            return None
+        return all_core_peak_gflops(target.variant, threads) / (2 if dtype == "float64" else 1)
+    # the peak is measured before every case and the best of them all is the reference: a
+    # busy spell of the machine's other tenants only ever slows a measurement down (one
+    # measurement at the start once read 147 GFLOPS of 232, and cases "132% of peak")
+    peaks = [measure_peak()]
     names = peer_names()
     lines = [f"{dtype} einsum: einjit on {target}, {threads} threads; "
              f"peers: {', '.join(names)}"
              + ("" if HAVE_TORCH else " (torch not installed)")
              + ("" if HAVE_TBLIS else " (pytblis not installed)")]
-    if peak is not None:
-        lines.append(f"all-core {dtype} FMA peak ({threads} cores, measured now): "
-                     f"{peak:.1f} GFLOPS")
     progress(lines[-1])
     header = ["case", "group", "equation", "shapes", "gflop", "einjit_s", "einjit_gflops",
               "percent_of_peak", "best_peer", "speedup_vs_best_peer", "rel_error"] + \
@@ -452,15 +464,20 @@ def run(quick: bool = False, pattern: str | None = None,
     results, peer_cache = [], {}
     warm_memory()        # the largest case's working set: ~2 GB (tensor train)
     for case in cases(quick, pattern):
-        r = run_case(case, peak, peer_cache, threads, dtype)
+        if peaks[0] is not None:
+            peaks.append(measure_peak())
+        r = run_case(case, None, peer_cache, threads, dtype)
         results.append(r)
-        percent = "" if r["percent"] is None else f" {r['percent']:5.1f}% peak"
-        line = (f"{case.name:<32} {r['flops'] / 1e9:8.2f} GFLOP {r['gflops']:7.1f} GFLOPS"
-                f"{percent}  {r['ratio']:5.2f}x {r['best']}"
-                + (f" ({', '.join(r['skipped'])}: path > {PATH_LIMIT:.0f}x the flops, not run)"
-                   if r["skipped"] else ""))
-        lines.append(line)
-        progress(line)
+        progress(_case_line(r, None if peaks[0] is None else max(peaks)))
+    peak = None if peaks[0] is None else max(peaks)
+    if peak is not None:
+        lines.append(f"all-core {dtype} FMA peak ({threads} cores, the best of {len(peaks)} "
+                     f"measurements, one before each case): {peak:.1f} GFLOPS (lowest "
+                     f"{min(peaks):.1f})")
+    for r in results:
+        r["percent"] = None if peak is None else 100 * r["gflops"] / peak
+        case = r["case"]
+        lines.append(_case_line(r, peak))
         rows.writerow([
             case.name, case.group, case.equation,
             " ".join("x".join(map(str, s)) for s in case.shapes),
