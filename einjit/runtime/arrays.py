@@ -26,6 +26,7 @@ import threading
 import numpy as np
 
 from ..errors import EinjitError
+from .settings import int_setting
 
 ALIGNMENT = 64                  # a cache line, a zmm register
 ALIGN_FROM_BYTES = 1 << 20
@@ -39,17 +40,8 @@ class PoolSizeError(EinjitError, ValueError):
 
 def pool_bytes(environ: dict | None = None) -> int:
     """EINJIT_POOL_BYTES if set, else an eighth of physical memory."""
-    value = (os.environ if environ is None else environ).get(POOL_ENV)
-    if value is None:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 8
-    try:
-        size = int(value)
-    except ValueError:
-        size = -1
-    if size < 0:
-        raise PoolSizeError(f"{POOL_ENV}={value!r} is not a valid pool size; expected an "
-                            f"integer >= 0 (bytes)")
-    return size
+    default = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 8
+    return int_setting(POOL_ENV, default, 0, PoolSizeError, environ)
 
 
 class BufferPool:

@@ -15,12 +15,12 @@ is released when the last reference goes.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from typing import Callable, Hashable
 
 from ..errors import EinjitError
+from .settings import int_setting
 
 DEFAULT_KERNEL_CACHE_SIZE = 1024
 
@@ -42,17 +42,8 @@ def _check_capacity(capacity, what: str) -> int:
 
 def kernel_cache_size(environ: dict | None = None) -> int:
     """The kernel cache size: EINJIT_KERNEL_CACHE_SIZE if set, else 1024."""
-    value = (os.environ if environ is None else environ).get("EINJIT_KERNEL_CACHE_SIZE")
-    if value is None:
-        return DEFAULT_KERNEL_CACHE_SIZE
-    try:
-        size = int(value)
-    except ValueError:
-        size = -1
-    if size < 0:
-        raise CacheSizeError(f"EINJIT_KERNEL_CACHE_SIZE={value!r} is not a valid cache size; "
-                             f"expected an integer >= 0")
-    return size
+    return int_setting("EINJIT_KERNEL_CACHE_SIZE", DEFAULT_KERNEL_CACHE_SIZE, 0, CacheSizeError,
+                       environ)
 
 
 class _Pending:

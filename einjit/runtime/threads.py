@@ -16,25 +16,18 @@ import threading
 from typing import Callable, Sequence
 
 from ..errors import KernelParameterError
+from .settings import int_setting
 
 THREADS_ENV = "EINJIT_NUM_THREADS"
 
 
 def default_threads() -> int:
     """EINJIT_NUM_THREADS if set, else the CPUs this process may run on."""
-    value = os.environ.get(THREADS_ENV)
-    if value:
-        try:
-            threads = int(value)
-        except ValueError:
-            threads = 0
-        if threads < 1:
-            raise KernelParameterError(f"{THREADS_ENV}={value!r}: expected a positive integer")
-        return threads
     try:
-        return len(os.sched_getaffinity(0))
+        usable = len(os.sched_getaffinity(0))
     except AttributeError:      # not Linux
-        return os.cpu_count() or 1
+        usable = os.cpu_count() or 1
+    return int_setting(THREADS_ENV, usable, 1, KernelParameterError)
 
 
 def check_threads(num_threads) -> int:
