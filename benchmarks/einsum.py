@@ -15,8 +15,9 @@ whose own contraction path costs over PATH_LIMIT times opt_einsum's is left out 
 Every einjit result is checked against numpy before it is timed; einjit and the peers are
 then timed in two windows each, alternating, each keeping its best. Per case: einjit's GFLOPS
 (the flops of its tree), its speed over the best peer, and the percentage of the all-core FMA
-peak (measured before every case; the best of them is the reference); then the geomean over the cases, the call overhead on a 4x4 matrix
-product and the cold contract_expression of the tensor train.
+peak (measured before every case; the best of them is the reference); then the geomean
+over the cases, the call overhead on a 4x4 matrix product and the cold contract_expression
+of the tensor train.
 
 --dtype float64 runs the same cases with float64 operands for einjit and every peer (the
 percentage is of the FP64 peak, half the FP32 FMA flops), written to einsum_float64.csv.
