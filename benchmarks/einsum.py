@@ -350,8 +350,9 @@ def reference(case: Case, operands: list[np.ndarray], flops: float, elements: in
     return np.einsum(case.equation, *operands, optimize=path)
 
 
-def run_case(case: Case, peak: float | None, peer_cache: dict, threads: int = 1,
-             dtype: str = "float32") -> dict:
+def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float32") -> dict:
+    """One case checked against numpy, then timed against its peers (its percentage of the
+    peak is left to the caller, who knows the run's best peak)."""
     operands = operands_of(case.shapes, dtype)
     expression = case.compile(dtype)
     flops = float(expression.tree.flops())
@@ -383,7 +384,6 @@ def run_case(case: Case, peak: float | None, peer_cache: dict, threads: int = 1,
     best = min(times, key=times.get)
     gflops = flops / seconds / 1e9
     return dict(case=case, flops=flops, seconds=seconds, gflops=gflops, error=error,
-                percent=None if peak is None else 100 * gflops / peak,
                 peers=times, best=best, ratio=times[best] / seconds, skipped=skipped)
 
 
@@ -440,16 +440,18 @@ def run(quick: bool = False, pattern: str | None = None,
     target = resolve_target(None)
     threads = default_threads()
 
+    # x86-64: the all-core FMA peak (float64: the same loop in packed doubles, as many
+    # instructions, half the flops each) is measured before every case and the best of them
+    # all is the reference: a busy spell of the machine's other tenants only ever slows a
+    # measurement down (one measurement at the start once read 147 GFLOPS of 232, and cases
+    # "132% of peak")
+    peaks = []
+
     def measure_peak():
-        """All cores' FMA GFLOPS in `dtype` (float64: the same loop in packed doubles, as many
-        instructions, half the flops each); None off x86-64."""
-        if target.isa != "x86_64":
-            return None
-        return all_core_peak_gflops(target.variant, threads) / (2 if dtype == "float64" else 1)
-    # the peak is measured before every case and the best of them all is the reference: a
-    # busy spell of the machine's other tenants only ever slows a measurement down (one
-    # measurement at the start once read 147 GFLOPS of 232, and cases "132% of peak")
-    peaks = [measure_peak()]
+        if target.isa == "x86_64":
+            peaks.append(all_core_peak_gflops(target.variant, threads)
+                         / (2 if dtype == "float64" else 1))
+    measure_peak()
     names = peer_names()
     lines = [f"{dtype} einsum: einjit on {target}, {threads} threads; "
              f"peers: {', '.join(names)}"
@@ -465,12 +467,11 @@ def run(quick: bool = False, pattern: str | None = None,
     results, peer_cache = [], {}
     warm_memory()        # the largest case's working set: ~2 GB (tensor train)
     for case in cases(quick, pattern):
-        if peaks[0] is not None:
-            peaks.append(measure_peak())
-        r = run_case(case, None, peer_cache, threads, dtype)
+        measure_peak()
+        r = run_case(case, peer_cache, threads, dtype)
         results.append(r)
-        progress(_case_line(r, None if peaks[0] is None else max(peaks)))
-    peak = None if peaks[0] is None else max(peaks)
+        progress(_case_line(r, max(peaks, default=None)))
+    peak = max(peaks, default=None)
     if peak is not None:
         lines.append(f"all-core {dtype} FMA peak ({threads} cores, the best of {len(peaks)} "
                      f"measurements, one before each case): {peak:.1f} GFLOPS (lowest "

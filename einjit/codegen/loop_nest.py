@@ -198,7 +198,8 @@ def plan_nest(op) -> NestPlan:
     if main is not None and main.kind == "brgemm" and first is None and main.params[4]:
         m, n = main.params[:2]
         lines = -(-m * itemsize // LINE) + 1        # +1: a column need not start on a line
-        ahead = (shared + seq)[-1].strides[OUT] if shared + seq else 0
+        loops = shared + seq           # the next call's C: one innermost stride on
+        ahead = loops[-1].strides[OUT] if loops else 0
         if lines * n <= MAX_PREFETCHES:
             prefetch = Prefetch(lines, n, main.integers[2] * itemsize, ahead)
     return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch)

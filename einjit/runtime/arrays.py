@@ -11,9 +11,10 @@ Reuse: a fresh buffer of POOL_FROM_BYTES or more comes from the operating system
 pages, and the first write to each page faults and has the kernel zero it. For the tensor
 train's 1.4 GB result that is ~100 of ~330 ms a call (Zen 4 VM; with out= given, 230 ms). So
 when the last array viewing such a buffer goes, the buffer is kept for the next request of the
-same size instead of being unmapped. Idle buffers are kept up to POOL_BYTES in all (the
-environment variable EINJIT_POOL_BYTES, read at import; default an eighth of physical memory;
-0 turns reuse off), the least recently freed dropped first; BUFFER_POOL.clear() releases them.
+same size instead of being unmapped. Idle buffers are kept up to BUFFER_POOL.limit bytes in
+all (the environment variable EINJIT_POOL_BYTES, read at import; default an eighth of physical
+memory; 0 turns reuse off), the least recently freed dropped first; BUFFER_POOL.clear()
+releases them.
 A reused buffer holds old data, as np.empty's may: every caller writes what it reads.
 """
 
@@ -111,12 +112,9 @@ def aligned_empty(shape, dtype, order: str = "C") -> np.ndarray:
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < ALIGN_FROM_BYTES:
         return np.empty(shape, dtype, order=order)
-    if nbytes >= POOL_FROM_BYTES and BUFFER_POOL.limit:
-        raw = BUFFER_POOL.take(nbytes + ALIGNMENT)
-        start = -raw.ctypes.data % ALIGNMENT
-        flat = np.asarray(_Lease(raw, start, nbytes))
-    else:
-        raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-        start = -raw.ctypes.data % ALIGNMENT
-        flat = raw[start:start + nbytes]
+    pooled = nbytes >= POOL_FROM_BYTES and BUFFER_POOL.limit
+    size = nbytes + ALIGNMENT
+    raw = BUFFER_POOL.take(size) if pooled else np.empty(size, np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    flat = np.asarray(_Lease(raw, start, nbytes)) if pooled else raw[start:start + nbytes]
     return flat.view(dtype).reshape(shape, order=order)
