@@ -2,7 +2,7 @@
 
 Every backend module offers the same functions with the same signatures:
 
-    generate_brgemm(target, m, n, k, br_size, dtype, accumulate, stream) -> bytes
+    generate_brgemm(target, m, n, k, br_size, dtype, accumulate, stream, ld_b) -> bytes
     generate_unary(target, op, m, n, trans_b, dtype) -> bytes
     generate_binary(target, op, m, n, dtype) -> bytes
     generate_loop_nest(target, plan) -> bytes        (einjit.codegen's loop nests)
@@ -35,13 +35,17 @@ class Microarch:
     is executed as halves (Zen 4: a zmm FMA takes both 256-bit pipes, so it counts twice).
     fma_pipes: FMAs of up to full_rate_bits a cycle. load_ports, store_ports: vector loads
     and stores of up to full_rate_bits a cycle. masked_store_cycles: cycles one AVX
-    vmaskmovps/pd store occupies (microcoded on AMD cores: measured 12 on Zen 3)."""
+    vmaskmovps/pd store occupies (microcoded on AMD cores: measured 12 on Zen 3).
+    l1_ways, l1_sets: the L1 data cache's associativity and sets of 64-byte lines; addresses
+    l1_sets * 64 bytes apart compete for the same l1_ways lines."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
     load_ports: int = 2
     store_ports: int = 1
     masked_store_cycles: float = 1.0
+    l1_ways: int = 8
+    l1_sets: int = 64
 
     @property
     def splits_512(self) -> bool:

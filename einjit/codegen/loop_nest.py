@@ -17,6 +17,7 @@ k loop runs that loop as the batch of one BRGEMM call, where the batch fits in L
 first touch before a BRGEMM with no k loop around it (every block gets one update) folds into
 the kernel: it sets C (accumulate False) instead of reading the zeros back; where out spans
 STREAM_OUT_BYTES and no last touch reads C back, the kernel streams it (non-temporal stores).
+BRGEMM kernels are generated for the ld_b the nest passes them (the backend may block for it).
 A BRGEMM that reads its C block from memory (no first touch wrote it just before) gets the
 C block of the next call, one innermost-loop stride on, prefetched into L2 before it runs, so
 that the loads of C at the kernel's start hit L2. Into L1 the lines would not last: the A and B
@@ -71,10 +72,13 @@ class KernelCall:
 
 def emitter_arguments(kernel: tuple) -> tuple[tuple, dict]:
     """The positional and keyword arguments (after asm, target) of the backend's
-    emit_<kind> for a KernelCall.kernel: brgemm params end with `accumulate` and `stream`."""
+    emit_<kind> for a KernelCall.kernel: brgemm params end with `accumulate`, `stream` and
+    `ld_b` (the leading dimension of B every call passes, so the kernel can block for it)."""
     kind, params, dtype = kernel
     if kind == "brgemm":
-        return params[:4], {"dtype": dtype, "accumulate": params[4], "stream": params[5]}
+        accumulate, stream, ld_b = params[4:]
+        return params[:4], {"dtype": dtype, "accumulate": accumulate, "stream": stream,
+                            "ld_b": ld_b}
     return params, {"dtype": dtype}
 
 
@@ -140,7 +144,8 @@ _OPERANDS = {"in0": IN0, "in1": IN1, "out": OUT}
 def _kernel_call(call, dtype: str) -> KernelCall:
     """The nest's view of one of the IR's kernel calls (einjit.ir.verify.KernelCall)."""
     if call.kind == "brgemm":
-        params = (call.m, call.n, call.k, call.br_size, True, False)   # accumulate, stream
+        # accumulate, stream, ld_b
+        params = (call.m, call.n, call.k, call.br_size, True, False, call.ld_b)
     elif call.kind == "unary":
         params = (call.op, call.m, call.n, call.trans_b)
     else:
@@ -162,12 +167,12 @@ def _fold_k_loop(gemm: KernelCall, seq: tuple[LoopDim, ...],
     registers across the loop instead of a store and a load per iteration. Each out block
     gets the same updates in the same order, its first and last touch before and after."""
     loop = seq[-1]
-    m, n, k, _, accumulate, stream = gemm.params
+    m, n, k, _, *flags = gemm.params
     stride_a, stride_b = (stride // itemsize for stride in loop.strides[:2])
     if not (loop.reduction and batch_fits(m, n, k, loop.size, itemsize)
             and stride_a < INTEGER_LIMIT and stride_b < INTEGER_LIMIT):
         return gemm, seq
-    brgemm = replace(gemm, params=(m, n, k, loop.size, accumulate, stream),
+    brgemm = replace(gemm, params=(m, n, k, loop.size, *flags),
                      integers=gemm.integers[:3] + (stride_a, stride_b))
     return brgemm, seq[:-1]
 
@@ -193,7 +198,8 @@ def plan_nest(op) -> NestPlan:
         # each block's one update follows its zeroing: the kernel sets C instead of adding;
         # where nothing reads C back and out is far larger than the caches, it streams C
         stream = calls.get("last_touch") is None and _out_bytes(op) >= STREAM_OUT_BYTES
-        main, first = replace(main, params=main.params[:4] + (False, stream)), None
+        main = replace(main, params=main.params[:4] + (False, stream) + main.params[6:])
+        first = None
     prefetch = None
     if main is not None and main.kind == "brgemm" and first is None and main.params[4]:
         m, n = main.params[:2]

@@ -200,9 +200,22 @@ def test_plans_skip_size_one_loops_and_call_each_kernel_once():
     plan = plan_nest(op)
     assert [dim.size for dim in plan.loops] == [3]
     # the size-1 k dims leave no k loop: the first touch's zero folds into the GEMM (it sets
-    # C), the last touch's zero stays
-    assert plan.kernels == (("brgemm", (4, 5, 6, 1, False, False), "float32"),
+    # C), the last touch's zero stays; brgemm params: m, n, k, batch, accumulate, stream, ld_b
+    assert plan.kernels == (("brgemm", (4, 5, 6, 1, False, False, 6), "float32"),
                             ("unary", ("zero", 4, 5, False), "float32"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_gemm_tells_its_kernel_the_pitch_of_b(dtype):
+    """B's columns 8 KiB apart (they share an L1 set): the kernel is generated for that ld_b
+    (it blocks for it) and the nest computes the contraction."""
+    pitch = 8192 // np.dtype(dtype).itemsize
+    op = TensorOperation(dtype, "none", "gemm", "none", ("n", "m", "n", "k"),
+                         ("seq", "prim", "prim", "prim"), (3, 37, 20, 24),
+                         (0, 1, 0, 37), (20 * pitch, 0, pitch, 1), (37 * 20, 1, 37, 0))
+    plan = plan_nest(op)
+    assert plan.main.params[6] == pitch == plan.main.integers[1]
+    run_and_check(op)
 
 
 def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
@@ -212,14 +225,15 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     brgemm = TensorOperation("float32", "zero", "brgemm", "relu", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_nest(brgemm)
-    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False, False)
+    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False, False, 32)
     assert plan.prefetch_out is None and plan.last_touch.params[0] == "relu"
     k_loop_outside = TensorOperation(
         "float32", "zero", "gemm", "relu", ("k", "m", "n", "m", "n", "k"),
         ("seq", "seq", "seq", "prim", "prim", "prim"), (8, OUTER, OUTER, 32, 32, 32),
         (1024, 8192, 0, 1, 0, 32), (1024, 0, 8192, 0, 32, 1), (0, 32768, 1024, 1, 32, 0))
     plan = plan_nest(k_loop_outside)
-    assert plan.first_touch.params[0] == "zero" and plan.main.params == (32, 32, 32, 1, True, False)
+    assert plan.first_touch.params[0] == "zero"
+    assert plan.main.params == (32, 32, 32, 1, True, False, 32)
     no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_nest(no_touch)
@@ -265,7 +279,7 @@ def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last
     kept = _seeds_gemm(dtype, (2, 0, 1), first, last)
     plan = plan_nest(folded)
     assert [dim.size for dim in plan.seq] == [OUTER, OUTER]
-    assert plan.main.params == (32, 32, 32, 8, first != "zero", False)
+    assert plan.main.params == (32, 32, 32, 8, first != "zero", False, 32)
     assert plan.main.integers == (32, 32, 32, 1024, 1024)
     assert (plan.first_touch is None) == (first in ("none", "zero"))
     assert (plan.last_touch is None) == (last == "none")
@@ -296,7 +310,7 @@ def test_a_set_c_streams_when_out_is_large_and_nothing_reads_it_back(dtype, last
     monkeypatch.setattr(loop_nest, "STREAM_OUT_BYTES", out_bytes)
     compile_operation.cache_clear()
     assert plan_nest(op).streams == (last == "none")
-    assert plan_nest(op).main.params[4:] == (False, last == "none")
+    assert plan_nest(op).main.params[4:6] == (False, last == "none")
     for misalign in (0, 1):
         rng = np.random.default_rng(misalign)
         in0, in1, out = typed_buffers(op, rng)

@@ -428,12 +428,15 @@ def _batch_loop(asm: Assembler, kernel) -> None:
                 enc.add_reg(B_BATCH, B_BATCH, BR_STRIDE_B))
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
-                dtype: str = "float32", accumulate: bool = True, stream: bool = False) -> Label:
+                dtype: str = "float32", accumulate: bool = True, stream: bool = False,
+                ld_b: int | None = None) -> Label:
     """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (see the
     module docstring) at the current position of `asm`; returns the Label of its entry.
     accumulate=False: C := sum_i A_i B_i, C never read (the bits C += gives on a zeroed C).
     stream (the contract's hint that C is far larger than the caches): accepted with
-    accumulate=False; this backend stores C as usual (STNP pairs are not generated)."""
+    accumulate=False; this backend stores C as usual (STNP pairs are not generated).
+    ld_b (the contract's hint of B's leading dimension): accepted and not needed, a block
+    reads BLOCK_COLS columns of B whatever their pitch."""
     if stream and accumulate:
         raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
                                    "is not read back)")
@@ -476,8 +479,8 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
                     dtype: str = "float32", accumulate: bool = True,
-                    stream: bool = False) -> bytes:
+                    stream: bool = False, ld_b: int | None = None) -> bytes:
     """Machine code of the BRGEMM kernel alone (emit_brgemm into a new Assembler)."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b)
     return asm.finish()

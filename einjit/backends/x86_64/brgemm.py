@@ -42,7 +42,9 @@ packing and overlapping are among its choices, and for AVX-512 the register widt
 EVEX vectors (32 registers, the same masks) where the core splits a zmm FMA in halves and a
 zmm would be half empty (Zen 4), see `choose`; on such a core an M with a tail takes the
 AVX2 code, see `unmasked_target`. Blocks of one shape are repeated by runtime
-loops over M and N, so code size does not grow with the matrix. K = 1 with a batch of one
+loops over M and N, so code size does not grow with the matrix. Told the ld_b it will be called
+with, the blocking reads no more of B's columns a k-step than fit the L1 set they share
+(b_column_limit). K = 1 with a batch of one
 is generated apart (_OuterProduct): C's stores bound it, not FMAs.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
@@ -123,6 +125,29 @@ def pack_group(target: Target, vectors: int, tail_rows: int, element_bytes: int 
         return 1
     most = target.masks or target.lanes()       # AVX-512: a mask register (k1..k7) per column
     return min(target.lanes() // share_lanes(target, tail_rows, element_bytes), most)
+
+
+# ways of an L1 set a block's B columns may fill (A's and C's lines need the others):
+# Zen 4, B with a pitch of 8 KiB (a 2048-float ld) at 13 columns a block ran at 72% of peak, at
+# 6 columns 94%
+SPARE_L1_WAYS = 2
+
+
+def b_column_limit(target: Target, ld_b_bytes: int | None) -> int:
+    """Most columns of B a register block may read when B's columns lie ld_b_bytes apart:
+    every k-step reads one element of each, so their lines must fit the L1 sets they map to
+    together (a pitch of a multiple of 4 KiB puts them all in one set; past its ways each
+    read misses). None: the pitch is not known, no limit."""
+    if ld_b_bytes is None:
+        return MAX_COLS
+    micro, line = target.micro, 64
+    per_set: dict[int, int] = {}
+    for cols in range(1, MAX_COLS + 1):
+        index = (cols - 1) * ld_b_bytes // line % micro.l1_sets
+        per_set[index] = per_set.get(index, 0) + 1
+        if per_set[index] > micro.l1_ways - SPARE_L1_WAYS:
+            return cols - 1
+    return MAX_COLS
 
 
 def _accumulators(vectors: int, cols: int, group: int) -> int:
@@ -226,16 +251,17 @@ def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
 
 
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
-             packable: bool = True, element_bytes: int = 4
+             packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS
              ) -> tuple[float, int, int, int, int, bool]:
     """Best (cycles, cols, n_blocks, n_tail, group, overlap) for one block row of `vectors`
-    vectors; on a tie the tail is not packed (no lane shuffles for nothing) and masked
-    rather than overlapping. AVX-512 packs float32 tails only (its lane indices and masks
-    are derived for 32-bit lanes); AVX2 packs both, in 32-bit lanes."""
+    vectors, at most col_limit columns a block; on a tie the tail is not packed (no lane
+    shuffles for nothing) and masked rather than overlapping. AVX-512 packs float32 tails
+    only (its lane indices and masks are derived for 32-bit lanes); AVX2 packs both, in 32-bit
+    lanes."""
     best = None
     for group, overlap in sorted(_tail_modes(target, vectors, tail_rows, packable,
                                              element_bytes)):
-        widest = _max_cols(target, vectors, tail_rows, group, overlap)
+        widest = min(_max_cols(target, vectors, tail_rows, group, overlap), col_limit)
         fewest = -(-n // widest)
         for cols in range(-(-n // fewest), min(widest, n) + 1):
             n_blocks, n_tail = divmod(n, cols)
@@ -266,10 +292,11 @@ def _row_partitions(total: int) -> Iterator[tuple[int, ...]]:
 
 
 def plan(m: int, n: int, k: int, br: int, target: Target,
-         dtype: str = "float32") -> tuple[Panel, ...]:
+         dtype: str = "float32", ld_b: int | None = None) -> tuple[Panel, ...]:
     """The cheapest blocking of an M×N C by the cost model, as panels in row order (vectors
-    of target.lanes(element bytes) elements: 8 doubles a zmm, 4 a ymm)."""
-    return _plan(m, n, k, br, target, dtype)[1]
+    of target.lanes(element bytes) elements: 8 doubles a zmm, 4 a ymm); ld_b: B's leading
+    dimension in elements when known (see b_column_limit)."""
+    return _plan(m, n, k, br, target, dtype, ld_b)[1]
 
 
 def vector_targets(target: Target) -> tuple[Target, ...]:
@@ -294,22 +321,23 @@ def unmasked_target(target: Target, m: int, element_bytes: int) -> Target:
     return target
 
 
-def choose(m: int, n: int, k: int, br: int, target: Target,
-           dtype: str = "float32") -> tuple[Target, tuple[Panel, ...]]:
+def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
+           ld_b: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
     """The vector width (as a Target) and blocking the cost model finds cheapest for
     target.micro (see unmasked_target); on a tie the wider."""
     target = unmasked_target(target, m, precision(dtype).bytes)
     best = None
     for candidate in vector_targets(target):
-        cycles, panels = _plan(m, n, k, br, candidate, dtype)
+        cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b)
         if best is None or cycles < best[0]:
             best = (cycles, candidate, panels)
     return best[1], best[2]
 
 
-def _plan(m: int, n: int, k: int, br: int, target: Target,
-          dtype: str = "float32") -> tuple[float, tuple[Panel, ...]]:
+def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
+          ld_b: int | None = None) -> tuple[float, tuple[Panel, ...]]:
     elements = precision(dtype)
+    col_limit = b_column_limit(target, None if ld_b is None else ld_b * elements.bytes)
     lanes = target.lanes(elements.bytes)
     vectors_total = -(-m // lanes)
     tail_rows = m % lanes
@@ -331,7 +359,8 @@ def _plan(m: int, n: int, k: int, br: int, target: Target,
             key = (height, rows)
             if key not in sweeps:
                 sweeps[key] = _sweep_n(target, height, rows, n, k, br,
-                                       elements is FLOAT32 or not target.masks, elements.bytes)
+                                       elements is FLOAT32 or not target.masks, elements.bytes,
+                                       col_limit)
             sweep_cycles, cols, n_blocks, n_tail, group, overlap = sweeps[key]
             cycles += count * sweep_cycles
             panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap))
@@ -357,11 +386,11 @@ INDEX_SLOT = Mem(RSP, disp=-128)    # AVX-512 packed tail: vpermps lane indices,
 class _Generator:
     def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int,
                  elements: Precision = FLOAT32, accumulate: bool = True,
-                 stream: bool = False) -> None:
+                 stream: bool = False, ld_b: int | None = None) -> None:
         self.asm, self.k, self.br, self.accumulate = asm, k, br, accumulate
         self.stream, self.streaming = stream, False
         self.p = elements
-        self.target, self.panels = choose(m, n, k, br, target, elements.dtype)
+        self.target, self.panels = choose(m, n, k, br, target, elements.dtype, ld_b)
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
         pool = list(POOL)
         self.counter = pool.pop(0)                 # K counter, scratch between blocks
@@ -919,7 +948,8 @@ class _OuterProduct:
 
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
-                dtype: str = "float32", accumulate: bool = True, stream: bool = False) -> Label:
+                dtype: str = "float32", accumulate: bool = True, stream: bool = False,
+                ld_b: int | None = None) -> Label:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
     A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64). A leaf function: it keeps
@@ -929,7 +959,11 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     stream=True (only with accumulate=False): when C and ld_c are vector-aligned at run time,
     C's whole vectors are stored non-temporally (no read for ownership, not kept in the
     caches: for outputs far larger than the caches); the caller issues the sfence before
-    other threads read C. The K = 1 outer-product kernel stores as usual."""
+    other threads read C. The K = 1 outer-product kernel stores as usual.
+
+    ld_b: the leading dimension of B (elements) the caller will pass, when it is known now;
+    the blocking then keeps B's columns within L1's ways (b_column_limit). Calls with any
+    other ld_b compute the same."""
     if stream and accumulate:
         raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
                                    "is not read back)")
@@ -937,13 +971,14 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     target = unmasked_target(target, m, elements.bytes)
     if _OuterProduct.applies(target, m, k, br_size, target.lanes(elements.bytes)):
         return _OuterProduct(asm, target, m, n, elements, accumulate).emit()
-    return _Generator(asm, target, m, n, k, br_size, elements, accumulate, stream).emit()
+    return _Generator(asm, target, m, n, k, br_size, elements, accumulate, stream,
+                      ld_b).emit()
 
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
                     dtype: str = "float32", accumulate: bool = True,
-                    stream: bool = False) -> bytes:
+                    stream: bool = False, ld_b: int | None = None) -> bytes:
     """The code of emit_brgemm as a buffer of its own."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b)
     return asm.finish()

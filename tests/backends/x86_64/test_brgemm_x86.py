@@ -22,8 +22,10 @@ from einjit.backends import Microarch
 from einjit.backends.x86_64 import VARIANTS, cpu
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.brgemm import (
+    MAX_COLS,
     _max_cols,
     _OuterProduct,
+    b_column_limit,
     choose,
     generate_brgemm,
     max_cols,
@@ -83,9 +85,9 @@ class Compiled:
     """Generated BRGEMM code mapped executable, called with raw addresses."""
 
     def __init__(self, m, n, k, br, variant, dtype="float32", micro="zen3", accumulate=True,
-                 stream=False):
+                 stream=False, ld_b=None):
         code = generate_brgemm(target(variant, micro), m, n, k, br, dtype=dtype,
-                               accumulate=accumulate, stream=stream)
+                               accumulate=accumulate, stream=stream, ld_b=ld_b)
         self.memory = ExecutableMemory(code)
         self.function = _PROTOTYPE(self.memory.address)
 
@@ -96,11 +98,11 @@ class Case:
 
     PAD = 37   # canary elements around C
 
-    def __init__(self, m, n, k, br, seed, dtype="float32"):
+    def __init__(self, m, n, k, br, seed, dtype="float32", ld_b=None):
         rng = np.random.default_rng(seed)
         self.m, self.n, self.k, self.br, self.dtype = m, n, k, br, np.dtype(dtype)
         exact = np.longdouble if self.dtype == np.float64 else np.float64
-        self.ld_a, self.ld_b, self.ld_c = m + 3, k + 1, m + 5
+        self.ld_a, self.ld_b, self.ld_c = m + 3, ld_b or k + 1, m + 5
         self.stride_a, self.stride_b = self.ld_a * k + 7, self.ld_b * n + 2
         self.a = rng.uniform(-1, 1, (br - 1) * self.stride_a + self.ld_a * k).astype(dtype)
         self.b = rng.uniform(-1, 1, (br - 1) * self.stride_b + self.ld_b * n).astype(dtype)
@@ -341,6 +343,41 @@ def test_widest_blocks_with_a_batch(variant, micro):
         case = Case(m, n, k, br, seed=m + n)
         case.call(Compiled(m, n, k, br, variant, micro=micro))
         case.verify()
+
+
+def test_b_column_limit_keeps_b_columns_within_the_l1_ways():
+    """B's columns at a pitch of a multiple of 4 KiB share one L1 set (64 sets of 64 bytes):
+    a block reads at most ways - 2 of them; 2 KiB: two sets; a pitch off the 4 KiB grid and an
+    unknown pitch: no limit."""
+    zen4, zen5 = target("avx512", "zen4"), target("avx512", "zen5")
+    assert b_column_limit(zen4, None) == MAX_COLS
+    assert [b_column_limit(zen4, pitch) for pitch in (4096, 8192, 1 << 20)] == [6, 6, 6]
+    assert b_column_limit(zen5, 8192) == 10
+    assert b_column_limit(zen4, 2048) == 12
+    assert b_column_limit(zen4, 4096 + 64) == MAX_COLS
+    assert b_column_limit(zen4, 2064 * 4) == MAX_COLS
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("variant", _variants())
+@pytest.mark.parametrize("micro", ["zen4", "zen5"])
+def test_a_conflicting_b_pitch_narrows_the_blocks(variant, micro, dtype):
+    """Told B's pitch, the blocking keeps a block's columns within the limit, and the kernel
+    computes the same for that pitch and any other."""
+    tgt = target(variant, micro)
+    itemsize = np.dtype(dtype).itemsize
+    ld_b = 8192 // itemsize
+    limit = b_column_limit(tgt, ld_b * itemsize)
+    for m, n, k in ((128, 64, 40), (48, 30, 17), (37, 25, 9)):
+        widest = max(max(p.cols, p.n_tail) for p in choose(m, n, k, 2, tgt, dtype, ld_b)[1])
+        assert widest <= limit
+        if m == 128 and variant == "avx512":        # AVX2's 16 registers hold fewer anyway
+            assert max(p.cols for p in choose(m, n, k, 2, tgt, dtype)[1]) > limit
+        compiled = Compiled(m, n, k, 2, variant, dtype, micro, ld_b=ld_b)
+        for pitch in (ld_b, k + 1):
+            case = Case(m, n, k, 2, seed=m + pitch, dtype=dtype, ld_b=pitch)
+            case.call(compiled)
+            case.verify()
 
 
 # tail rows that share vectors: AVX-512 float32 up to 8 of 16 lanes; AVX2 float32 up to 4 of
