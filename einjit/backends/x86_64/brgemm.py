@@ -44,7 +44,10 @@ zmm would be half empty (Zen 4), see `choose`; on such a core an M with a tail t
 AVX2 code, see `unmasked_target`. Blocks of one shape are repeated by runtime
 loops over M and N, so code size does not grow with the matrix. Told the ld_b it will be called
 with, the blocking reads no more of B's columns a k-step than fit the L1 set they share
-(b_column_limit). K = 1 with a batch of one
+(b_column_limit). Where a block row loads A faster than L2 refills L1 and A's panel (its
+rows over all of K) outgrows L1, each block row sweeps its columns once per chunk of K, the
+chunk's panel staying in L1 across the column blocks (k_chunks; C is added back between
+chunks). K = 1 with a batch of one
 is generated apart (_OuterProduct): C's stores bound it, not FMAs.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
@@ -369,6 +372,46 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     return best
 
 
+# A block whose loads of A outrun what L2 refills into L1 (bytes a cycle, with B's and C's
+# lines beside them) slows down once A's panel (its rows over all of K) no longer stays in
+# L1 from one column block to the next. Zen 4: AVX2 blocks of 3 vectors x 4 columns load 16
+# bytes of A a cycle: 70x60x64 94% of peak, 70x60x500 75%; the K loop run in chunks (C added
+# back between chunks) whose A panel and B columns fill at most 3/8 of L1 brings them back:
+# 70x60x500 in 4 chunks 87%, in 5 (the 3/8 rule) 91%, in 10 89%. AVX-512's 2 zmm x 12 columns
+# (5 bytes a cycle) stay at 99% at K = 500 unchunked.
+L2_REFILL_BYTES = 8.0
+L1_CHUNK_SHARE = 3 / 8
+MIN_K_CHUNK = 32
+
+
+def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
+             element_bytes: int = 4) -> int:
+    """How many equal chunks the kernel's K loop runs in (1: one K loop; see L2_REFILL_BYTES):
+    the fewest whose A panel and B columns fit L1_CHUNK_SHARE of L1, where a panel with two or more
+    column blocks loads A faster than L2_REFILL_BYTES a cycle; 1 with a batch (br > 1) or
+    where no divisor of K leaves chunks of MIN_K_CHUNK steps or more."""
+    if br > 1:
+        return 1
+    micro = target.micro
+    budget = int(micro.l1_ways * micro.l1_sets * 64 * L1_CHUNK_SHARE)
+    vector_bytes = target.vector_bits // 8
+    step_bytes = 0
+    for panel in panels:
+        if panel.n_blocks + (1 if panel.n_tail else 0) < 2:
+            continue
+        fmas = _step_counts(target, panel.vectors, panel.cols, panel.tail_rows, panel.group)[0]
+        cycles = fmas * micro.passes(target.vector_bits) / micro.fma_pipes
+        a_bytes = panel.vectors * vector_bytes
+        if a_bytes / cycles > L2_REFILL_BYTES and a_bytes * k > budget:
+            step_bytes = max(step_bytes, a_bytes + panel.cols * element_bytes)
+    if not step_bytes:
+        return 1
+    for chunks in range(-(-k * step_bytes // budget), k // MIN_K_CHUNK + 1):
+        if k % chunks == 0:
+            return chunks
+    return 1
+
+
 # ---------------------------------------------------------------- code generation
 
 # general registers: arguments as they arrive, then a pool for the other roles
@@ -376,7 +419,8 @@ A_PTR, B_BASE, C_PTR, LDA, LDB, LDC = RDI, RSI, RDX, RCX, R8, R9
 POOL = (RAX, R10, R11, RBX, RBP, R12, R13, R14, R15)
 
 # red-zone slots below rsp (a leaf function may use 128 bytes there without moving rsp)
-A_ROW, C_ROW, B_ORIGIN, B_COL, N_COUNT, M_COUNT = (Mem(RSP, disp=-8 * i) for i in range(1, 7))
+A_ROW, C_ROW, B_ORIGIN, B_COL, N_COUNT, M_COUNT, CHUNK_COUNT = (Mem(RSP, disp=-8 * i)
+                                                               for i in range(1, 8))
 # AVX2: the tail mask vector, 32 bytes, then (packed tails) 32 zero bytes: the 32-byte window
 # 4*share*s bytes on holds the lanes of the column s places before its group's end
 MASK_SLOT = Mem(RSP, disp=-128)
@@ -391,6 +435,9 @@ class _Generator:
         self.stream, self.streaming = stream, False
         self.p = elements
         self.target, self.panels = choose(m, n, k, br, target, elements.dtype, ld_b)
+        # a streamed C is not read back: no chunks then
+        self.chunks = 1 if stream else k_chunks(self.target, self.panels, k, br,
+                                                elements.bytes)
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
         pool = list(POOL)
         self.counter = pool.pop(0)                 # K counter, scratch between blocks
@@ -494,22 +541,46 @@ class _Generator:
     # -- loops over blocks (their counters live in red-zone slots: no register is left)
 
     def _panel(self, panel: Panel) -> None:
+        """The panel's blocks, row by row. K in chunks (self.chunks > 1): each row of blocks
+        sweeps its columns once per chunk, A_ROW and B_ORIGIN moved a chunk on in between
+        and back after the last; the first chunk starts as the kernel does (from C or from
+        zero), the others add to the C the previous one stored."""
         asm, scratch = self.asm, self.counter
         row_bytes = panel.vectors * self.target.vector_bits // 8
-        has_next = panel.n_blocks > 1 or panel.n_tail
+        chunk = self.k // self.chunks
         with asm.counted_loop(M_COUNT, panel.blocks, align=1, scratch=scratch):
-            asm(enc.mov_rm(scratch, B_ORIGIN), enc.mov_mr(B_COL, scratch),
-                enc.mov_rm(C_PTR, C_ROW))
-            if panel.n_blocks:
-                with asm.counted_loop(N_COUNT, panel.n_blocks, align=1, scratch=scratch):
-                    self._block(panel, panel.cols)
-                    if has_next:
-                        self._next_columns(panel.cols)
-            if panel.n_tail:
-                self._block(panel, panel.n_tail)
+            self._columns(panel, self.accumulate, chunk)
+            if self.chunks > 1:
+                self._move_chunk(chunk)
+                with asm.counted_loop(CHUNK_COUNT, self.chunks - 1, align=1, scratch=scratch):
+                    self._columns(panel, True, chunk)
+                    self._move_chunk(chunk)
+                self._move_chunk(-self.k)
             for slot in (A_ROW, C_ROW):
                 asm(enc.mov_rm(scratch, slot), enc.add_ri(scratch, row_bytes),
                     enc.mov_mr(slot, scratch))
+
+    def _columns(self, panel: Panel, accumulate: bool, k: int) -> None:
+        """One row of blocks across all columns, k steps of K from A_ROW and B_ORIGIN."""
+        asm, scratch = self.asm, self.counter
+        has_next = panel.n_blocks > 1 or panel.n_tail
+        asm(enc.mov_rm(scratch, B_ORIGIN), enc.mov_mr(B_COL, scratch),
+            enc.mov_rm(C_PTR, C_ROW))
+        if panel.n_blocks:
+            with asm.counted_loop(N_COUNT, panel.n_blocks, align=1, scratch=scratch):
+                self._block(panel, panel.cols, accumulate, k)
+                if has_next:
+                    self._next_columns(panel.cols)
+        if panel.n_tail:
+            self._block(panel, panel.n_tail, accumulate, k)
+
+    def _move_chunk(self, steps: int) -> None:
+        """A_ROW and B_ORIGIN `steps` k-steps on (A_PTR is free here: it is a scratch)."""
+        scratch = self.counter
+        self.asm(enc.imul_rri(scratch, LDA, steps), enc.mov_rm(A_PTR, A_ROW),
+                 enc.add_rr(A_PTR, scratch), enc.mov_mr(A_ROW, A_PTR),
+                 enc.mov_rm(A_PTR, B_ORIGIN), enc.add_ri(A_PTR, steps * self.p.bytes),
+                 enc.mov_mr(B_ORIGIN, A_PTR))
 
     def _next_columns(self, cols: int) -> None:
         """Move B_COL and C_PTR `cols` columns on (A_PTR is free here: it is a scratch)."""
@@ -520,7 +591,7 @@ class _Generator:
 
     # -- one register block
 
-    def _block(self, panel: Panel, cols: int) -> None:
+    def _block(self, panel: Panel, cols: int, accumulate: bool, k: int) -> None:
         asm, target = self.asm, self.target
         regs = _VectorRegisters(target, panel.vectors, cols, panel.tail_rows, panel.group,
                                 self.p, panel.overlap)
@@ -533,14 +604,14 @@ class _Generator:
         if regs.indices is not None:
             asm(enc.vmovups_load(regs.indices, INDEX_SLOT, target.vector_bits))
         asm(_zero(acc) for acc in regs.accumulators())
-        if self.accumulate:
+        if accumulate:
             self._update_c(regs, phases=(0,))   # acc := C (see _update_c)
         if self.batch is None:
-            self._k_loop(regs, bases)
+            self._k_loop(regs, bases, k)
         else:
             batch_counter, a_step, b_step = self.batch
             with asm.counted_loop(batch_counter, self.br):
-                self._k_loop(regs, bases)
+                self._k_loop(regs, bases, k)
                 asm(enc.add_rr(A_PTR, a_step), *(enc.add_rr(base, b_step) for base in bases))
         self._update_c(regs, phases=(1,))
 
@@ -569,10 +640,10 @@ class _Generator:
                     code.append(move_packed(walker, *regs.packed_position(j)))
         self.asm(code)
 
-    def _k_loop(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> None:
-        """K k-steps; measured: unrolling K gains nothing on Zen 3/4/5 (and doubles the
+    def _k_loop(self, regs: _VectorRegisters, bases: tuple[Reg, ...], k: int) -> None:
+        """k k-steps; measured: unrolling K gains nothing on Zen 3/4/5 (and doubles the
         generation time), so the loop body is one k."""
-        with self.asm.counted_loop(self.counter, self.k):
+        with self.asm.counted_loop(self.counter, k):
             self.asm(self._k_step(regs, bases),
                      (enc.add_ri(base, self.p.bytes) for base in bases))
 

@@ -23,11 +23,13 @@ from einjit.backends.x86_64 import VARIANTS, cpu
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.brgemm import (
     MAX_COLS,
+    MIN_K_CHUNK,
     _max_cols,
     _OuterProduct,
     b_column_limit,
     choose,
     generate_brgemm,
+    k_chunks,
     max_cols,
     plan,
     unmasked_target,
@@ -161,13 +163,16 @@ AWKWARD = [(m, n, k, br) for m, n in ((8, 50), (12, 12), (13, 9), (20, 25), (25,
                                       (57, 8), (63, 61)) for k, br in ((16, 1), (3, 2))]
 OUTER = [(m, n, 1, 1) for m, n in ((1, 1), (5, 9), (8, 3), (12, 4), (17, 5), (25, 6), (50, 7),
                                    (64, 13), (65, 2), (121, 9))]
+# large K beside M tails: Zen 4 runs them as AVX2 blocks whose K loop goes in chunks
+CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1)]
 MICRO_NAMES = list(MICROS)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
-@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED,
+                         ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
     case.call(Compiled(*shape, variant, dtype, micro))
@@ -181,7 +186,7 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     """accumulate=False: C := the batch's sum without reading C (it starts as NaN), bit for
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
-    for shape in SHAPES + AWKWARD + OUTER:
+    for shape in SHAPES + AWKWARD + OUTER + CHUNKED:
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -343,6 +348,23 @@ def test_widest_blocks_with_a_batch(variant, micro):
         case = Case(m, n, k, br, seed=m + n)
         case.call(Compiled(m, n, k, br, variant, micro=micro))
         case.verify()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("variant", ["avx512", "avx2"])
+def test_large_k_runs_in_chunks_where_a_outruns_l2(variant, dtype):
+    """Zen 4's AVX2 blocks at large K run K in equal chunks of at least MIN_K_CHUNK steps (the
+    cases above check their results); AVX-512's zmm blocks and small K do not."""
+    tgt = target(variant, "zen4")
+    for m, n, k, br in CHUNKED:
+        chosen, panels = choose(m, n, k, br, tgt, dtype)
+        chunks = k_chunks(chosen, panels, k, br, np.dtype(dtype).itemsize)
+        assert chunks > 1 and k % chunks == 0 and k // chunks >= MIN_K_CHUNK, (m, n, k, chunks)
+        assert k_chunks(chosen, panels, 64, br, np.dtype(dtype).itemsize) == 1
+        assert k_chunks(chosen, panels, k, 2, np.dtype(dtype).itemsize) == 1
+    if variant == "avx512" and dtype == "float32":
+        chosen, panels = choose(64, 60, 500, 1, tgt, dtype)
+        assert k_chunks(chosen, panels, 500, 1) == 1
 
 
 def test_b_column_limit_keeps_b_columns_within_the_l1_ways():
@@ -512,9 +534,9 @@ class GuardedCase:
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
 def test_no_access_past_the_operands(variant, micro):
-    """Masked, packed and overlapping tails and outer products at the very end of A, B and
-    C: a fault fails the case."""
-    shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER
+    """Masked, packed and overlapping tails, outer products and K in chunks at the very end
+    of A, B and C: a fault fails the case."""
+    shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER + CHUNKED
               + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant, micro=micro) for shape in shapes]
