@@ -122,6 +122,8 @@ def _peers(equation, a, b):
 
 
 ROUNDS = 4       # paired rounds of peak and case per contraction
+ROUND_SECONDS = 0.05
+MAX_CALLS = 25
 
 
 def run_contractions(threads, quick, variant, lines, rows):
@@ -140,14 +142,18 @@ def run_contractions(threads, quick, variant, lines, rows):
         # rounds of (the peak of as many cores as the case uses, then the case), each side
         # keeping its best: a neighbour on the shared machine must then slow every round of
         # one side to move the ratio
+        # calls a round: about ROUND_SECONDS of them, at least 3 (a short case then gets as
+        # many chances as a long one to miss the neighbours' busy spells; peers alike)
+        calls = max(3, min(MAX_CALLS, int(ROUND_SECONDS / best_seconds(
+            lambda: op.execute(in0, in1, out), 1))))
         peaks, seconds = [], float("inf")
         for _ in range(ROUNDS):
             peaks.append(fma_peak_gflops(variant) if op.num_threads == 1
                          else all_core_peak_gflops(variant, op.num_threads))
-            seconds = min(seconds, best_seconds(lambda: op.execute(in0, in1, out), 3))
+            seconds = min(seconds, best_seconds(lambda: op.execute(in0, in1, out), calls))
         peak = max(peaks)
         gflops = flops / seconds / 1e9
-        peer_seconds = {peer: best_seconds(function, 3)
+        peer_seconds = {peer: best_seconds(function, calls)
                         for peer, function in _peers(equation, a, b).items()}
         best_peer = min(peer_seconds.values())
         lines.append(f"{name:<40} {gflops:8.1f} GFLOPS {100 * gflops / peak:5.1f}% of "
