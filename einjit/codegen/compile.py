@@ -54,15 +54,17 @@ class CompiledOperation:
         total = self.plan.shared_iterations
         worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
         self._shares = split_range(total, min(self.threads, max(1, worth)))
-        self._single = total if len(self._shares) == 1 else None   # run on the caller alone
         self._not_runnable = why_not_runnable(self.target)
         self._block = None
         self.function = None
+        # runnable here on the calling thread alone: nest(in0, in1, out, 0, single)
+        self.single = None
         if self._not_runnable is None:
             # the nest behind the entry guard (the caller's FP exception flags survive a run);
             # shares pages with other placed code
             self._block = arena.place(module.guard_entry(self.target, self.code))
             self.function = _ENTRY(self._block.address)
+            self.single = total if len(self._shares) == 1 else None
 
     @property
     def address(self) -> int | None:
@@ -75,8 +77,8 @@ class CompiledOperation:
         if self.function is None:
             raise IsaMismatchError(f"this operation was compiled for {self.target} and cannot "
                                    f"run here: {self._not_runnable}")
-        if self._single is not None:
-            self.function(in0, in1, out, 0, self._single)
+        if self.single is not None:
+            self.function(in0, in1, out, 0, self.single)
         else:
             pool.run(self.function, [(in0, in1, out, begin, end) for begin, end in self._shares])
 

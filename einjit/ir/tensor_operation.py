@@ -65,15 +65,14 @@ def _num_threads(value) -> int | None:
     return check_int("num_threads", value, 1)
 
 
-def _still_plain(execution: list, *values) -> bool:
+def _still_plain(execution: list, in0, in1, out) -> bool:
     """Whether arrays that passed _plain_addresses before still do (an array keeps its data
-    while its size and dtype stay; writability can be switched off)."""
+    while its size and dtype stay; out's writability can be switched off)."""
     _, extents, used, dtype, _ = execution
-    for value, flag, extent in zip(values, used, extents):
-        if flag and (value.dtype is not dtype or value.size < extent
-                     or not value.flags.writeable):
+    for value, flag, extent in zip((in0, in1, out), used, extents):
+        if flag and (value.dtype is not dtype or value.size < extent):
             return False
-    return True
+    return out.flags.writeable
 
 
 def _plain_addresses(execution: list, in0, in1, out) -> list | None:
@@ -289,7 +288,11 @@ class TensorOperation:
             if (refs[2]() is out and (refs[0] is None or refs[0]() is in0)
                     and (refs[1] is None or refs[1]() is in1)
                     and _still_plain(execution, in0, in1, out)):
-                execution[0].run(*addresses)
+                compiled = execution[0]
+                if compiled.single is not None:      # the common case, without run()'s call
+                    compiled.function(*addresses, 0, compiled.single)
+                else:
+                    compiled.run(*addresses)
                 return
         addresses = _plain_addresses(execution, in0, in1, out)
         if addresses is None:       # anything unusual: the full checks, which name the problem
