@@ -64,6 +64,7 @@ DTYPES = ("float32", "float64")
 # relative Frobenius-norm error against numpy in float64, per dtype of the operands
 TOLERANCES = {"float32": 1e-4, "float64": 1e-10}
 LARGE_FLOPS = 1e9        # "large" cases, for the share-of-peak figure
+SHORT_WINDOW = 0.25      # seconds of rounds a timing window of short calls aims at
 SEED = 7                 # operands: uniform in [-1, 1) from this seed (TBLIS's process too)
 
 # -- the cases ---------------------------------------------------------------------------------
@@ -323,9 +324,12 @@ def interleaved(functions: dict[str, Callable], first: dict[str, float]) -> dict
     call is long, but always one after the first call (`first`: each function's first
     call), which alone pays for faulting in its result's pages: on a machine whose memory is
     fragmented, the kernel's compaction for huge pages can make that call several times
-    slower (the tensor train's 1.4 GB result: 2.7 s against 0.4 s)."""
+    slower (the tensor train's 1.4 GB result: 2.7 s against 0.4 s). Short calls get rounds
+    for about SHORT_WINDOW seconds (7 to 25): more chances to meet a quiet spell of the
+    machine, for einjit and its peers alike."""
     longest = max(first.values())
-    rounds = 1 if longest > 1.0 else 2 if longest > 0.3 else 3 if longest > 0.05 else 7
+    rounds = 1 if longest > 1.0 else 2 if longest > 0.3 else 3 if longest > 0.05 else \
+        min(25, max(7, int(SHORT_WINDOW / max(longest, 1e-9))))
     best = dict(first) if rounds == 1 else dict.fromkeys(functions, math.inf)
     for _ in range(rounds):
         for name, function in functions.items():
