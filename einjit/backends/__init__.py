@@ -27,6 +27,9 @@ from ..runtime.host import host_isa
 ISAS = ("aarch64", "x86_64")
 
 
+LINE_BYTES = 64          # a cache line on every core the backends target
+
+
 @dataclass(frozen=True)
 class Microarch:
     """What the block-shape cost models know of the core the code will run on.
@@ -46,6 +49,10 @@ class Microarch:
     masked_store_cycles: float = 1.0
     l1_ways: int = 8
     l1_sets: int = 64
+
+    @property
+    def l1_bytes(self) -> int:
+        return self.l1_ways * self.l1_sets * LINE_BYTES
 
     @property
     def splits_512(self) -> bool:

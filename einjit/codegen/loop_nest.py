@@ -36,6 +36,7 @@ from math import prod
 
 import numpy as np
 
+from ..backends import LINE_BYTES
 from ..kernel import INTEGER_LIMIT
 from ..primitives import batch_fits
 
@@ -98,7 +99,6 @@ class Prefetch:
 # node ~25% faster; a Zen 4 CCD's L3 is 32 MiB)
 STREAM_OUT_BYTES = 64 << 20
 MAX_PREFETCHES = 256     # beyond this many lines the prefetches cost more code than they save
-LINE = 64
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,7 @@ def plan_nest(op) -> NestPlan:
     prefetch = None
     if main is not None and main.kind == "brgemm" and first is None and main.params[4]:
         m, n = main.params[:2]
-        lines = -(-m * itemsize // LINE) + 1        # +1: a column need not start on a line
+        lines = -(-m * itemsize // LINE_BYTES) + 1     # +1: a column need not start on a line
         loops = shared + seq           # the next call's C: one innermost stride on
         ahead = loops[-1].strides[OUT] if loops else 0
         if lines * n <= MAX_PREFETCHES:

@@ -59,7 +59,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from einjit.backends import Target
+from einjit.backends import LINE_BYTES, Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.encode import (
@@ -143,10 +143,10 @@ def b_column_limit(target: Target, ld_b_bytes: int | None) -> int:
     read misses). None: the pitch is not known, no limit."""
     if ld_b_bytes is None:
         return MAX_COLS
-    micro, line = target.micro, 64
+    micro = target.micro
     per_set: dict[int, int] = {}
     for cols in range(1, MAX_COLS + 1):
-        index = (cols - 1) * ld_b_bytes // line % micro.l1_sets
+        index = (cols - 1) * ld_b_bytes // LINE_BYTES % micro.l1_sets
         per_set[index] = per_set.get(index, 0) + 1
         if per_set[index] > micro.l1_ways - SPARE_L1_WAYS:
             return cols - 1
@@ -393,7 +393,7 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
     if br > 1:
         return 1
     micro = target.micro
-    budget = int(micro.l1_ways * micro.l1_sets * 64 * L1_CHUNK_SHARE)
+    budget = int(micro.l1_bytes * L1_CHUNK_SHARE)
     vector_bytes = target.vector_bits // 8
     step_bytes = 0
     for panel in panels:
@@ -418,7 +418,8 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
 A_PTR, B_BASE, C_PTR, LDA, LDB, LDC = RDI, RSI, RDX, RCX, R8, R9
 POOL = (RAX, R10, R11, RBX, RBP, R12, R13, R14, R15)
 
-# red-zone slots below rsp (a leaf function may use 128 bytes there without moving rsp)
+# red-zone slots below rsp (a leaf function may use 128 bytes there without moving rsp):
+# seven 8-byte slots from -8 down to -56, the 64-byte vector slot at -128..-65
 A_ROW, C_ROW, B_ORIGIN, B_COL, N_COUNT, M_COUNT, CHUNK_COUNT = (Mem(RSP, disp=-8 * i)
                                                                for i in range(1, 8))
 # AVX2: the tail mask vector, 32 bytes, then (packed tails) 32 zero bytes: the 32-byte window
