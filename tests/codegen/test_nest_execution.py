@@ -271,10 +271,9 @@ def _seeds_gemm(dtype, order, first="none", last="none", k_size=8):
 @pytest.mark.parametrize("first, last", [("none", "none"), ("zero", "relu"), ("square", "none")])
 def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last):
     """The k loop innermost: one BRGEMM call over it, its strides the batch strides, the
-    touches kept around it (a zero first touch then folds too). Each out element sees the
-    same products in the same order as with the k loop outermost (no fold): on x86-64 the
-    same bits. (A64 kernels alternate partial sums of C over k, so one batch call and
-    separate calls round differently: there both are checked against numpy.)"""
+    touches kept around it (a zero first touch then folds too). One batch call and a call
+    per k round differently (the kernels add C to their sums at the end): both are checked
+    against numpy."""
     folded = _seeds_gemm(dtype, (0, 1, 2), first, last)
     kept = _seeds_gemm(dtype, (2, 0, 1), first, last)
     plan = plan_nest(folded)
@@ -285,13 +284,6 @@ def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last
     assert (plan.last_touch is None) == (last == "none")
     assert plan_nest(kept).main.params[3] == 1 and len(plan_nest(kept).seq) == 3
     run_and_check(folded)
-    rng = np.random.default_rng(3)
-    in0, in1, out = typed_buffers(folded, rng)
-    other = out.copy()
-    folded.execute(in0, in1, out)
-    kept.execute(in0, in1, other)
-    if folded.target.isa == "x86_64":
-        np.testing.assert_array_equal(bits(out), bits(other))
     run_and_check(kept)
 
 
