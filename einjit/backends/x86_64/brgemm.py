@@ -99,7 +99,8 @@ class Panel:
     each block holding only `tail_rows` rows if tail_rows > 0, packed `group` columns to a
     vector if group > 1), swept along N in `n_blocks` blocks of `cols` columns plus one block
     of `n_tail` columns. overlap: the tail vector is loaded and stored whole, without masks,
-    ending at the last row (see _VectorRegisters)."""
+    ending at the last row (see _VectorRegisters). quads: how many of a block's columns take
+    B four k-steps at a time (see quad_limit)."""
     blocks: int
     vectors: int
     tail_rows: int
@@ -108,6 +109,7 @@ class Panel:
     n_tail: int
     group: int = 1
     overlap: bool = False
+    quads: int = 0
 
 
 def share_lanes(target: Target, tail_rows: int, element_bytes: int = 4) -> int:
@@ -153,6 +155,30 @@ def b_column_limit(target: Target, ld_b_bytes: int | None) -> int:
     return MAX_COLS
 
 
+# A block of one vector of A (whole or masked; or one and a packed tail) loads a B element for
+# every FMA of that vector: on Zen 4, which loads 2 vectors a cycle, such an AVX2 block runs at
+# the load ports' pace (M = 8, 13 columns: 89% of peak in a loop from L1). Its last `quads`
+# columns may instead take B four k-steps at a time: one 16-byte vbroadcastf128 of
+# B[k..k+3, j] into a register of their own, then per k-step a vshufps spreads element k to
+# every lane (a shuffle, no load; Zen 4 runs it beside the FMAs): 9 + 2 such columns 94% in
+# the same loop. Zen 4, K = 64: M = 8 83 -> 89% of peak, M = 10 81 -> 83% (grid means).
+MAX_QUADS = 3
+
+
+def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: int,
+               element_bytes: int) -> int:
+    """Most quad columns a block may have (0: none): AVX2 (VEX) float32 blocks of at most one
+    full vector (and a masked or packed tail), K of at least 4 steps. Only for an M that one
+    such block row covers (see _plan): the model would otherwise cut taller M into such
+    rows, which run slower than it says
+    (Zen 4, 18x24x16: 3 vectors with a packed tail 84% of peak; a quad row of 1 vector and
+    one of 1 + a packed tail 76%)."""
+    full = vectors - (1 if tail_rows else 0)
+    if target.masks or element_bytes != 4 or full > 1 or overlap or k < 4:
+        return 0
+    return MAX_QUADS
+
+
 def _accumulators(vectors: int, cols: int, group: int) -> int:
     if group == 1:
         return vectors * cols
@@ -160,8 +186,8 @@ def _accumulators(vectors: int, cols: int, group: int) -> int:
 
 
 def _max_cols(target: Target, vectors: int, tail_rows: int, group: int,
-              overlap: bool = False) -> int:
-    spare = target.registers - vectors                     # A's vectors
+              overlap: bool = False, quads: int = 0) -> int:
+    spare = target.registers - vectors - quads             # A's vectors, B's quads
     if group > 1:                                       # broadcast, packed B, AVX-512: indices
         spare -= 3 if target.masks else 2
     elif not (target.masks and vectors == 1):   # embedded broadcast needs no register
@@ -188,19 +214,21 @@ SPLIT_ACCESSES = {512: 2.0, 256: 1.5}       # by vector width in bits
 
 
 def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
-                 group: int) -> tuple[int, int, float]:
+                 group: int, quads: int = 0) -> tuple[int, int, float]:
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
     full = vectors - (1 if tail_rows else 0)
     fmas = _accumulators(vectors, cols, group)
     shuffles = 0 if group == 1 else cols - -(-cols // group)       # blends of B
     if group > 1 and target.masks:                         # vpermps of A
         shuffles += 1
-    loads = full * SPLIT_ACCESSES[target.vector_bits] + (1 if tail_rows else 0) + cols
+    shuffles += quads                                      # vshufps of B's quads
+    loads = (full * SPLIT_ACCESSES[target.vector_bits] + (1 if tail_rows else 0)
+             + cols - quads + quads / 4)
     return fmas, fmas + shuffles, loads
 
 
 def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group: int, k: int,
-                  br: int, overlap: bool = False) -> float:
+                  br: int, overlap: bool = False, quads: int = 0) -> float:
     """One register block: k-steps of target.micro.fma_pipes FMAs a cycle (a vector wider
     than the core's full-rate width counts once per half, as do its loads and stores), 4
     vector instructions a cycle, 4 cycles of FMA latency per accumulator chain, load_ports
@@ -214,7 +242,7 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     whole vector like the others."""
     micro = target.micro
     passes = micro.passes(target.vector_bits)
-    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group)
+    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads)
     split = SPLIT_ACCESSES[target.vector_bits]
     full = vectors - (1 if tail_rows else 0)
     masked_stores = 0
@@ -229,7 +257,7 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     update = cols * (2 * full * split + tail_update)
     steps = k * br
     compute = steps * max(fmas * passes / micro.fma_pipes, vector_ops * passes / 4, 4.0)
-    vector_loads = loads - cols                    # the rest are broadcast elements of B
+    vector_loads = loads - cols + quads * 3 / 4    # the rest are broadcast elements of B
     memory = (steps * (loads + (passes - 1) * vector_loads) + update * passes) / micro.load_ports
     if group == 1:
         latency = 0
@@ -254,27 +282,32 @@ def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
 
 
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
-             packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS
-             ) -> tuple[float, int, int, int, int, bool]:
-    """Best (cycles, cols, n_blocks, n_tail, group, overlap) for one block row of `vectors`
-    vectors, at most col_limit columns a block; on a tie the tail is not packed (no lane
-    shuffles for nothing) and masked rather than overlapping. AVX-512 packs float32 tails
-    only (its lane indices and masks are derived for 32-bit lanes); AVX2 packs both, in 32-bit
-    lanes."""
+             packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS,
+             quadable: bool = False) -> tuple[float, int, int, int, int, bool, int]:
+    """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads) for one block row of
+    `vectors` vectors, at most col_limit columns a block; on a tie the tail is not packed (no
+    lane shuffles for nothing), masked rather than overlapping, and B not read in quads.
+    AVX-512 packs float32 tails only (its lane indices and masks are derived for 32-bit
+    lanes); AVX2 packs both, in 32-bit lanes."""
     best = None
     for group, overlap in sorted(_tail_modes(target, vectors, tail_rows, packable,
                                              element_bytes)):
-        widest = min(_max_cols(target, vectors, tail_rows, group, overlap), col_limit)
-        fewest = -(-n // widest)
-        for cols in range(-(-n // fewest), min(widest, n) + 1):
-            n_blocks, n_tail = divmod(n, cols)
-            cycles = n_blocks * _block_cycles(target, vectors, cols, tail_rows, group, k, br,
-                                              overlap)
-            if n_tail:
-                cycles += _block_cycles(target, vectors, n_tail, tail_rows, group, k, br,
-                                        overlap)
-            if best is None or cycles < best[0]:
-                best = (cycles, cols, n_blocks, n_tail, group, overlap)
+        most = quad_limit(target, vectors, tail_rows, overlap, k, element_bytes) if quadable else 0
+        for quads in range(most + 1):
+            widest = min(_max_cols(target, vectors, tail_rows, group, overlap, quads),
+                         col_limit)
+            if widest < max(quads, 1):
+                continue
+            fewest = -(-n // widest)
+            for cols in range(max(-(-n // fewest), quads), min(widest, n) + 1):
+                n_blocks, n_tail = divmod(n, cols)
+                cycles = n_blocks * _block_cycles(target, vectors, cols, tail_rows, group, k,
+                                                  br, overlap, quads)
+                if n_tail:
+                    cycles += _block_cycles(target, vectors, n_tail, tail_rows, group, k, br,
+                                            overlap, min(quads, n_tail))
+                if best is None or cycles < best[0]:
+                    best = (cycles, cols, n_blocks, n_tail, group, overlap, quads)
     return best
 
 
@@ -363,10 +396,11 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
             if key not in sweeps:
                 sweeps[key] = _sweep_n(target, height, rows, n, k, br,
                                        elements is FLOAT32 or not target.masks, elements.bytes,
-                                       col_limit)
-            sweep_cycles, cols, n_blocks, n_tail, group, overlap = sweeps[key]
+                                       col_limit, quadable=height == vectors_total)
+            sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads = sweeps[key]
             cycles += count * sweep_cycles
-            panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap))
+            panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap,
+                                quads))
         if best is None or cycles < best[0]:
             best = (cycles, tuple(panels))
     return best
@@ -399,7 +433,8 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
     for panel in panels:
         if panel.n_blocks + (1 if panel.n_tail else 0) < 2:
             continue
-        fmas = _step_counts(target, panel.vectors, panel.cols, panel.tail_rows, panel.group)[0]
+        fmas = _step_counts(target, panel.vectors, panel.cols, panel.tail_rows, panel.group,
+                            panel.quads)[0]
         cycles = fmas * micro.passes(target.vector_bits) / micro.fma_pipes
         a_bytes = panel.vectors * vector_bytes
         if a_bytes / cycles > L2_REFILL_BYTES and a_bytes * k > budget:
@@ -595,7 +630,7 @@ class _Generator:
     def _block(self, panel: Panel, cols: int, accumulate: bool, k: int) -> None:
         asm, target = self.asm, self.target
         regs = _VectorRegisters(target, panel.vectors, cols, panel.tail_rows, panel.group,
-                                self.p, panel.overlap)
+                                self.p, panel.overlap, min(panel.quads, cols))
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         bases = self.bases[:-(-cols // COLUMNS_PER_BASE)]
         for previous, base in zip(bases, bases[1:]):
@@ -641,13 +676,32 @@ class _Generator:
 
     def _k_loop(self, regs: _VectorRegisters, bases: tuple[Reg, ...], k: int) -> None:
         """k k-steps; measured: unrolling K gains nothing on Zen 3/4/5 (and doubles the
-        generation time), so the loop body is one k."""
-        with self.asm.counted_loop(self.counter, k):
-            self.asm(self._k_step(regs, bases),
-                     (enc.add_ri(base, self.p.bytes) for base in bases))
+        generation time), so the loop body is one k. A block with quad columns runs the
+        steps four at a time (each quad loaded once for them), then the k % 4 left alone."""
+        asm, step_bytes = self.asm, self.p.bytes
+        quad_steps, single_steps = divmod(k, 4) if regs.quads else (0, k)
+        with asm.counted_loop(self.counter, quad_steps):
+            asm((enc.vbroadcastf128(quad, self._b_address(bases, j))
+                 for j, quad in regs.quad_columns()),
+                (self._k_step(regs, bases, step) for step in range(4)),
+                (enc.add_ri(base, 4 * step_bytes) for base in bases))
+        with asm.counted_loop(self.counter, single_steps):
+            asm(self._k_step(regs, bases), (enc.add_ri(base, step_bytes) for base in bases))
 
-    def _k_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
-        """One k: load A's column and move A on, then every column's FMAs."""
+    def _b_element(self, regs: _VectorRegisters, bases: tuple[Reg, ...], j: int, dst: int,
+                   step: int | None) -> bytes:
+        """dst := B[k, j] in every lane, k `step` steps past the bases (None: at them, no
+        quads): from column j's quad by a shuffle, or a broadcast load."""
+        if step is not None and j in regs.quad_of:
+            quad = regs.quad_of[j]
+            return enc.vshufps(dst, quad, quad, 0x55 * step, self.target.vector_bits)
+        mem = self._b_address(bases, j).offset((step or 0) * self.p.bytes)
+        return _broadcast(dst, mem, self.target.vector_bits, self.p)
+
+    def _k_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...],
+                step: int | None = None) -> bytes:
+        """One k: load A's column and move A on, then every column's FMAs (B `step` steps
+        past the bases, see _b_element)."""
         width, p = self.target.vector_bits, self.p
         code = [regs.load(a_reg, Mem(A_PTR, disp=regs.offset(i)), i)
                 for i, a_reg in enumerate(regs.a)]
@@ -655,14 +709,13 @@ class _Generator:
         if regs.indices is not None:
             code.append(_permute(regs.a[-1], regs.indices, width))
         for j in range(regs.cols):
-            b_mem = self._b_address(bases, j)
             accs = regs.acc[j]
             if regs.group > 1:
                 q, s = regs.packed_position(j)
                 first, last = j % regs.group == 0, s == 0
                 # a group's first element goes straight into the packed B vector
                 b_reg = regs.packed_b if first else regs.broadcast
-                code.append(_broadcast(b_reg, b_mem, width, p))
+                code.append(self._b_element(regs, bases, j, b_reg, step))
                 code.extend(_fma(acc, a_reg, b_reg, width, False, p)
                             for acc, a_reg in zip(accs, regs.a))
                 if not first:
@@ -670,10 +723,10 @@ class _Generator:
                 if last:
                     code.append(_fma(regs.packed_acc[q], regs.a[-1], regs.packed_b, width, False,
                                      p))
-            elif regs.broadcast is None:
-                code.append(_fma(accs[0], regs.a[0], b_mem, width, True, p))
+            elif regs.broadcast is None:              # AVX-512, one vector: no quads here
+                code.append(_fma(accs[0], regs.a[0], self._b_address(bases, j), width, True, p))
             else:
-                code.append(_broadcast(regs.broadcast, b_mem, width, p))
+                code.append(self._b_element(regs, bases, j, regs.broadcast, step))
                 code.extend(_fma(acc, a_reg, regs.broadcast, width, False, p)
                             for acc, a_reg in zip(accs, regs.a))
         return b"".join(code)
@@ -706,7 +759,7 @@ class _VectorRegisters:
     is stored. No mask, and no microcoded vmaskmovps store (12 cycles on Zen 3)."""
 
     def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
-                 elements: Precision = FLOAT32, overlap: bool = False):
+                 elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0):
         self.p, self.overlap = elements, overlap
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
@@ -729,10 +782,18 @@ class _VectorRegisters:
                 self.indices, top = top, top - 1
         elif tail_rows and not target.masks and not overlap:
             self.mask_vector, top = top, top - 1
+        # the last `quads` columns' B quads (see quad_limit)
+        self.quads = quads
+        self.quad_of = {cols - quads + q: top - q for q in range(quads)}
+        top -= quads
         assert top >= cols * own + packed - 1, "block does not fit the register file"
         # bytes the tail vector starts before the end of the full vectors
         self.tail_back = (elements.bytes * (self.lanes - tail_rows)
                           if tail_rows and vectors > 1 else 0)
+
+    def quad_columns(self) -> list[tuple[int, int]]:
+        """(column, its quad register) of the quad columns."""
+        return sorted(self.quad_of.items())
 
     def accumulators(self) -> list[int]:
         return [acc for accs in self.acc for acc in accs] + self.packed_acc

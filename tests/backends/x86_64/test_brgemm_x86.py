@@ -80,6 +80,8 @@ def choices(tgt, m, n, k, br, dtype="float32"):
     for panel in panels:
         if panel.tail_rows:
             words.add("packed" if panel.group > 1 else "overlap" if panel.overlap else "masked")
+        if panel.quads:
+            words.add("quads")
     return words
 
 
@@ -165,13 +167,17 @@ OUTER = [(m, n, 1, 1) for m, n in ((1, 1), (5, 9), (8, 3), (12, 4), (17, 5), (25
                                    (64, 13), (65, 2), (121, 9))]
 # large K beside M tails: Zen 4 runs them as AVX2 blocks whose K loop goes in chunks
 CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1)]
+# AVX2 blocks of one vector of A reading B in quads: K a multiple of 4 and not (the steps
+# left run alone), batches, masked (M < 8) and packed tails, a long K
+QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (5, 11, 6, 1), (10, 24, 17, 1), (9, 30, 5, 3),
+         (10, 19, 64, 2), (10, 40, 4, 1), (8, 9, 1000, 1)]
 MICRO_NAMES = list(MICROS)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
-@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED,
+@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS,
                          ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
@@ -186,7 +192,7 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     """accumulate=False: C := the batch's sum without reading C (it starts as NaN), bit for
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
-    for shape in SHAPES + AWKWARD + OUTER + CHUNKED:
+    for shape in SHAPES + AWKWARD + OUTER + CHUNKED + QUADS:
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -244,7 +250,7 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
 
 
 def _all_choices(variant, dtype):
-    return {word for micro in MICRO_NAMES for shape in SHAPES + AWKWARD + OUTER
+    return {word for micro in MICRO_NAMES for shape in SHAPES + AWKWARD + OUTER + QUADS
             for word in choices(target(variant, micro), *shape, dtype)}
 
 
@@ -253,7 +259,8 @@ def _all_choices(variant, dtype):
 def test_the_cases_above_make_every_choice(variant, dtype):
     """Every block-shape choice the generator can make is among the cases run above: both
     register widths on AVX-512, every kind of tail (AVX-512 packs float32 tails only; the
-    split-512 cores' AVX2 code packs float64 tails too), outer products."""
+    split-512 cores' AVX2 code packs float64 tails too), outer products, B in quads (AVX2
+    code, float32)."""
     expected = {"outer", "masked", f"{VARIANTS[variant].vector_bits}-bit"}
     if variant == "avx512":
         expected |= {"256-bit"}
@@ -261,7 +268,20 @@ def test_the_cases_above_make_every_choice(variant, dtype):
         expected |= {"overlap"}
     if dtype == "float32" or variant == "avx2":
         expected |= {"packed"}
+    if dtype == "float32":
+        expected |= {"quads"}
     assert expected <= _all_choices(variant, dtype)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_quad_shapes_read_b_in_quads(variant):
+    """Each QUADS case reads B in quads on Zen 4 (as AVX2 code), with a vbroadcastf128 and
+    vshufps in its code, so the cases above run that path; float64 never does."""
+    for shape in QUADS:
+        assert "quads" in choices(target(variant, "zen4"), *shape), shape
+        assert "quads" not in choices(target(variant, "zen4"), *shape, "float64"), shape
+    listing = disassemble(generate_brgemm(target(variant, "zen4"), *QUADS[0]), "x86_64")
+    assert "vbroadcastf128" in listing and "vshufps" in listing
 
 
 @pytest.mark.parametrize("micro, m, width", [("zen4", 8, 256), ("zen4", 12, 256),
@@ -537,7 +557,7 @@ def test_no_access_past_the_operands(variant, micro):
     """Masked, packed and overlapping tails, outer products and K in chunks at the very end
     of A, B and C: a fault fails the case."""
     shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER + CHUNKED
-              + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
+              + QUADS + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant, micro=micro) for shape in shapes]
     run_guarded(shapes, cases, kernels, lambda shape: f"{variant} kernel {shape}")
