@@ -44,7 +44,9 @@ zmm would be half empty (Zen 4), see `choose`; on such a core an M with a tail t
 AVX2 code, see `unmasked_target`. Blocks of one shape are repeated by runtime
 loops over M and N, so code size does not grow with the matrix. Told the ld_b it will be called
 with, the blocking reads no more of B's columns a k-step than fit the L1 set they share
-(b_column_limit). Where a block row loads A faster than L2 refills L1 and A's panel (its
+(b_column_limit). AVX2 blocks of one vector of A may read some of B's columns four k-steps
+at a time, spreading each step's element by a shuffle (quad_limit). Where a block row loads
+A faster than L2 refills L1 and A's panel (its
 rows over all of K) outgrows L1, each block row sweeps its columns once per chunk of K, the
 chunk's panel staying in L1 across the column blocks (k_chunks; C is added back between
 chunks). K = 1 with a batch of one
