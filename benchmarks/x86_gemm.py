@@ -85,7 +85,7 @@ class GemmTimer:
         call overhead), timed in alternation with the kernel: the percentage of the
         kernel's time that storing C alone takes."""
         size = np.dtype(self.dtype).itemsize
-        width = unmasked_target(VARIANTS[self.variant], m, size).vector_bits   # the kernel's
+        width = unmasked_target(VARIANTS[self.variant], m, size, 1).vector_bits   # the kernel's
         lanes = width // 8 // size
         vectors = -(-m // lanes)
         starts = [min(v * lanes, max(m - lanes, 0)) for v in range(vectors)]

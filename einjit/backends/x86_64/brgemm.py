@@ -41,7 +41,7 @@ shuffle and L1 throughput, FMA latency, the update of C, per-block overhead), se
 packing and overlapping are among its choices, and for AVX-512 the register width: 256-bit
 EVEX vectors (32 registers, the same masks) where the core splits a zmm FMA in halves and a
 zmm would be half empty (Zen 4), see `choose`; on such a core an M with a tail takes the
-AVX2 code, see `unmasked_target`. Blocks of one shape are repeated by runtime
+AVX2 code unless its masked zmm tail is nearly full, see `unmasked_target`. Blocks of one shape are repeated by runtime
 loops over M and N, so code size does not grow with the matrix. Told the ld_b it will be called
 with, the blocking reads no more of B's columns a k-step than fit the L1 set they share
 (b_column_limit). AVX2 blocks of one vector of A may read some of B's columns four k-steps
@@ -346,15 +346,21 @@ def vector_targets(target: Target) -> tuple[Target, ...]:
     return (target,)
 
 
-def unmasked_target(target: Target, m: int, element_bytes: int) -> Target:
-    """The target a kernel of M rows is generated for. On a core that runs 512-bit operations
-    in halves (Zen 4), an AVX-512 kernel whose M leaves a tail takes the AVX2 code instead
-    (VEX ymm, tails overlapped or packed, no masks): there a masked tail's store stalls the
-    next load of C that overlaps its span, and the packed EVEX tails ran slower than the
-    model says. Measured on Zen 4, M, N in 8..64 at K in {16, 64}: mean 74% of peak all
-    AVX-512, 83% so; K = 1 at 29% of the store bound, 99% so."""
-    if (target.masks and target.micro.passes(target.vector_bits) > 1
-            and m % target.lanes(element_bytes)):
+def unmasked_target(target: Target, m: int, element_bytes: int, k: int) -> Target:
+    """The target a kernel of M rows and K steps is generated for. On a core that runs
+    512-bit operations in halves (Zen 4), an AVX-512 kernel whose M leaves a tail takes the
+    AVX2 code instead (VEX ymm, tails overlapped or packed, no masks): the packed EVEX tails
+    run slower than the model says (their EVEX broadcast loads cost more than VEX ones), and
+    K = 1 stores C masked. Measured on Zen 4, M, N in 8..64 at K in {16, 64}: mean 74% of
+    peak all AVX-512, 83% so; K = 1 at 29% of the store bound, 99% so. A masked zmm tail
+    that leaves at most a fifth of its lanes empty (float32 tails of 13 to 15 rows, float64
+    of 7) stays AVX-512 where K > 1: it wastes less than AVX2's overlapping tail there
+    (Zen 4, N in {8, 24, 50}, K = 16: M = 61 81 -> 89%, M = 13 72 -> 75%, float64 M = 23
+    83 -> 88%)."""
+    lanes = target.lanes(element_bytes)
+    tail = m % lanes
+    if (target.masks and target.micro.passes(target.vector_bits) > 1 and tail
+            and (k == 1 or (lanes - tail) * 5 > lanes)):
         return replace(target, vector_bits=256, registers=16, masks=0)
     return target
 
@@ -363,7 +369,7 @@ def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float3
            ld_b: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
     """The vector width (as a Target) and blocking the cost model finds cheapest for
     target.micro (see unmasked_target); on a tie the wider."""
-    target = unmasked_target(target, m, precision(dtype).bytes)
+    target = unmasked_target(target, m, precision(dtype).bytes, k)
     best = None
     for candidate in vector_targets(target):
         cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b)
@@ -1102,7 +1108,7 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
         raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
                                    "is not read back)")
     elements = precision(dtype)
-    target = unmasked_target(target, m, elements.bytes)
+    target = unmasked_target(target, m, elements.bytes, k)
     if _OuterProduct.applies(target, m, k, br_size, target.lanes(elements.bytes)):
         return _OuterProduct(asm, target, m, n, elements, accumulate).emit()
     return _Generator(asm, target, m, n, k, br_size, elements, accumulate, stream,
