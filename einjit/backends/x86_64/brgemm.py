@@ -688,13 +688,15 @@ class _Generator:
         steps four at a time (each quad loaded once for them), then the k % 4 left alone."""
         asm, step_bytes = self.asm, self.p.bytes
         quad_steps, single_steps = divmod(k, 4) if regs.quads else (0, k)
-        with asm.counted_loop(self.counter, quad_steps):
-            asm((enc.vbroadcastf128(quad, self._b_address(bases, j))
-                 for j, quad in regs.quad_columns()),
-                (self._k_step(regs, bases, step) for step in range(4)),
-                (enc.add_ri(base, 4 * step_bytes) for base in bases))
-        with asm.counted_loop(self.counter, single_steps):
-            asm(self._k_step(regs, bases), (enc.add_ri(base, step_bytes) for base in bases))
+        if quad_steps:
+            with asm.counted_loop(self.counter, quad_steps):
+                asm((enc.vbroadcastf128(quad, self._b_address(bases, j))
+                     for j, quad in regs.quad_columns()),
+                    (self._k_step(regs, bases, step) for step in range(4)),
+                    (enc.add_ri(base, 4 * step_bytes) for base in bases))
+        if single_steps:
+            with asm.counted_loop(self.counter, single_steps):
+                asm(self._k_step(regs, bases), (enc.add_ri(base, step_bytes) for base in bases))
 
     def _b_element(self, regs: _VectorRegisters, bases: tuple[Reg, ...], j: int, dst: int,
                    step: int | None) -> bytes:
