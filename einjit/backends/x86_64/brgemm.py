@@ -41,8 +41,9 @@ shuffle and L1 throughput, FMA latency, the update of C, per-block overhead), se
 packing and overlapping are among its choices, and for AVX-512 the register width: 256-bit
 EVEX vectors (32 registers, the same masks) where the core splits a zmm FMA in halves and a
 zmm would be half empty (Zen 4), see `choose`; on such a core an M with a tail takes the
-AVX2 code unless its masked zmm tail is nearly full, see `unmasked_target`. Blocks of one shape are repeated by runtime
-loops over M and N, so code size does not grow with the matrix. Told the ld_b it will be called
+AVX2 code unless its masked zmm tail is nearly full, see `unmasked_target`. Blocks of one
+shape are repeated by runtime loops over M and N, so code size does not grow with the
+matrix. Told the ld_b it will be called
 with, the blocking reads no more of B's columns a k-step than fit the L1 set they share
 (b_column_limit). AVX2 blocks of one vector of A may read some of B's columns four k-steps
 at a time, spreading each step's element by a shuffle (quad_limit). Where a block row loads
