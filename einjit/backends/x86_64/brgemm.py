@@ -173,9 +173,8 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
     """Most quad columns a block may have (0: none): AVX2 (VEX) float32 blocks of at most one
     full vector (and a masked or packed tail), K of at least 4 steps. Only for an M that one
     such block row covers (see _plan): the model would otherwise cut taller M into such
-    rows, which run slower than it says
-    (Zen 4, 18x24x16: 3 vectors with a packed tail 84% of peak; a quad row of 1 vector and
-    one of 1 + a packed tail 76%)."""
+    rows, which run slower than it says (Zen 4, 18x24x16: 3 vectors with a packed tail 84%
+    of peak; a quad row of 1 vector and one of 1 + a packed tail 76%)."""
     full = vectors - (1 if tail_rows else 0)
     if target.masks or element_bytes != 4 or full > 1 or overlap or k < 4:
         return 0

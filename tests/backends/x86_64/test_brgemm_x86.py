@@ -504,6 +504,23 @@ def test_packed_tails_keep_specials_apart(variant, dtype):
         case.verify()
 
 
+@pytest.mark.parametrize("variant", _variants())
+def test_quads_keep_specials_to_their_step(variant):
+    """inf and NaN in B elements that share a quad with finite ones (and one in the steps left
+    after the quads, K = 17) reach only the C elements their own products sum into."""
+    m, n, k = 9, 11, 17
+    assert "quads" in choices(target(variant, "zen4"), m, n, k, 1)
+    case = Case(m, n, k, 1, seed=5)
+    b = Case._matrix(case.b, 0, k, n, case.ld_b)
+    b[5, n - 1], b[10, n - 2], b[16, n - 3] = np.inf, np.nan, -np.inf
+    a = Case._matrix(case.a, 0, m, k, case.ld_a)
+    with np.errstate(invalid="ignore"):           # the NaN's products
+        case.product = a.astype(np.float64) @ b.astype(np.float64)
+    case.call(Compiled(m, n, k, 1, variant, micro="zen4"))
+    case.verify()
+    assert np.isfinite(case._c_matrix()[:, :n - 3]).all()
+
+
 def _stack_scribbler():
     """Code with the kernels' prototype that sets the 256 bytes below its stack pointer to
     all ones: called with a kernel's arguments right before it (same caller, same stack
