@@ -103,7 +103,8 @@ class Panel:
     vector if group > 1), swept along N in `n_blocks` blocks of `cols` columns plus one block
     of `n_tail` columns. overlap: the tail vector is loaded and stored whole, without masks,
     ending at the last row (see _VectorRegisters). quads: how many of a block's columns take
-    B four k-steps at a time (see quad_limit)."""
+    B four k-steps at a time (see quad_limit). dot: the tail rows are dot products along K
+    (see dot_tail_fits)."""
     blocks: int
     vectors: int
     tail_rows: int
@@ -113,6 +114,7 @@ class Panel:
     group: int = 1
     overlap: bool = False
     quads: int = 0
+    dot: bool = False
 
 
 def share_lanes(target: Target, tail_rows: int, element_bytes: int = 4) -> int:
@@ -181,6 +183,33 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
     return MAX_QUADS
 
 
+# AVX2 tails of t <= 4 float32 rows may instead be computed as dot products along K: lanes
+# hold k-steps, not rows. A's tail rows are copied once per call, k-step by k-step, into the
+# kernel's stack frame (each k-step padded to `dot_share` lanes), and each column gets one
+# accumulator whose FMA takes B[k..k+7, j] straight from memory (t = 1) or B's elements
+# repeated over the share by a vpermps (t = 2: 4 k-steps a vector, t = 3, 4: 2). One FMA
+# then serves 8 // share k-steps of the tail, where a masked tail vector spends one FMA (and
+# a packed one, blends of B) on each; after the K loop the lanes of each k are summed.
+DOT_SHARES = (1, 2, 4)
+DOT_FRAME_BYTES = 4096           # most stack the copied tail rows of A may take
+
+
+def dot_share(tail_rows: int) -> int:
+    """Lanes one k-step of a dot tail takes: t rows, padded to 1, 2 or 4."""
+    return next(share for share in DOT_SHARES if share >= tail_rows)
+
+
+def dot_tail_fits(target: Target, tail_rows: int, k: int, br: int, element_bytes: int) -> bool:
+    """Whether a block row's tail rows may be dot products along K: AVX2 (VEX) float32, 1 to 4
+    rows, K a multiple of the k-steps one vector holds, and A's copied tail rows (every batch
+    entry's) within DOT_FRAME_BYTES."""
+    if target.masks or element_bytes != 4 or not 1 <= tail_rows <= 4:
+        return False
+    share = dot_share(tail_rows)
+    return (k % (target.lanes() // share) == 0
+            and br * k * share * element_bytes <= DOT_FRAME_BYTES)
+
+
 def _accumulators(vectors: int, cols: int, group: int) -> int:
     if group == 1:
         return vectors * cols
@@ -188,13 +217,15 @@ def _accumulators(vectors: int, cols: int, group: int) -> int:
 
 
 def _max_cols(target: Target, vectors: int, tail_rows: int, group: int,
-              overlap: bool = False, quads: int = 0) -> int:
-    spare = target.registers - vectors - quads             # A's vectors, B's quads
+              overlap: bool = False, quads: int = 0, dot: bool = False) -> int:
+    spare = target.registers - vectors - quads     # A's vectors (dot: and its tail), B's quads
     if group > 1:                                       # broadcast, packed B, AVX-512: indices
         spare -= 3 if target.masks else 2
-    elif not (target.masks and vectors == 1):   # embedded broadcast needs no register
+    elif dot or not (target.masks and vectors == 1):  # embedded broadcast needs no register
         spare -= 1
-    if tail_rows and not target.masks and group == 1 and not overlap:  # vmaskmovps mask
+    if dot and dot_share(tail_rows) > 1:                # indices that repeat B's elements
+        spare -= 1
+    elif tail_rows and not target.masks and group == 1 and not (overlap or dot):  # its mask
         spare -= 1
     cols = 0
     while cols < MAX_COLS and _accumulators(vectors, cols + 1, group) <= spare:
@@ -216,9 +247,16 @@ SPLIT_ACCESSES = {512: 2.0, 256: 1.5}       # by vector width in bits
 
 
 def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
-                 group: int, quads: int = 0) -> tuple[int, int, float]:
+                 group: int, quads: int = 0, dot: bool = False) -> tuple[float, float, float]:
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
     full = vectors - (1 if tail_rows else 0)
+    if dot:           # the tail's FMAs, B loads (and vpermps), A's tail: once for its steps
+        steps = target.lanes() // dot_share(tail_rows)
+        fmas = full * cols + cols / steps
+        shuffles = cols / steps if dot_share(tail_rows) > 1 else 0
+        loads = (full * SPLIT_ACCESSES[target.vector_bits] + (cols if full else 0)
+                 + (cols + 1) / steps)
+        return fmas, fmas + shuffles, loads
     fmas = _accumulators(vectors, cols, group)
     shuffles = 0 if group == 1 else cols - -(-cols // group)       # blends of B
     if group > 1 and target.masks:                         # vpermps of A
@@ -230,7 +268,7 @@ def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
 
 
 def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group: int, k: int,
-                  br: int, overlap: bool = False, quads: int = 0) -> float:
+                  br: int, overlap: bool = False, quads: int = 0, dot: bool = False) -> float:
     """One register block: k-steps of target.micro.fma_pipes FMAs a cycle (a vector wider
     than the core's full-rate width counts once per half, as do its loads and stores), 4
     vector instructions a cycle, 4 cycles of FMA latency per accumulator chain, load_ports
@@ -241,15 +279,19 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     (AVX-512: masked adds, 2 cycles each; AVX2: a chain of blends into one vector, then one
     add). AVX2 masked stores (vmaskmovps, a lone masked tail's) are microcoded on AMD cores:
     each costs micro.masked_store_cycles that nothing overlaps. An overlapping tail is a
-    whole vector like the others."""
+    whole vector like the others. A dot tail sums each column's lanes after the K loop (2, 4
+    or 6 shuffles and adds by its share) before C's rows are added (3 rows: in two pieces)."""
     micro = target.micro
     passes = micro.passes(target.vector_bits)
-    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads)
+    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads, dot)
     split = SPLIT_ACCESSES[target.vector_bits]
     full = vectors - (1 if tail_rows else 0)
-    masked_stores = 0
+    masked_stores = reduce = 0
     if not tail_rows:
         tail_update = 0
+    elif dot:
+        tail_update = 4 if tail_rows == 3 else 2
+        reduce = cols * {1: 6, 2: 4, 4: 2}[dot_share(tail_rows)]
     elif overlap:
         tail_update, loads = 2 * split, loads - 1 + split
     elif target.masks or group > 1:
@@ -267,36 +309,44 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         latency = 5 + 2 * min(group, cols)
     else:
         latency = 3 + min(group, cols)
-    return (max(compute, memory) + 4 * br + 12 + latency
+    if dot:
+        latency = 8
+    return (max(compute, memory) + 4 * br + 12 + latency + reduce / 4
             + masked_stores * micro.masked_store_cycles)
 
 
 def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
-                element_bytes: int = 4) -> set[tuple[int, bool]]:
-    """(group, overlap) choices for a block row: masked, packed (pack_group columns a
-    vector), or (AVX2, two or more vectors) an overlapping whole tail vector."""
-    modes = {(1, False)}
+                element_bytes: int = 4, dottable: bool = False) -> set[tuple[int, bool, bool]]:
+    """(group, overlap, dot) choices for a block row: masked, packed (pack_group columns a
+    vector), (AVX2, two or more vectors) an overlapping whole tail vector, or where
+    dot_tail_fits, dot products along K."""
+    modes = {(1, False, False)}
     if packable:
-        modes.add((pack_group(target, vectors, tail_rows, element_bytes), False))
+        modes.add((pack_group(target, vectors, tail_rows, element_bytes), False, False))
     if tail_rows and vectors > 1 and not target.masks:
-        modes.add((1, True))
+        modes.add((1, True, False))
+    if tail_rows and dottable:
+        modes.add((1, False, True))
     return modes
 
 
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
              packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS,
-             quadable: bool = False) -> tuple[float, int, int, int, int, bool, int]:
-    """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads) for one block row of
+             quadable: bool = False, dottable: bool = False
+             ) -> tuple[float, int, int, int, int, bool, int, bool]:
+    """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot) for one block row of
     `vectors` vectors, at most col_limit columns a block; on a tie the tail is not packed (no
-    lane shuffles for nothing), masked rather than overlapping, and B not read in quads.
+    lane shuffles for nothing), masked rather than overlapping or dot products, and B not
+    read in quads.
     AVX-512 packs float32 tails only (its lane indices and masks are derived for 32-bit
     lanes); AVX2 packs both, in 32-bit lanes."""
     best = None
-    for group, overlap in sorted(_tail_modes(target, vectors, tail_rows, packable,
-                                             element_bytes)):
-        most = quad_limit(target, vectors, tail_rows, overlap, k, element_bytes) if quadable else 0
+    for group, overlap, dot in sorted(_tail_modes(target, vectors, tail_rows, packable,
+                                                  element_bytes, dottable)):
+        most = (quad_limit(target, vectors, tail_rows, overlap, k, element_bytes)
+                if quadable and not dot else 0)
         for quads in range(most + 1):
-            widest = min(_max_cols(target, vectors, tail_rows, group, overlap, quads),
+            widest = min(_max_cols(target, vectors, tail_rows, group, overlap, quads, dot),
                          col_limit)
             if widest < max(quads, 1):
                 continue
@@ -304,12 +354,12 @@ def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: i
             for cols in range(max(-(-n // fewest), quads), min(widest, n) + 1):
                 n_blocks, n_tail = divmod(n, cols)
                 cycles = n_blocks * _block_cycles(target, vectors, cols, tail_rows, group, k,
-                                                  br, overlap, quads)
+                                                  br, overlap, quads, dot)
                 if n_tail:
                     cycles += _block_cycles(target, vectors, n_tail, tail_rows, group, k, br,
-                                            overlap, min(quads, n_tail))
+                                            overlap, min(quads, n_tail), dot)
                 if best is None or cycles < best[0]:
-                    best = (cycles, cols, n_blocks, n_tail, group, overlap, quads)
+                    best = (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot)
     return best
 
 
@@ -385,6 +435,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     lanes = target.lanes(elements.bytes)
     vectors_total = -(-m // lanes)
     tail_rows = m % lanes
+    dottable = dot_tail_fits(target, tail_rows, k, br, elements.bytes)
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):
@@ -404,11 +455,12 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
             if key not in sweeps:
                 sweeps[key] = _sweep_n(target, height, rows, n, k, br,
                                        elements is FLOAT32 or not target.masks, elements.bytes,
-                                       col_limit, quadable=height == vectors_total)
-            sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads = sweeps[key]
+                                       col_limit, quadable=height == vectors_total,
+                                       dottable=dottable)
+            sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads, dot = sweeps[key]
             cycles += count * sweep_cycles
             panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap,
-                                quads))
+                                quads, dot))
         if best is None or cycles < best[0]:
             best = (cycles, tuple(panels))
     return best
@@ -432,7 +484,7 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
     the fewest whose A panel and B columns fit L1_CHUNK_SHARE of L1, where a panel with two or more
     column blocks loads A faster than L2_REFILL_BYTES a cycle; 1 with a batch (br > 1) or
     where no divisor of K leaves chunks of MIN_K_CHUNK steps or more."""
-    if br > 1:
+    if br > 1 or any(panel.dot for panel in panels):    # a dot tail's A rows: one K
         return 1
     micro = target.micro
     budget = int(micro.l1_bytes * L1_CHUNK_SHARE)
@@ -475,9 +527,10 @@ class _Generator:
     def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int,
                  elements: Precision = FLOAT32, accumulate: bool = True,
                  stream: bool = False, ld_b: int | None = None) -> None:
-        self.asm, self.k, self.br, self.accumulate = asm, k, br, accumulate
+        self.asm, self.m, self.k, self.br, self.accumulate = asm, m, k, br, accumulate
         self.p = elements
         self.target, self.panels = choose(m, n, k, br, target, elements.dtype, ld_b)
+        self.dot = next((panel for panel in self.panels if panel.dot), None)
         self.chunks = k_chunks(self.target, self.panels, k, br, elements.bytes)
         # chunks read C back between them: such a kernel never streams (its C traffic is
         # small beside its K anyway), and so computes the same bits with stream or without
@@ -487,7 +540,11 @@ class _Generator:
         self.counter = pool.pop(0)                 # K counter, scratch between blocks
         self.ldb3 = pool.pop(0) if widest > 3 else None
         self.batch = (pool.pop(0), pool.pop(0), pool.pop(0)) if br > 1 else None
+        # a dot tail: the frame holding A's copied tail rows, and the register walking them
+        self.a_tail = pool.pop(0) if self.dot else None
+        self.frame = br * k * dot_share(self.dot.tail_rows) * elements.bytes if self.dot else 0
         bases = -(-widest // COLUMNS_PER_BASE)
+        assert len(pool) >= bases - 1, "too few general registers for B's bases"
         self.bases = (B_BASE,) + tuple(pool[:bases - 1])
 
     # -- whole kernel
@@ -496,8 +553,7 @@ class _Generator:
         """The whole function; returns its entry."""
         asm = self.asm
         used = [self.counter, *self.bases, *(self.batch or ())]
-        if self.ldb3 is not None:
-            used.append(self.ldb3)
+        used += [reg for reg in (self.ldb3, self.a_tail) if reg is not None]
         entry = asm.entry("brgemm")
         asm.prologue(used)
         shift = self.p.shift
@@ -512,8 +568,12 @@ class _Generator:
             asm(enc.shl_ri(a_step, shift), enc.shl_ri(b_step, shift),
                 enc.imul_rri(self.counter, LDA, self.k), enc.sub_rr(a_step, self.counter),
                 enc.sub_ri(b_step, self.p.bytes * self.k))
+        if self.frame:            # below the arguments on the stack; the red zone moves along
+            asm(enc.sub_ri(RSP, self.frame))
         asm(enc.mov_mr(A_ROW, A_PTR), enc.mov_mr(C_ROW, C_PTR), enc.mov_mr(B_ORIGIN, B_BASE))
         self._set_tail_masks()
+        if self.dot:
+            self._copy_a_tail()
         if self.stream:
             # non-temporal stores need vector-aligned addresses: C and ld_c (bytes) aligned,
             # else the cached body
@@ -531,6 +591,8 @@ class _Generator:
             self._panel(panel)
         if self.stream:
             asm.bind(done)
+        if self.frame:
+            asm(enc.add_ri(RSP, self.frame))
         asm.epilogue()
         return entry
 
@@ -543,7 +605,9 @@ class _Generator:
         stores waits for them to reach the cache (measured: 36x3x16 ran 25% slower; a packed
         tail's mask windows straddle two stores, but the first is loaded after a whole block's
         K loop)."""
-        tail_panel = next((p for p in self.panels if p.tail_rows and not p.overlap
+        if self.dot:
+            self._store_dot_indices()
+        tail_panel = next((p for p in self.panels if p.tail_rows and not (p.overlap or p.dot)
                            and not (p.group > 1 and not self.target.masks)), None)
         if tail_panel is None:
             return
@@ -581,6 +645,46 @@ class _Generator:
             asm(enc.mov_ri(scratch, lanes), enc.kmovw_kr(1, scratch), enc.mov_ri(scratch, value),
                 enc.vpbroadcastd_gpr(0, scratch, width, mask=1))
         asm(enc.vmovups_store(INDEX_SLOT, 0, width))
+
+    def _store_dot_indices(self) -> None:
+        """INDEX_SLOT := the vpermps indices that repeat each of a vector's first 8 // share
+        elements over a share of lanes (a dot tail of share 2 or 4), built in ymm0."""
+        share = dot_share(self.dot.tail_rows)
+        if share == 1:
+            return
+        asm, scratch = self.asm, self.counter
+        indices = [lane // share for lane in range(8)]
+        for half in (1, 0):                   # ymm1 := the upper four, ymm0 := the lower
+            for pair in (0, 1):
+                low, high = indices[4 * half + 2 * pair: 4 * half + 2 * pair + 2]
+                asm(enc.mov_ri(scratch, low | high << 32),
+                    enc.vmovq_xr(half + 2 * pair, scratch))
+            asm(enc.vunpcklpd(half, half, half + 2, 128))
+        asm(enc.vinsertf128(0, 0, 1, 1), enc.vmovups_store(INDEX_SLOT, 0, 256))
+
+    def _copy_a_tail(self) -> None:
+        """Copy the dot tail's rows of A (every batch entry's) into the frame, k-step by
+        k-step, each padded with zeros to dot_share lanes (A_PTR is free here: the blocks
+        reload it from A_ROW)."""
+        asm, scratch, walker = self.asm, self.counter, self.a_tail
+        rows = self.dot.tail_rows
+        share = dot_share(rows)
+        if share > rows:
+            asm(_zero(0), enc.mov_rr(walker, RSP))
+            with asm.counted_loop(scratch, self.frame // 32):
+                asm(enc.vmovups_store(Mem(walker), 0, 256), enc.add_ri(walker, 32))
+        asm(enc.mov_rr(walker, RSP), enc.add_ri(A_PTR, (self.m - rows) * self.p.bytes))
+        copy = (_load_rows(0, Mem(A_PTR), rows, 1) + _store_rows(Mem(walker), 0, rows, 1)
+                + enc.add_rr(A_PTR, LDA) + enc.add_ri(walker, share * self.p.bytes))
+        if self.batch is None:
+            with asm.counted_loop(scratch, self.k):
+                asm(copy)
+            return
+        batch_counter, a_step, _ = self.batch
+        with asm.counted_loop(batch_counter, self.br):
+            with asm.counted_loop(scratch, self.k):
+                asm(copy)
+            asm(enc.add_rr(A_PTR, a_step))
 
     # -- loops over blocks (their counters live in red-zone slots: no register is left)
 
@@ -638,8 +742,10 @@ class _Generator:
     def _block(self, panel: Panel, cols: int, accumulate: bool, k: int) -> None:
         asm, target = self.asm, self.target
         regs = _VectorRegisters(target, panel.vectors, cols, panel.tail_rows, panel.group,
-                                self.p, panel.overlap, min(panel.quads, cols))
+                                self.p, panel.overlap, min(panel.quads, cols), panel.dot)
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
+        if panel.dot:
+            asm(enc.mov_rr(self.a_tail, RSP))
         bases = self.bases[:-(-cols // COLUMNS_PER_BASE)]
         for previous, base in zip(bases, bases[1:]):
             asm(enc.lea(base, Mem(previous, LDB, 4)), enc.add_rr(base, LDB))
@@ -647,6 +753,8 @@ class _Generator:
             asm(enc.vmovups_load(regs.mask_vector, MASK_SLOT, target.vector_bits))
         if regs.indices is not None:
             asm(enc.vmovups_load(regs.indices, INDEX_SLOT, target.vector_bits))
+        if regs.dot_indices is not None:
+            asm(enc.vmovups_load(regs.dot_indices, INDEX_SLOT, 256))
         asm(_zero(acc) for acc in regs.accumulators())
         if self.batch is None:
             self._k_loop(regs, bases, k)
@@ -668,7 +776,7 @@ class _Generator:
         before its neighbour's store."""
         walker = self.counter
         next_column = enc.add_rr(walker, LDC)
-        code = []
+        code = regs.sum_dot_lanes() if regs.dot else []
         moves = ((regs.add, regs.add_packed),
                  (regs.stream if self.streaming else regs.store, regs.store_packed))
         for move, move_packed in (moves[phase] for phase in phases):
@@ -687,6 +795,15 @@ class _Generator:
         generation time), so the loop body is one k. A block with quad columns runs the
         steps four at a time (each quad loaded once for them), then the k % 4 left alone."""
         asm, step_bytes = self.asm, self.p.bytes
+        if regs.dot:                   # whole vectors of a dot tail's k-steps at a time
+            steps = regs.dot_steps
+            with asm.counted_loop(self.counter, k // steps):
+                asm(enc.vmovups_load(regs.a_tail, Mem(self.a_tail), 256),
+                    enc.add_ri(self.a_tail, 32),
+                    (self._k_step(regs, bases, step) for step in range(steps)),
+                    self._dot_step(regs, bases),
+                    (enc.add_ri(base, steps * step_bytes) for base in bases))
+            return
         quad_steps, single_steps = divmod(k, 4) if regs.quads else (0, k)
         if quad_steps:
             with asm.counted_loop(self.counter, quad_steps):
@@ -711,8 +828,10 @@ class _Generator:
     def _k_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...],
                 step: int | None = None) -> bytes:
         """One k: load A's column and move A on, then every column's FMAs (B `step` steps
-        past the bases, see _b_element)."""
+        past the bases, see _b_element). Nothing for a dot tail alone (no full vector)."""
         width, p = self.target.vector_bits, self.p
+        if not regs.a:
+            return b""
         code = [regs.load(a_reg, Mem(A_PTR, disp=regs.offset(i)), i)
                 for i, a_reg in enumerate(regs.a)]
         code.append(enc.add_rr(A_PTR, LDA))
@@ -741,6 +860,23 @@ class _Generator:
                             for acc, a_reg in zip(accs, regs.a))
         return b"".join(code)
 
+    def _dot_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
+        """The dot tail's FMAs for the k-steps of one vector: each column's accumulator +=
+        A's tail rows (regs.a_tail) times B[k.., j], straight from memory for a share of one
+        lane, else its 8 // share elements loaded and each repeated over a share."""
+        code = []
+        for j, accs in enumerate(regs.acc):
+            mem = self._b_address(bases, j)
+            if regs.dot_indices is None:
+                code.append(_fma(accs[-1], regs.a_tail, mem, 256, False))
+                continue
+            b_reg = regs.broadcast
+            load = (enc.vmovups_load(b_reg, mem, 128) if regs.dot_steps == 4
+                    else enc.vmovsd_load(b_reg, mem))
+            code += [load, enc.vpermps(b_reg, regs.dot_indices, b_reg, 256),
+                     _fma(accs[-1], regs.a_tail, b_reg, 256, False)]
+        return b"".join(code)
+
     def _b_address(self, bases: tuple[Reg, ...], j: int) -> Mem:
         base, offset = bases[j // COLUMNS_PER_BASE], j % COLUMNS_PER_BASE
         if offset == 0:
@@ -766,11 +902,16 @@ class _VectorRegisters:
     An overlapping tail vector (AVX2, `overlap`) is loaded, added to C and stored whole at
     the same place: its lower lanes repeat rows of the block's last full vector with the same
     A, B and order of FMAs, so they hold the same bits, and both vectors read C before either
-    is stored. No mask, and no microcoded vmaskmovps store (12 cycles on Zen 3)."""
+    is stored. No mask, and no microcoded vmaskmovps store (12 cycles on Zen 3).
+
+    A dot tail (see dot_tail_fits) keeps each column's last accumulator for its tail rows, in
+    lanes of k-steps; A's tail rows come from the frame (a_tail) instead of a vector of A,
+    and the rows of C it adds and stores start right after the full vectors."""
 
     def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
-                 elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0):
-        self.p, self.overlap = elements, overlap
+                 elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0,
+                 dot: bool = False):
+        self.p, self.overlap, self.dot = elements, overlap, dot
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
         self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
@@ -781,15 +922,23 @@ class _VectorRegisters:
         packed = -(-cols // group) if group > 1 else 0
         self.packed_acc = list(range(cols * own, cols * own + packed))
         top = target.registers - 1
-        self.a = list(range(top, top - vectors, -1))
-        top -= vectors
+        a_vectors = vectors - 1 if dot else vectors
+        self.a = list(range(top, top - a_vectors, -1))
+        top -= a_vectors
         self.broadcast = self.packed_b = self.indices = self.mask_vector = None
-        if group > 1 or not (target.masks and vectors == 1):
+        self.a_tail = self.dot_indices = None
+        self.dot_share = dot_share(tail_rows) if dot else 0
+        self.dot_steps = self.lanes // self.dot_share if dot else 0
+        if group > 1 or dot or not (target.masks and vectors == 1):
             self.broadcast, top = top, top - 1
         if group > 1:
             self.packed_b, top = top, top - 1
             if target.masks:
                 self.indices, top = top, top - 1
+        elif dot:
+            self.a_tail, top = top, top - 1
+            if self.dot_share > 1:
+                self.dot_indices, top = top, top - 1
         elif tail_rows and not target.masks and not overlap:
             self.mask_vector, top = top, top - 1
         # the last `quads` columns' B quads (see quad_limit)
@@ -799,7 +948,7 @@ class _VectorRegisters:
         assert top >= cols * own + packed - 1, "block does not fit the register file"
         # bytes the tail vector starts before the end of the full vectors
         self.tail_back = (elements.bytes * (self.lanes - tail_rows)
-                          if tail_rows and vectors > 1 else 0)
+                          if tail_rows and vectors > 1 and not dot else 0)
 
     def quad_columns(self) -> list[tuple[int, int]]:
         """(column, its quad register) of the quad columns."""
@@ -843,12 +992,30 @@ class _VectorRegisters:
         return _blend_lanes(self.packed_b, self.broadcast, self.width, self._share_lanes(s))
 
     def add(self, acc: int, mem: Mem, i: int) -> bytes:
-        """acc += vector i of a block column (A's registers are free to help once K is done)."""
+        """acc += vector i of a block column (A's registers are free to help once K is done;
+        a dot tail's: its summed lanes += its rows of C)."""
+        if self.dot and self._tail(i):
+            rows = _load_rows(self.broadcast, mem, self.tail_rows, self.a_tail)
+            return rows + enc.vaddps(acc, acc, self.broadcast, 128)
         return _add(acc, mem, self.width, self._masked(i), self.mask_vector, self.a[0], self.p)
 
     def store(self, src: int, mem: Mem, i: int) -> bytes:
         """Vector i of a block column: rows past M are not written."""
+        if self.dot and self._tail(i):
+            return _store_rows(mem, src, self.tail_rows, self.broadcast)
         return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
+
+    def sum_dot_lanes(self) -> list[bytes]:
+        """Each column's dot accumulator summed over its k-steps: the sums of its tail rows
+        in its lowest lanes (halves added, then quarters, then neighbours, by the share)."""
+        spare, sums = self.broadcast, [accs[-1] for accs in self.acc]
+        code = [enc.vextractf128(spare, acc, 1) + enc.vaddps(acc, acc, spare, 128)
+                for acc in sums]
+        for share, move in ((2, 0x0E), (1, 0x01)):     # lanes 2, 3 (then 1) down to 0, 1
+            if self.dot_share <= share:
+                code += [enc.vshufps(spare, acc, acc, move, 128)
+                         + enc.vaddps(acc, acc, spare, 128) for acc in sums]
+        return code
 
     def stream(self, src: int, mem: Mem, i: int) -> bytes:
         """As store, non-temporal where vector i is whole and vector-aligned in its column
@@ -948,6 +1115,24 @@ def _broadcast_rows(dst: int, mem: Mem, rows: int) -> bytes:
     if rows == 2:
         return enc.vbroadcastsd(dst, mem, 256)
     return enc.vbroadcastf128(dst, mem)
+
+
+def _load_rows(dst: int, mem: Mem, rows: int, spare: int) -> bytes:
+    """xmm dst := the `rows` (1 to 4) floats at mem in its lowest lanes, no more read."""
+    if rows == 3:
+        return (enc.vmovsd_load(dst, mem) + enc.vmovss_load(spare, mem.offset(8))
+                + enc.vunpcklpd(dst, dst, spare, 128))
+    return {1: enc.vmovss_load, 2: enc.vmovsd_load}.get(
+        rows, lambda reg, at: enc.vmovups_load(reg, at, 128))(dst, mem)
+
+
+def _store_rows(mem: Mem, src: int, rows: int, spare: int) -> bytes:
+    """The lowest `rows` (1 to 4) floats of xmm src to mem, no more written."""
+    if rows == 3:
+        return (enc.vmovsd_store(mem, src) + enc.vshufps(spare, src, src, 0x02, 128)
+                + enc.vmovss_store(mem.offset(8), spare))
+    return {1: enc.vmovss_store, 2: enc.vmovsd_store}.get(
+        rows, lambda at, reg: enc.vmovups_store(at, reg, 128))(mem, src)
 
 
 @lru_cache(maxsize=1024)
