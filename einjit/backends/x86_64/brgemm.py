@@ -46,7 +46,9 @@ shape are repeated by runtime loops over M and N, so code size does not grow wit
 matrix. Told the ld_b it will be called
 with, the blocking reads no more of B's columns a k-step than fit the L1 set they share
 (b_column_limit). AVX2 blocks of one vector of A may read some of B's columns four k-steps
-at a time, spreading each step's element by a shuffle (quad_limit). Where a block row loads
+at a time, spreading each step's element by a shuffle (quad_limit). AVX2 float32 tails of 1
+to 4 rows may be dot products along K instead: lanes of k-steps, A's tail rows copied into
+the kernel's stack frame first (dot_tail_fits). Where a block row loads
 A faster than L2 refills L1 and A's panel (its
 rows over all of K) outgrows L1, each block row sweeps its columns once per chunk of K, the
 chunk's panel staying in L1 across the column blocks (k_chunks; C is added back between
@@ -184,12 +186,15 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
 
 
 # AVX2 tails of t <= 4 float32 rows may instead be computed as dot products along K: lanes
-# hold k-steps, not rows. A's tail rows are copied once per call, k-step by k-step, into the
-# kernel's stack frame (each k-step padded to `dot_share` lanes), and each column gets one
-# accumulator whose FMA takes B[k..k+7, j] straight from memory (t = 1) or B's elements
-# repeated over the share by a vpermps (t = 2: 4 k-steps a vector, t = 3, 4: 2). One FMA
-# then serves 8 // share k-steps of the tail, where a masked tail vector spends one FMA (and
-# a packed one, blends of B) on each; after the K loop the lanes of each k are summed.
+# hold k-steps, not only rows. A vector of such a tail holds g = 8 // share k-steps of each
+# of its rows (t padded to a share of 1, 2 or 4; lane r*g + q: row r, step q), so B's part
+# of it is its g elements B[k..k+g-1, j] repeated: one load (vmovups as the FMA's operand,
+# vbroadcastf128, vbroadcastsd), no shuffle. A's tail rows are copied once per call into the
+# kernel's stack frame in that layout, and each column gets one accumulator. One FMA then
+# serves g k-steps of the tail, where a masked tail vector spends one FMA (and a packed one,
+# blends of B) on each; after the K loop each row's g lanes are summed. Zen 4, K = 64:
+# M = 1, N = 24 1241 -> 268 cycles, 4x40 2054 -> 1133; M >= 8 gains nothing (16 registers
+# leave 6 columns to a block of one full vector and a dot tail).
 DOT_SHARES = (1, 2, 4)
 DOT_FRAME_BYTES = 4096           # most stack the copied tail rows of A may take
 
@@ -223,9 +228,7 @@ def _max_cols(target: Target, vectors: int, tail_rows: int, group: int,
         spare -= 3 if target.masks else 2
     elif dot or not (target.masks and vectors == 1):  # embedded broadcast needs no register
         spare -= 1
-    if dot and dot_share(tail_rows) > 1:                # indices that repeat B's elements
-        spare -= 1
-    elif tail_rows and not target.masks and group == 1 and not (overlap or dot):  # its mask
+    if tail_rows and not target.masks and group == 1 and not (overlap or dot):  # its mask
         spare -= 1
     cols = 0
     while cols < MAX_COLS and _accumulators(vectors, cols + 1, group) <= spare:
@@ -250,13 +253,14 @@ def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
                  group: int, quads: int = 0, dot: bool = False) -> tuple[float, float, float]:
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
     full = vectors - (1 if tail_rows else 0)
-    if dot:           # the tail's FMAs, B loads (and vpermps), A's tail: once for its steps
-        steps = target.lanes() // dot_share(tail_rows)
+    if dot:           # the tail's FMAs, B's loads and A's tail: once for their k-steps
+        share = dot_share(tail_rows)
+        steps = target.lanes() // share
         fmas = full * cols + cols / steps
-        shuffles = cols / steps if dot_share(tail_rows) > 1 else 0
+        b_loads = cols * (SPLIT_ACCESSES[target.vector_bits] if share == 1 else 1)
         loads = (full * SPLIT_ACCESSES[target.vector_bits] + (cols if full else 0)
-                 + (cols + 1) / steps)
-        return fmas, fmas + shuffles, loads
+                 + (b_loads + 1) / steps)
+        return fmas, fmas, loads
     fmas = _accumulators(vectors, cols, group)
     shuffles = 0 if group == 1 else cols - -(-cols // group)       # blends of B
     if group > 1 and target.masks:                         # vpermps of A
@@ -279,8 +283,10 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     (AVX-512: masked adds, 2 cycles each; AVX2: a chain of blends into one vector, then one
     add). AVX2 masked stores (vmaskmovps, a lone masked tail's) are microcoded on AMD cores:
     each costs micro.masked_store_cycles that nothing overlaps. An overlapping tail is a
-    whole vector like the others. A dot tail sums each column's lanes after the K loop (2, 4
-    or 6 shuffles and adds by its share) before C's rows are added (3 rows: in two pieces)."""
+    whole vector like the others. A dot tail's accumulators take one FMA a vector of k-steps
+    (without full vectors, their chains allow that many more cycles a step), and sum each
+    column's lanes after the K loop (4 to 6 shuffles and adds) before C's rows are added
+    (3 rows: in two pieces)."""
     micro = target.micro
     passes = micro.passes(target.vector_bits)
     fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads, dot)
@@ -291,7 +297,7 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         tail_update = 0
     elif dot:
         tail_update = 4 if tail_rows == 3 else 2
-        reduce = cols * {1: 6, 2: 4, 4: 2}[dot_share(tail_rows)]
+        reduce = cols * (4 if dot_share(tail_rows) == 4 else 6)
     elif overlap:
         tail_update, loads = 2 * split, loads - 1 + split
     elif target.masks or group > 1:
@@ -300,7 +306,8 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         tail_update, masked_stores = 2, cols
     update = cols * (2 * full * split + tail_update)
     steps = k * br
-    compute = steps * max(fmas * passes / micro.fma_pipes, vector_ops * passes / 4, 4.0)
+    chain = target.lanes() // dot_share(tail_rows) if dot and not full else 1
+    compute = steps * max(fmas * passes / micro.fma_pipes, vector_ops * passes / 4, 4.0 / chain)
     vector_loads = loads - cols + quads * 3 / 4    # the rest are broadcast elements of B
     memory = (steps * (loads + (passes - 1) * vector_loads) + update * passes) / micro.load_ports
     if group == 1:
@@ -482,10 +489,13 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
              element_bytes: int = 4) -> int:
     """How many equal chunks the kernel's K loop runs in (1: one K loop; see L2_REFILL_BYTES):
     the fewest whose A panel and B columns fit L1_CHUNK_SHARE of L1, where a panel with two or more
-    column blocks loads A faster than L2_REFILL_BYTES a cycle; 1 with a batch (br > 1) or
-    where no divisor of K leaves chunks of MIN_K_CHUNK steps or more."""
-    if br > 1 or any(panel.dot for panel in panels):    # a dot tail's A rows: one K
+    column blocks loads A faster than L2_REFILL_BYTES a cycle; chunks of whole vectors of a
+    dot tail's k-steps; 1 with a batch (br > 1) or where no divisor of K leaves chunks of
+    MIN_K_CHUNK steps or more."""
+    if br > 1:
         return 1
+    unit = max((target.lanes() // dot_share(panel.tail_rows) for panel in panels if panel.dot),
+               default=1)
     micro = target.micro
     budget = int(micro.l1_bytes * L1_CHUNK_SHARE)
     vector_bytes = target.vector_bits // 8
@@ -502,7 +512,7 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
     if not step_bytes:
         return 1
     for chunks in range(-(-k * step_bytes // budget), k // MIN_K_CHUNK + 1):
-        if k % chunks == 0:
+        if k % chunks == 0 and k // chunks % unit == 0:
             return chunks
     return 1
 
@@ -542,7 +552,10 @@ class _Generator:
         self.batch = (pool.pop(0), pool.pop(0), pool.pop(0)) if br > 1 else None
         # a dot tail: the frame holding A's copied tail rows, and the register walking them
         self.a_tail = pool.pop(0) if self.dot else None
-        self.frame = br * k * dot_share(self.dot.tail_rows) * elements.bytes if self.dot else 0
+        # the frame: the copy of A's tail rows, then where the blocks start walking it
+        self.dot_bytes = br * k * dot_share(self.dot.tail_rows) * elements.bytes if self.dot else 0
+        self.frame = self.dot_bytes + 32 if self.dot else 0
+        self.dot_origin = Mem(RSP, disp=self.dot_bytes)
         bases = -(-widest // COLUMNS_PER_BASE)
         assert len(pool) >= bases - 1, "too few general registers for B's bases"
         self.bases = (B_BASE,) + tuple(pool[:bases - 1])
@@ -605,8 +618,6 @@ class _Generator:
         stores waits for them to reach the cache (measured: 36x3x16 ran 25% slower; a packed
         tail's mask windows straddle two stores, but the first is loaded after a whole block's
         K loop)."""
-        if self.dot:
-            self._store_dot_indices()
         tail_panel = next((p for p in self.panels if p.tail_rows and not (p.overlap or p.dot)
                            and not (p.group > 1 and not self.target.masks)), None)
         if tail_panel is None:
@@ -646,44 +657,39 @@ class _Generator:
                 enc.vpbroadcastd_gpr(0, scratch, width, mask=1))
         asm(enc.vmovups_store(INDEX_SLOT, 0, width))
 
-    def _store_dot_indices(self) -> None:
-        """INDEX_SLOT := the vpermps indices that repeat each of a vector's first 8 // share
-        elements over a share of lanes (a dot tail of share 2 or 4), built in ymm0."""
-        share = dot_share(self.dot.tail_rows)
-        if share == 1:
-            return
-        asm, scratch = self.asm, self.counter
-        indices = [lane // share for lane in range(8)]
-        for half in (1, 0):                   # ymm1 := the upper four, ymm0 := the lower
-            for pair in (0, 1):
-                low, high = indices[4 * half + 2 * pair: 4 * half + 2 * pair + 2]
-                asm(enc.mov_ri(scratch, low | high << 32),
-                    enc.vmovq_xr(half + 2 * pair, scratch))
-            asm(enc.vunpcklpd(half, half, half + 2, 128))
-        asm(enc.vinsertf128(0, 0, 1, 1), enc.vmovups_store(INDEX_SLOT, 0, 256))
-
     def _copy_a_tail(self) -> None:
-        """Copy the dot tail's rows of A (every batch entry's) into the frame, k-step by
-        k-step, each padded with zeros to dot_share lanes (A_PTR is free here: the blocks
-        reload it from A_ROW)."""
-        asm, scratch, walker = self.asm, self.counter, self.a_tail
+        """Copy the dot tail's rows of A (every batch entry's) into the frame, a vector of g
+        k-steps at a time: lane r*g + q holds row r of step q, rows past M zero (A_PTR is
+        free here: the blocks reload it from A_ROW)."""
+        asm, walker = self.asm, self.a_tail
         rows = self.dot.tail_rows
-        share = dot_share(rows)
-        if share > rows:
-            asm(_zero(0), enc.mov_rr(walker, RSP))
-            with asm.counted_loop(scratch, self.frame // 32):
-                asm(enc.vmovups_store(Mem(walker), 0, 256), enc.add_ri(walker, 32))
-        asm(enc.mov_rr(walker, RSP), enc.add_ri(A_PTR, (self.m - rows) * self.p.bytes))
-        copy = (_load_rows(0, Mem(A_PTR), rows, 1) + _store_rows(Mem(walker), 0, rows, 1)
-                + enc.add_rr(A_PTR, LDA) + enc.add_ri(walker, share * self.p.bytes))
+        steps = 8 // dot_share(rows)
+        asm(enc.mov_rr(walker, RSP), enc.mov_mr(self.dot_origin, walker),
+            enc.add_ri(A_PTR, (self.m - rows) * self.p.bytes))
+        code = []
+        for q in range(steps):                 # xmm q := the rows of step q, zeros above
+            code += [_load_rows(q, Mem(A_PTR), rows, 12), enc.add_rr(A_PTR, LDA)]
+        # a transpose of rows x steps: xmm 8 := the lower four lanes, xmm 9 or 10 the upper
+        if steps == 2:
+            code += [enc.vunpckhps(9, 0, 1, 128), enc.vunpcklps(8, 0, 1, 128)]
+        elif steps == 4:
+            code += [enc.vunpcklps(8, 0, 1, 128), enc.vunpcklps(9, 2, 3, 128),
+                     enc.vunpckhpd(10, 8, 9, 128), enc.vunpcklpd(8, 8, 9, 128)]
+        else:
+            code += [enc.vunpcklps(8 + i, 2 * i, 2 * i + 1, 128) for i in range(4)]
+            code += [enc.vunpcklpd(8, 8, 9, 128), enc.vunpcklpd(10, 10, 11, 128)]
+        upper = 9 if steps == 2 else 10
+        code += [enc.vinsertf128(8, 8, upper, 1), enc.vmovups_store(Mem(walker), 8, 256),
+                 enc.add_ri(walker, 32)]
+        scratch = self.counter
         if self.batch is None:
-            with asm.counted_loop(scratch, self.k):
-                asm(copy)
+            with asm.counted_loop(scratch, self.k // steps):
+                asm(code)
             return
         batch_counter, a_step, _ = self.batch
         with asm.counted_loop(batch_counter, self.br):
-            with asm.counted_loop(scratch, self.k):
-                asm(copy)
+            with asm.counted_loop(scratch, self.k // steps):
+                asm(code)
             asm(enc.add_rr(A_PTR, a_step))
 
     # -- loops over blocks (their counters live in red-zone slots: no register is left)
@@ -723,12 +729,18 @@ class _Generator:
             self._block(panel, panel.n_tail, accumulate, k)
 
     def _move_chunk(self, steps: int) -> None:
-        """A_ROW and B_ORIGIN `steps` k-steps on (A_PTR is free here: it is a scratch)."""
+        """A_ROW, B_ORIGIN and a dot tail's origin `steps` k-steps on (A_PTR is free
+        here: it is a scratch)."""
         scratch = self.counter
         self.asm(enc.imul_rri(scratch, LDA, steps), enc.mov_rm(A_PTR, A_ROW),
                  enc.add_rr(A_PTR, scratch), enc.mov_mr(A_ROW, A_PTR),
                  enc.mov_rm(A_PTR, B_ORIGIN), enc.add_ri(A_PTR, steps * self.p.bytes),
                  enc.mov_mr(B_ORIGIN, A_PTR))
+        if self.dot:
+            share = dot_share(self.dot.tail_rows)
+            self.asm(enc.mov_rm(A_PTR, self.dot_origin),
+                     enc.add_ri(A_PTR, steps * share * self.p.bytes),
+                     enc.mov_mr(self.dot_origin, A_PTR))
 
     def _next_columns(self, cols: int) -> None:
         """Move B_COL and C_PTR `cols` columns on (A_PTR is free here: it is a scratch)."""
@@ -745,7 +757,7 @@ class _Generator:
                                 self.p, panel.overlap, min(panel.quads, cols), panel.dot)
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         if panel.dot:
-            asm(enc.mov_rr(self.a_tail, RSP))
+            asm(enc.mov_rm(self.a_tail, self.dot_origin))
         bases = self.bases[:-(-cols // COLUMNS_PER_BASE)]
         for previous, base in zip(bases, bases[1:]):
             asm(enc.lea(base, Mem(previous, LDB, 4)), enc.add_rr(base, LDB))
@@ -753,8 +765,6 @@ class _Generator:
             asm(enc.vmovups_load(regs.mask_vector, MASK_SLOT, target.vector_bits))
         if regs.indices is not None:
             asm(enc.vmovups_load(regs.indices, INDEX_SLOT, target.vector_bits))
-        if regs.dot_indices is not None:
-            asm(enc.vmovups_load(regs.dot_indices, INDEX_SLOT, 256))
         asm(_zero(acc) for acc in regs.accumulators())
         if self.batch is None:
             self._k_loop(regs, bases, k)
@@ -862,18 +872,16 @@ class _Generator:
 
     def _dot_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
         """The dot tail's FMAs for the k-steps of one vector: each column's accumulator +=
-        A's tail rows (regs.a_tail) times B[k.., j], straight from memory for a share of one
-        lane, else its 8 // share elements loaded and each repeated over a share."""
+        A's tail rows (regs.a_tail) times B[k..k+g-1, j] repeated over the vector: straight
+        from memory for g = 8, else by a broadcast load of 16 or 8 bytes."""
         code = []
         for j, accs in enumerate(regs.acc):
             mem = self._b_address(bases, j)
-            if regs.dot_indices is None:
+            if regs.dot_steps == 8:
                 code.append(_fma(accs[-1], regs.a_tail, mem, 256, False))
                 continue
             b_reg = regs.broadcast
-            load = (enc.vmovups_load(b_reg, mem, 128) if regs.dot_steps == 4
-                    else enc.vmovsd_load(b_reg, mem))
-            code += [load, enc.vpermps(b_reg, regs.dot_indices, b_reg, 256),
+            code += [_broadcast_rows(b_reg, mem, regs.dot_steps),
                      _fma(accs[-1], regs.a_tail, b_reg, 256, False)]
         return b"".join(code)
 
@@ -926,7 +934,7 @@ class _VectorRegisters:
         self.a = list(range(top, top - a_vectors, -1))
         top -= a_vectors
         self.broadcast = self.packed_b = self.indices = self.mask_vector = None
-        self.a_tail = self.dot_indices = None
+        self.a_tail = None
         self.dot_share = dot_share(tail_rows) if dot else 0
         self.dot_steps = self.lanes // self.dot_share if dot else 0
         if group > 1 or dot or not (target.masks and vectors == 1):
@@ -937,8 +945,6 @@ class _VectorRegisters:
                 self.indices, top = top, top - 1
         elif dot:
             self.a_tail, top = top, top - 1
-            if self.dot_share > 1:
-                self.dot_indices, top = top, top - 1
         elif tail_rows and not target.masks and not overlap:
             self.mask_vector, top = top, top - 1
         # the last `quads` columns' B quads (see quad_limit)
@@ -1006,15 +1012,23 @@ class _VectorRegisters:
         return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
 
     def sum_dot_lanes(self) -> list[bytes]:
-        """Each column's dot accumulator summed over its k-steps: the sums of its tail rows
-        in its lowest lanes (halves added, then quarters, then neighbours, by the share)."""
+        """Each column's dot accumulator summed over its k-steps: row r's sum in lane r."""
         spare, sums = self.broadcast, [accs[-1] for accs in self.acc]
-        code = [enc.vextractf128(spare, acc, 1) + enc.vaddps(acc, acc, spare, 128)
-                for acc in sums]
-        for share, move in ((2, 0x0E), (1, 0x01)):     # lanes 2, 3 (then 1) down to 0, 1
-            if self.dot_share <= share:
-                code += [enc.vshufps(spare, acc, acc, move, 128)
-                         + enc.vaddps(acc, acc, spare, 128) for acc in sums]
+        steps = self.dot_steps
+        code = []
+        for acc in sums:
+            if steps == 8:                  # halves, then quarters, then neighbours
+                code += [enc.vextractf128(spare, acc, 1), enc.vaddps(acc, acc, spare, 128)]
+                for move in (0x0E, 0x01):
+                    code += [enc.vshufps(spare, acc, acc, move, 128),
+                             enc.vaddps(acc, acc, spare, 128)]
+                continue
+            for move in ((0xB1,) if steps == 2 else (0x4E, 0xB1)):   # within a row's lanes
+                code += [enc.vshufps(spare, acc, acc, move, 256),
+                         enc.vaddps(acc, acc, spare, 256)]
+            code.append(enc.vextractf128(spare, acc, 1))   # rows 2, 3 (steps 2) or 1 (4)
+            code.append(enc.vshufps(acc, acc, spare, 0x88, 128) if steps == 2
+                        else enc.vunpcklps(acc, acc, spare, 128))
         return code
 
     def stream(self, src: int, mem: Mem, i: int) -> bytes:
@@ -1279,8 +1293,9 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
     A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64). A leaf function: it keeps
-    data in the red zone. accumulate=False: C := the sum, C never read (the accumulators
-    start at +0: the bits C += gives on a zeroed C).
+    data in the red zone (and, with a dot tail, in a stack frame of its own).
+    accumulate=False: C := the sum, C never read (the accumulators start at +0: the bits
+    C += gives on a zeroed C).
 
     stream=True (only with accumulate=False): when C and ld_c are vector-aligned at run time,
     C's whole vectors are stored non-temporally (no read for ownership, not kept in the

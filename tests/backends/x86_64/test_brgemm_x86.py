@@ -79,7 +79,8 @@ def choices(tgt, m, n, k, br, dtype="float32"):
     words = {f"{chosen.vector_bits}-bit"}
     for panel in panels:
         if panel.tail_rows:
-            words.add("packed" if panel.group > 1 else "overlap" if panel.overlap else "masked")
+            words.add("packed" if panel.group > 1 else "overlap" if panel.overlap
+                      else "dot" if panel.dot else "masked")
         if panel.quads:
             words.add("quads")
     return words
@@ -171,13 +172,17 @@ CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1
 # left run alone), batches, masked (M < 8) and packed tails, a long K
 QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (5, 11, 6, 1), (10, 24, 17, 1), (9, 30, 5, 3),
          (10, 19, 64, 2), (10, 40, 4, 1), (8, 9, 1000, 1)]
+# AVX2 tails of 1 to 4 rows as dot products along K (K a multiple of the steps a vector holds):
+# every row count, batches, one column, a long K, and a dot tail under full vectors
+DOTS = [(1, 24, 16, 1), (2, 33, 4, 2), (3, 10, 16, 1), (4, 9, 8, 3), (3, 7, 6, 2), (1, 1, 8, 1),
+        (1, 13, 512, 1), (17, 48, 64, 1), (2, 5, 12, 1), (4, 30, 64, 1)]
 MICRO_NAMES = list(MICROS)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
-@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS,
+@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS,
                          ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
@@ -192,7 +197,7 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     """accumulate=False: C := the batch's sum without reading C (it starts as NaN), bit for
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
-    for shape in SHAPES + AWKWARD + OUTER + CHUNKED + QUADS:
+    for shape in SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS:
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -231,7 +236,7 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
     """stream=True: whole aligned vectors of C go out with non-temporal stores (the code has
     them); tails and misaligned C take the cached stores. Either way C holds the bits of the
     cached kernel and nothing outside C is written."""
-    for shape in SHAPES + AWKWARD + [(128, 64, 32, 1), (64, 9, 16, 2)]:
+    for shape in SHAPES + AWKWARD + DOTS[-3:] + [(128, 64, 32, 1), (64, 9, 16, 2)]:
         for misalign in (0, 1):
             streamed, start, ld_c = _streamed_c(shape, variant, dtype, micro, True, misalign)
             cached, _, _ = _streamed_c(shape, variant, dtype, micro, False, misalign)
@@ -250,7 +255,7 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
 
 
 def _all_choices(variant, dtype):
-    return {word for micro in MICRO_NAMES for shape in SHAPES + AWKWARD + OUTER + QUADS
+    return {word for micro in MICRO_NAMES for shape in SHAPES + AWKWARD + OUTER + QUADS + DOTS
             for word in choices(target(variant, micro), *shape, dtype)}
 
 
@@ -259,8 +264,8 @@ def _all_choices(variant, dtype):
 def test_the_cases_above_make_every_choice(variant, dtype):
     """Every block-shape choice the generator can make is among the cases run above: both
     register widths on AVX-512, every kind of tail (AVX-512 packs float32 tails only; the
-    split-512 cores' AVX2 code packs float64 tails too), outer products, B in quads (AVX2
-    code, float32)."""
+    split-512 cores' AVX2 code packs float64 tails too), outer products, B in quads and dot
+    tails (AVX2 code, float32)."""
     expected = {"outer", "masked", f"{VARIANTS[variant].vector_bits}-bit"}
     if variant == "avx512":
         expected |= {"256-bit"}
@@ -269,7 +274,7 @@ def test_the_cases_above_make_every_choice(variant, dtype):
     if dtype == "float32" or variant == "avx2":
         expected |= {"packed"}
     if dtype == "float32":
-        expected |= {"quads"}
+        expected |= {"quads", "dot"}
     assert expected <= _all_choices(variant, dtype)
 
 
@@ -282,6 +287,39 @@ def test_the_quad_shapes_read_b_in_quads(variant):
         assert "quads" not in choices(target(variant, "zen4"), *shape, "float64"), shape
     listing = disassemble(generate_brgemm(target(variant, "zen4"), *QUADS[0]), "x86_64")
     assert "vbroadcastf128" in listing and "vshufps" in listing
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_dot_shapes_take_dot_tails(variant):
+    """Each DOTS case computes its tail as dot products on Zen 4 (as AVX2 code), so the cases
+    above run that path; float64 and a K the vector's steps do not divide never do."""
+    for shape in DOTS:
+        m, n, k, br = shape
+        assert "dot" in choices(target(variant, "zen4"), *shape), shape
+        assert "dot" not in choices(target(variant, "zen4"), *shape, "float64"), shape
+        steps = 8 // {1: 1, 2: 2}.get(m % 8, 4)
+        assert "dot" not in choices(target(variant, "zen4"), m, n, k + steps // 2, br), shape
+
+
+@pytest.mark.parametrize("variant", _variants())
+@pytest.mark.parametrize("m, n, k", [(1, 7, 16), (2, 7, 16), (3, 7, 16), (4, 7, 16),
+                                     (17, 48, 64)])
+def test_dot_tails_keep_specials_to_their_row_and_column(variant, m, n, k):
+    """inf in B reaches only its column's sums, NaN in one of A's tail rows only that row's:
+    the lanes of a dot tail's rows and k-steps (and a padded fourth row) stay apart."""
+    assert "dot" in choices(target(variant, "zen4"), m, n, k, 1)
+    case = Case(m, n, k, 1, seed=m)
+    a = Case._matrix(case.a, 0, m, k, case.ld_a)
+    b = Case._matrix(case.b, 0, k, n, case.ld_b)
+    b[k - 3, 2] = np.inf
+    a[m - 1, 5] = np.nan
+    with np.errstate(invalid="ignore"):
+        case.product = a.astype(np.float64) @ b.astype(np.float64)
+    case.call(Compiled(m, n, k, 1, variant, micro="zen4"))
+    case.verify()
+    c = case._c_matrix()
+    assert np.isnan(c[m - 1]).all() and np.isinf(c[:m - 1, 2]).all()
+    assert np.isfinite(np.delete(c[:m - 1], 2, axis=1)).all()
 
 
 @pytest.mark.parametrize("micro, m, width", [("zen4", 8, 256), ("zen4", 12, 256),
@@ -534,11 +572,14 @@ def _stack_scribbler():
 
 @pytest.mark.parametrize("variant", _variants())
 def test_kernels_set_their_red_zone_themselves(variant):
-    """The tail masks (and their AVX2 packed windows) are stored by the kernel, not found in
-    the red zone: a scribbled one changes nothing."""
+    """The tail masks (and their AVX2 packed windows), and a dot tail's copy of A in its
+    frame, are stored by the kernel, not found below the stack pointer: scribbles there
+    change nothing."""
     _memory, scribble = _stack_scribbler()
-    for shape in _packed_shapes(variant)[::3] + [(5, 7, 3, 1), (31, 6, 2, 1)]:
-        case, kernel = Case(*shape, seed=sum(shape)), Compiled(*shape, variant, micro=PACK)
+    shapes = [(shape, PACK) for shape in _packed_shapes(variant)[::3] + [(5, 7, 3, 1),
+                                                                         (31, 6, 2, 1)]]
+    for shape, micro in shapes + [(shape, "zen4") for shape in DOTS[:4]]:
+        case, kernel = Case(*shape, seed=sum(shape)), Compiled(*shape, variant, micro=micro)
         arguments, function = case.arguments(), kernel.function
         scribble(*arguments)
         function(*arguments)
@@ -577,7 +618,7 @@ def test_no_access_past_the_operands(variant, micro):
     """Masked, packed and overlapping tails, outer products and K in chunks at the very end
     of A, B and C: a fault fails the case."""
     shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER + CHUNKED
-              + QUADS + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
+              + QUADS + DOTS + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant, micro=micro) for shape in shapes]
     run_guarded(shapes, cases, kernels, lambda shape: f"{variant} kernel {shape}")
