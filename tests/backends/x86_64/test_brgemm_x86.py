@@ -656,8 +656,9 @@ def _disassembly(code):
     return disassemble(code, "x86_64")
 
 
-def test_avx512_code_uses_the_upper_sixteen_zmm_registers():
-    text = _disassembly(generate_brgemm(VARIANTS["avx512"], 64, 64, 64, 1))
+@pytest.mark.parametrize("micro", ["zen4", "zen5", "generic"])
+def test_avx512_code_uses_the_upper_sixteen_zmm_registers(micro):
+    text = _disassembly(generate_brgemm(target("avx512", micro), 16, 100, 64, 1))
     high = {int(r) for r in re.findall(r"zmm(\d+)", text) if int(r) >= 16}
     assert len(high) >= 8, f"only zmm{sorted(high)} of zmm16..31 used"
 
