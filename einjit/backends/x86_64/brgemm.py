@@ -102,11 +102,11 @@ AVX2_SHARES = (1, 2, 4)       # rows one broadcast load repeats: vbroadcastss, s
 class Panel:
     """`blocks` register blocks stacked along M, each `vectors` vectors tall (the last one of
     each block holding only `tail_rows` rows if tail_rows > 0, packed `group` columns to a
-    vector if group > 1), swept along N in `n_blocks` blocks of `cols` columns plus one block
-    of `n_tail` columns. overlap: the tail vector is loaded and stored whole, without masks,
-    ending at the last row (see _VectorRegisters). quads: how many of a block's columns take
-    B four k-steps at a time (see quad_limit). dot: the tail rows are dot products along K
-    (see dot_tail_fits)."""
+    vector if group > 1), swept along N in `n_blocks` blocks of `cols` columns plus
+    `tail_blocks` blocks of `n_tail` columns. overlap: the tail vector is loaded and stored
+    whole, without masks, ending at the last row (see _VectorRegisters). quads: how many of a
+    block's columns take B four k-steps at a time (see quad_limit). dot: the tail rows are
+    dot products along K (see dot_tail_fits)."""
     blocks: int
     vectors: int
     tail_rows: int
@@ -117,6 +117,7 @@ class Panel:
     overlap: bool = False
     quads: int = 0
     dot: bool = False
+    tail_blocks: int = 1
 
 
 def share_lanes(target: Target, tail_rows: int, element_bytes: int = 4) -> int:
@@ -354,11 +355,13 @@ def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
              packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS,
              quadable: bool = False, dottable: bool = False
-             ) -> tuple[float, int, int, int, int, bool, int, bool]:
-    """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot) for one block row of
-    `vectors` vectors, at most col_limit columns a block; on a tie the tail is not packed (no
-    lane shuffles for nothing), masked rather than overlapping or dot products, and B not
-    read in quads.
+             ) -> tuple[float, int, int, int, int, bool, int, bool, int]:
+    """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks) for one
+    block row of `vectors` vectors, at most col_limit columns a block: N as blocks of `cols`
+    and one narrower block of the rest, or as blocks of cols and of cols - 1 (a block of few
+    columns has too few accumulator chains to hide the FMA latency: 25 = 6 x 4 + 1 runs
+    slower than 4 x 4 + 3 x 3). On a tie the tail is not packed (no lane shuffles for
+    nothing), masked rather than overlapping or dot products, and B not read in quads.
     AVX-512 packs float32 tails only (its lane indices and masks are derived for 32-bit
     lanes); AVX2 packs both, in 32-bit lanes."""
     best = None
@@ -374,13 +377,20 @@ def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: i
             fewest = -(-n // widest)
             for cols in range(max(-(-n // fewest), quads), min(widest, n) + 1):
                 n_blocks, n_tail = divmod(n, cols)
-                cycles = n_blocks * _block_cycles(target, vectors, cols, tail_rows, group, k,
-                                                  br, overlap, quads, dot)
-                if n_tail:
-                    cycles += _block_cycles(target, vectors, n_tail, tail_rows, group, k, br,
-                                            overlap, min(quads, n_tail), dot)
-                if best is None or cycles < best[0]:
-                    best = (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot)
+                splits = [(n_blocks, n_tail, 1)]
+                narrower = (cols - n_tail) % cols           # blocks of cols - 1 instead
+                if n_tail and cols > 2 and narrower * (cols - 1) <= n:
+                    splits.append(((n - narrower * (cols - 1)) // cols, cols - 1, narrower))
+                for blocks, tail, tail_blocks in splits:
+                    cycles = blocks * _block_cycles(target, vectors, cols, tail_rows, group, k,
+                                                    br, overlap, quads, dot)
+                    if tail:
+                        cycles += tail_blocks * _block_cycles(target, vectors, tail, tail_rows,
+                                                              group, k, br, overlap,
+                                                              min(quads, tail), dot)
+                    if best is None or cycles < best[0]:
+                        best = (cycles, cols, blocks, tail, group, overlap, quads, dot,
+                                tail_blocks)
     return best
 
 
@@ -478,10 +488,11 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
                                        elements is FLOAT32 or not target.masks, elements.bytes,
                                        col_limit, quadable=height == vectors_total,
                                        dottable=dottable)
-            sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads, dot = sweeps[key]
+            sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks = \
+                sweeps[key]
             cycles += count * sweep_cycles
             panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap,
-                                quads, dot))
+                                quads, dot, tail_blocks))
         if best is None or cycles < best[0]:
             best = (cycles, tuple(panels))
     return best
@@ -515,7 +526,7 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
     vector_bytes = target.vector_bits // 8
     step_bytes = 0
     for panel in panels:
-        if panel.n_blocks + (1 if panel.n_tail else 0) < 2:
+        if panel.n_blocks + (panel.tail_blocks if panel.n_tail else 0) < 2:
             continue
         fmas = _step_counts(target, panel.vectors, panel.cols, panel.tail_rows, panel.group,
                             panel.quads)[0]
@@ -731,16 +742,20 @@ class _Generator:
     def _columns(self, panel: Panel, accumulate: bool, k: int) -> None:
         """One row of blocks across all columns, k steps of K from A_ROW and B_ORIGIN."""
         asm, scratch = self.asm, self.counter
-        has_next = panel.n_blocks > 1 or panel.n_tail
         asm(enc.mov_rm(scratch, B_ORIGIN), enc.mov_mr(B_COL, scratch),
             enc.mov_rm(C_PTR, C_ROW))
-        if panel.n_blocks:
-            with asm.counted_loop(N_COUNT, panel.n_blocks, align=1, scratch=scratch):
-                self._block(panel, panel.cols, accumulate, k)
-                if has_next:
-                    self._next_columns(panel.cols)
-        if panel.n_tail:
-            self._block(panel, panel.n_tail, accumulate, k)
+        runs = [(panel.n_blocks, panel.cols), (panel.tail_blocks if panel.n_tail else 0,
+                                               panel.n_tail)]
+        for run, (blocks, cols) in enumerate(runs):
+            if not blocks:
+                continue
+            last = not any(later for later, _ in runs[run + 1:])
+            if blocks == 1 and last:
+                self._block(panel, cols, accumulate, k)
+                continue
+            with asm.counted_loop(N_COUNT, blocks, align=1, scratch=scratch):
+                self._block(panel, cols, accumulate, k)
+                self._next_columns(cols)      # past the last block: harmless, reset per row
 
     def _move_chunk(self, steps: int) -> None:
         """A_ROW, B_ORIGIN and a dot tail's origin `steps` k-steps on (A_PTR is free

@@ -83,6 +83,8 @@ def choices(tgt, m, n, k, br, dtype="float32"):
                       else "dot" if panel.dot else "masked")
         if panel.quads:
             words.add("quads")
+        if panel.n_tail and panel.tail_blocks > 1:
+            words.add("two widths")
     return words
 
 
@@ -264,9 +266,9 @@ def _all_choices(variant, dtype):
 def test_the_cases_above_make_every_choice(variant, dtype):
     """Every block-shape choice the generator can make is among the cases run above: both
     register widths on AVX-512, every kind of tail (AVX-512 packs float32 tails only; the
-    split-512 cores' AVX2 code packs float64 tails too), outer products, B in quads and dot
-    tails (AVX2 code, float32)."""
-    expected = {"outer", "masked", f"{VARIANTS[variant].vector_bits}-bit"}
+    split-512 cores' AVX2 code packs float64 tails too), outer products, N in blocks of two
+    widths, B in quads and dot tails (AVX2 code, float32)."""
+    expected = {"outer", "masked", "two widths", f"{VARIANTS[variant].vector_bits}-bit"}
     if variant == "avx512":
         expected |= {"256-bit"}
     else:
@@ -487,7 +489,7 @@ def _packed_shapes(variant, dtype="float32"):
         group = _group(variant, t, dtype)
         for vectors in (2, 3, 4):
             m = lanes * (vectors - 1) + t
-            for n, k, br in ((2 * group + 1, 33, 1), (7 * group - 1, 4, 4), (6 * group, 9, 2)):
+            for n, k, br in ((2 * group + 1, 33, 1), (7 * group - 1, 5, 4), (6 * group, 9, 2)):
                 shapes.append((m, n, k, br))
     return shapes
 
