@@ -46,9 +46,9 @@ shape are repeated by runtime loops over M and N, so code size does not grow wit
 matrix. Told the ld_b it will be called
 with, the blocking reads no more of B's columns a k-step than fit the L1 set they share
 (b_column_limit). AVX2 blocks of one vector of A may read some of B's columns four k-steps
-at a time, spreading each step's element by a shuffle (quad_limit). AVX2 float32 tails of 1
-to 4 rows may be dot products along K instead: lanes of k-steps, A's tail rows copied into
-the kernel's stack frame first (dot_tail_fits). Where a block row loads
+at a time, spreading each step's element by a shuffle (quad_limit). Float32 tails of 1 to 4
+rows in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows
+copied into the kernel's stack frame first (dot_tail_fits). Where a block row loads
 A faster than L2 refills L1 and A's panel (its
 rows over all of K) outgrows L1, each block row sweeps its columns once per chunk of K, the
 chunk's panel staying in L1 across the column blocks (k_chunks; C is added back between
@@ -186,16 +186,17 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
     return MAX_QUADS
 
 
-# AVX2 tails of t <= 4 float32 rows may instead be computed as dot products along K: lanes
+# 256-bit tails of t <= 4 float32 rows may instead be computed as dot products along K: lanes
 # hold k-steps, not only rows. A vector of such a tail holds g = 8 // share k-steps of each
 # of its rows (t padded to a share of 1, 2 or 4; lane r*g + q: row r, step q), so B's part
 # of it is its g elements B[k..k+g-1, j] repeated: one load (vmovups as the FMA's operand,
 # vbroadcastf128, vbroadcastsd), no shuffle. A's tail rows are copied once per call into the
 # kernel's stack frame in that layout, and each column gets one accumulator. One FMA then
 # serves g k-steps of the tail, where a masked tail vector spends one FMA (and a packed one,
-# blends of B) on each; after the K loop each row's g lanes are summed. Zen 4, K = 64:
-# M = 1, N = 24 1241 -> 268 cycles, 4x40 2054 -> 1133; M >= 8 gains nothing (16 registers
-# leave 6 columns to a block of one full vector and a dot tail).
+# blends of B) on each; after the K loop each row's g lanes are summed. Zen 4, AVX2 code,
+# K = 64: 1x24 1245 -> 216 cycles, 4x40 2060 -> 882 (5 -> 25%, 22 -> 53% of peak with the
+# AVX-512 code for Zen 5 run there); M >= 8 gains little (16 registers leave 6 columns to a
+# block of one full vector and a dot tail, whose FMA latency then binds).
 DOT_SHARES = (1, 2, 4)
 DOT_FRAME_BYTES = 4096           # most stack the copied tail rows of A may take
 
@@ -206,10 +207,10 @@ def dot_share(tail_rows: int) -> int:
 
 
 def dot_tail_fits(target: Target, tail_rows: int, k: int, br: int, element_bytes: int) -> bool:
-    """Whether a block row's tail rows may be dot products along K: AVX2 (VEX) float32, 1 to 4
-    rows, K a multiple of the k-steps one vector holds, and A's copied tail rows (every batch
-    entry's) within DOT_FRAME_BYTES."""
-    if target.masks or element_bytes != 4 or not 1 <= tail_rows <= 4:
+    """Whether a block row's tail rows may be dot products along K: 256-bit vectors (AVX2, or
+    AVX-512's EVEX ymm), float32, 1 to 4 rows, K a multiple of the k-steps one vector holds,
+    and A's copied tail rows (every batch entry's) within DOT_FRAME_BYTES."""
+    if target.vector_bits != 256 or element_bytes != 4 or not 1 <= tail_rows <= 4:
         return False
     share = dot_share(tail_rows)
     return (k % (target.lanes() // share) == 0
@@ -341,13 +342,14 @@ def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
                 element_bytes: int = 4, dottable: bool = False) -> set[tuple[int, bool, bool]]:
     """(group, overlap, dot) choices for a block row: masked, packed (pack_group columns a
     vector), (AVX2, two or more vectors) an overlapping whole tail vector, or where
-    dot_tail_fits, dot products along K."""
+    dot_tail_fits, dot products along K (with AVX-512 masks only in a block of no full
+    vector: beside full ones they were measured against AVX2 tails only, on Zen 4)."""
     modes = {(1, False, False)}
     if packable:
         modes.add((pack_group(target, vectors, tail_rows, element_bytes), False, False))
     if tail_rows and vectors > 1 and not target.masks:
         modes.add((1, True, False))
-    if tail_rows and dottable:
+    if tail_rows and dottable and (vectors == 1 or not target.masks):
         modes.add((1, False, True))
     return modes
 
@@ -955,9 +957,12 @@ class _VectorRegisters:
         self.share = share_lanes(target, tail_rows, elements.bytes) if group > 1 else 0
         self.dwords = self.width // 32       # AVX2 packing works in 32-bit lanes
         own = vectors - 1 if group > 1 else vectors     # vectors with accumulators per column
-        self.acc = [list(range(j * own, (j + 1) * own)) for j in range(cols)]
+        # a dot tail's B and A registers come first: VEX-encodable (vbroadcastf128, and VEX
+        # broadcast loads, which Zen 4 runs faster than EVEX ones) with 32 registers too
+        first = 2 if dot else 0
+        self.acc = [list(range(first + j * own, first + (j + 1) * own)) for j in range(cols)]
         packed = -(-cols // group) if group > 1 else 0
-        self.packed_acc = list(range(cols * own, cols * own + packed))
+        self.packed_acc = list(range(first + cols * own, first + cols * own + packed))
         top = target.registers - 1
         a_vectors = vectors - 1 if dot else vectors
         self.a = list(range(top, top - a_vectors, -1))
@@ -966,21 +971,21 @@ class _VectorRegisters:
         self.a_tail = None
         self.dot_share = dot_share(tail_rows) if dot else 0
         self.dot_steps = self.lanes // self.dot_share if dot else 0
-        if group > 1 or dot or not (target.masks and vectors == 1):
+        if dot:
+            self.broadcast, self.a_tail = 0, 1
+        elif group > 1 or not (target.masks and vectors == 1):
             self.broadcast, top = top, top - 1
         if group > 1:
             self.packed_b, top = top, top - 1
             if target.masks:
                 self.indices, top = top, top - 1
-        elif dot:
-            self.a_tail, top = top, top - 1
-        elif tail_rows and not target.masks and not overlap:
+        elif tail_rows and not target.masks and not (overlap or dot):
             self.mask_vector, top = top, top - 1
         # the last `quads` columns' B quads (see quad_limit)
         self.quads = quads
         self.quad_of = {cols - quads + q: top - q for q in range(quads)}
         top -= quads
-        assert top >= cols * own + packed - 1, "block does not fit the register file"
+        assert top >= first + cols * own + packed - 1, "block does not fit the register file"
         # bytes the tail vector starts before the end of the full vectors
         self.tail_back = (elements.bytes * (self.lanes - tail_rows)
                           if tail_rows and vectors > 1 and not dot else 0)

@@ -293,14 +293,17 @@ def test_the_quad_shapes_read_b_in_quads(variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_dot_shapes_take_dot_tails(variant):
-    """Each DOTS case computes its tail as dot products on Zen 4 (as AVX2 code), so the cases
-    above run that path; float64 and a K the vector's steps do not divide never do."""
+    """Each DOTS case computes its tail as dot products on Zen 4 (as AVX2 code), and those of
+    M < 8 on Zen 5 too (AVX-512 code: as EVEX ymm), so the cases above run those paths;
+    float64 and a K the vector's steps do not divide never do."""
     for shape in DOTS:
         m, n, k, br = shape
         assert "dot" in choices(target(variant, "zen4"), *shape), shape
         assert "dot" not in choices(target(variant, "zen4"), *shape, "float64"), shape
         steps = 8 // {1: 1, 2: 2}.get(m % 8, 4)
         assert "dot" not in choices(target(variant, "zen4"), m, n, k + steps // 2, br), shape
+        if m < 8:                      # full-width AVX-512 cores too, as EVEX ymm
+            assert "dot" in choices(target(variant, "zen5"), *shape), shape
 
 
 @pytest.mark.parametrize("variant", _variants())
