@@ -194,8 +194,8 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
 # kernel's stack frame in that layout, and each column gets one accumulator. One FMA then
 # serves g k-steps of the tail, where a masked tail vector spends one FMA (and a packed one,
 # blends of B) on each; after the K loop each row's g lanes are summed. Zen 4, AVX2 code,
-# K = 64: 1x24 1245 -> 216 cycles, 4x40 2060 -> 882 (5 -> 25%, 22 -> 53% of peak with the
-# AVX-512 code for Zen 5 run there); M >= 8 gains little (16 registers leave 6 columns to a
+# K = 64: 1x24 1245 -> 216 cycles, 4x40 2060 -> 882 (5 -> 25%, 22 -> 53% of peak; the
+# EVEX code for Zen 5, run there: 6 -> 35%, 23 -> 48%); M >= 8 gains little (16 registers leave 6 columns to a
 # block of one full vector and a dot tail, whose FMA latency then binds).
 DOT_SHARES = (1, 2, 4)
 DOT_FRAME_BYTES = 4096           # most stack the copied tail rows of A may take
