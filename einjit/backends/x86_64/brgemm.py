@@ -195,8 +195,8 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
 # serves g k-steps of the tail, where a masked tail vector spends one FMA (and a packed one,
 # blends of B) on each; after the K loop each row's g lanes are summed. Zen 4, AVX2 code,
 # K = 64: 1x24 1245 -> 216 cycles, 4x40 2060 -> 882 (5 -> 25%, 22 -> 53% of peak; the
-# EVEX code for Zen 5, run there: 6 -> 35%, 23 -> 48%); M >= 8 gains little (16 registers leave 6 columns to a
-# block of one full vector and a dot tail, whose FMA latency then binds).
+# EVEX code for Zen 5, run there: 6 -> 35%, 23 -> 48%); M >= 8 gains little (16 registers
+# leave 6 columns to a block of one full vector and a dot tail, whose FMA latency binds).
 DOT_SHARES = (1, 2, 4)
 DOT_FRAME_BYTES = 4096           # most stack the copied tail rows of A may take
 
@@ -439,11 +439,16 @@ def unmasked_target(target: Target, m: int, element_bytes: int, k: int) -> Targe
     that leaves at most a fifth of its lanes empty (float32 tails of 13 to 15 rows, float64
     of 7) stays AVX-512 where K > 1: it wastes less than AVX2's overlapping tail there
     (Zen 4, N in {8, 24, 50}, K = 16: M = 61 81 -> 89%, M = 13 72 -> 75%, float64 M = 23
-    83 -> 88%)."""
+    83 -> 88%). So does an M that fills more than half of one ymm, where K > 1: its masked
+    EVEX ymm needs no microcoded vmaskmovps store and has 32 registers (Zen 4, float32, N in
+    9..57, K in {4, 16, 64}: M = 5 8-38 -> 27-54% of peak, M = 7 7-52 -> 31-67%; float64
+    M = 3 16-52 -> 38-65%; float32 M <= 4 is as fast either way, as AVX2 dot tails or EVEX
+    ymm)."""
     lanes = target.lanes(element_bytes)
     tail = m % lanes
+    keep = (lanes - tail) * 5 <= lanes or lanes // 4 < m < lanes // 2
     if (target.masks and target.micro.passes(target.vector_bits) > 1 and tail
-            and (k == 1 or (lanes - tail) * 5 > lanes)):
+            and (k == 1 or not keep)):
         return replace(target, vector_bits=256, registers=16, masks=0)
     return target
 
