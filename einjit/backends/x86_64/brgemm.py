@@ -186,19 +186,21 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
     return MAX_QUADS
 
 
-# 256-bit tails of t <= 4 float32 rows may instead be computed as dot products along K: lanes
+# 256-bit tails of t <= 7 float32 rows may instead be computed as dot products along K: lanes
 # hold k-steps, not only rows. A vector of such a tail holds g = 8 // share k-steps of each
-# of its rows (t padded to a share of 1, 2 or 4; lane r*g + q: row r, step q), so B's part
-# of it is its g elements B[k..k+g-1, j] repeated: one load (vmovups as the FMA's operand,
-# vbroadcastf128, vbroadcastsd), no shuffle. A's tail rows are copied once per call into the
-# kernel's stack frame in that layout, and each column gets one accumulator. One FMA then
-# serves g k-steps of the tail, where a masked tail vector spends one FMA (and a packed one,
-# blends of B) on each; after the K loop each row's g lanes are summed. Zen 4, AVX2 code,
-# K = 64: 1x24 1245 -> 216 cycles, 4x40 2060 -> 882 (5 -> 25%, 22 -> 53% of peak; the
-# EVEX code for Zen 5, run there: 6 -> 35%, 23 -> 48%); M >= 8 gains little (16 registers
+# of its rows (t padded to a share of 1, 2, 4 or 8; lane r*g + q: row r, step q), so B's
+# part of it is its g elements B[k..k+g-1, j] repeated: one load (vmovups as the FMA's
+# operand, vbroadcastf128, vbroadcastsd, vbroadcastss), no shuffle. A's tail rows are
+# copied once per call into the kernel's stack frame in that layout, and each column gets
+# one accumulator. One FMA then serves g k-steps of the tail, where a masked tail vector
+# spends one FMA (and a packed one, blends of B) on each; after the K loop each row's g
+# lanes are summed. With a share of 8 (g = 1) it is a masked tail vector without masks: no
+# vmaskmovps (C's rows go in pieces of 4, 2 and 1). Zen 4, AVX2 code: K = 64, 1x24 1245 ->
+# 216 cycles, 4x40 2060 -> 882 (5 -> 25%, 22 -> 53% of peak; the EVEX code for Zen 5, run
+# there: 6 -> 35%, 23 -> 48%); 7x40x16 879 -> 538 cycles. M >= 8 gains little (16 registers
 # leave 6 columns to a block of one full vector and a dot tail, whose FMA latency binds).
-DOT_SHARES = (1, 2, 4)
-DOT_FRAME_BYTES = 4096           # most stack the copied tail rows of A may take
+DOT_SHARES = (1, 2, 4, 8)
+DOT_FRAME_BYTES = 16384          # most stack the copied tail rows of A may take
 
 
 def dot_share(tail_rows: int) -> int:
@@ -210,7 +212,7 @@ def dot_tail_fits(target: Target, tail_rows: int, k: int, br: int, element_bytes
     """Whether a block row's tail rows may be dot products along K: 256-bit vectors (AVX2, or
     AVX-512's EVEX ymm), float32, 1 to 4 rows, K a multiple of the k-steps one vector holds,
     and A's copied tail rows (every batch entry's) within DOT_FRAME_BYTES."""
-    if target.vector_bits != 256 or element_bytes != 4 or not 1 <= tail_rows <= 4:
+    if target.vector_bits != 256 or element_bytes != 4 or not 1 <= tail_rows <= 7:
         return False
     share = dot_share(tail_rows)
     return (k % (target.lanes() // share) == 0
@@ -308,9 +310,9 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     masked_stores = reduce = 0
     if not tail_rows:
         tail_update = 0
-    elif dot:
-        tail_update = 4 if tail_rows == 3 else 2
-        reduce = cols * (4 if dot_share(tail_rows) == 4 else 6)
+    elif dot:                    # C's rows in pieces of 4, 2 and 1 floats, loaded and stored
+        tail_update = 2 * ((tail_rows >= 4) + (tail_rows % 4 >= 2) + tail_rows % 2)
+        reduce = cols * {1: 6, 2: 6, 4: 4, 8: 0}[dot_share(tail_rows)]
     elif overlap:
         tail_update, loads = 2 * split, loads - 1 + split
     elif target.masks or group > 1:
@@ -691,8 +693,9 @@ class _Generator:
 
     def _copy_a_tail(self) -> None:
         """Copy the dot tail's rows of A (every batch entry's) into the frame, a vector of g
-        k-steps at a time: lane r*g + q holds row r of step q, rows past M zero (A_PTR is
-        free here: the blocks reload it from A_ROW)."""
+        k-steps at a time: lane r*g + q holds row r of step q, rows past M zero (past 4 rows:
+        copies of rows, whose sums are never stored; A_PTR is free here: the blocks reload it
+        from A_ROW)."""
         asm, walker = self.asm, self.a_tail
         rows = self.dot.tail_rows
         steps = 8 // dot_share(rows)
@@ -700,9 +703,11 @@ class _Generator:
             enc.add_ri(A_PTR, (self.m - rows) * self.p.bytes))
         code = []
         for q in range(steps):                 # xmm q := the rows of step q, zeros above
-            code += [_load_rows(q, Mem(A_PTR), rows, 12), enc.add_rr(A_PTR, LDA)]
+            code += [_load_column(q, Mem(A_PTR), rows, 12), enc.add_rr(A_PTR, LDA)]
         # a transpose of rows x steps: xmm 8 := the lower four lanes, xmm 9 or 10 the upper
-        if steps == 2:
+        if steps == 1:                         # already a vector of rows
+            code += [enc.vmovups_store(Mem(walker), 0, 256), enc.add_ri(walker, 32)]
+        elif steps == 2:
             code += [enc.vunpckhps(9, 0, 1, 128), enc.vunpcklps(8, 0, 1, 128)]
         elif steps == 4:
             code += [enc.vunpcklps(8, 0, 1, 128), enc.vunpcklps(9, 2, 3, 128),
@@ -710,9 +715,10 @@ class _Generator:
         else:
             code += [enc.vunpcklps(8 + i, 2 * i, 2 * i + 1, 128) for i in range(4)]
             code += [enc.vunpcklpd(8, 8, 9, 128), enc.vunpcklpd(10, 10, 11, 128)]
-        upper = 9 if steps == 2 else 10
-        code += [enc.vinsertf128(8, 8, upper, 1), enc.vmovups_store(Mem(walker), 8, 256),
-                 enc.add_ri(walker, 32)]
+        if steps > 1:
+            upper = 10 if steps > 2 else 9
+            code += [enc.vinsertf128(8, 8, upper, 1), enc.vmovups_store(Mem(walker), 8, 256),
+                     enc.add_ri(walker, 32)]
         scratch = self.counter
         if self.batch is None:
             with asm.counted_loop(scratch, self.k // steps):
@@ -1040,14 +1046,15 @@ class _VectorRegisters:
         """acc += vector i of a block column (A's registers are free to help once K is done;
         a dot tail's: its summed lanes += its rows of C)."""
         if self.dot and self._tail(i):
-            rows = _load_rows(self.broadcast, mem, self.tail_rows, self.a_tail)
-            return rows + enc.vaddps(acc, acc, self.broadcast, 128)
+            rows = _load_column(self.broadcast, mem, self.tail_rows, self.a_tail)
+            width = 256 if self.tail_rows > 4 else 128
+            return rows + enc.vaddps(acc, acc, self.broadcast, width)
         return _add(acc, mem, self.width, self._masked(i), self.mask_vector, self.a[0], self.p)
 
     def store(self, src: int, mem: Mem, i: int) -> bytes:
         """Vector i of a block column: rows past M are not written."""
         if self.dot and self._tail(i):
-            return _store_rows(mem, src, self.tail_rows, self.broadcast)
+            return _store_column(mem, src, self.tail_rows, self.broadcast)
         return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
 
     def sum_dot_lanes(self) -> list[bytes]:
@@ -1055,6 +1062,8 @@ class _VectorRegisters:
         spare, sums = self.broadcast, [accs[-1] for accs in self.acc]
         steps = self.dot_steps
         code = []
+        if steps == 1:                          # a vector of rows: nothing to sum
+            return code
         for acc in sums:
             if steps == 8:                  # halves, then quarters, then neighbours
                 code += [enc.vextractf128(spare, acc, 1), enc.vaddps(acc, acc, spare, 128)]
@@ -1177,6 +1186,27 @@ def _load_rows(dst: int, mem: Mem, rows: int, spare: int) -> bytes:
                 + enc.vunpcklpd(dst, dst, spare, 128))
     return {1: enc.vmovss_load, 2: enc.vmovsd_load}.get(
         rows, lambda reg, at: enc.vmovups_load(reg, at, 128))(dst, mem)
+
+
+def _load_column(dst: int, mem: Mem, rows: int, spare: int) -> bytes:
+    """dst := the `rows` (1 to 7) floats at mem in its lowest lanes, no more read (more than
+    4: lanes past them hold copies of rows, not zeros)."""
+    if rows <= 4:
+        return _load_rows(dst, mem, rows, spare)
+    shift = 8 - rows              # the 4 rows that end at the last start `shift` lanes early
+    rotate = sum((shift + lane) % 4 << 2 * lane for lane in range(4))
+    return (enc.vmovups_load(dst, mem, 128)
+            + enc.vmovups_load(spare, mem.offset(4 * (rows - 4)), 128)
+            + enc.vshufps(spare, spare, spare, rotate, 128) + enc.vinsertf128(dst, dst, spare, 1))
+
+
+def _store_column(mem: Mem, src: int, rows: int, spare: int) -> bytes:
+    """The lowest `rows` (1 to 7) floats of src to mem, no more written (more than 4: src is
+    clobbered)."""
+    if rows <= 4:
+        return _store_rows(mem, src, rows, spare)
+    return (enc.vmovups_store(mem, src, 128) + enc.vextractf128(spare, src, 1)
+            + _store_rows(mem.offset(16), spare, rows - 4, src))
 
 
 def _store_rows(mem: Mem, src: int, rows: int, spare: int) -> bytes:
