@@ -48,7 +48,7 @@ with, the blocking reads no more of B's columns a k-step than fit the L1 set the
 (b_column_limit). AVX2 blocks of one vector of A may read some of B's columns four k-steps
 at a time, spreading each step's element by a shuffle (quad_limit). Float32 tails of 1 to 4
 rows in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows
-copied into the kernel's stack frame first (dot_tail_fits). Where a block row loads
+copied into the kernel's stack frame first (dot_tail_share). Where a block row loads
 A faster than L2 refills L1 and A's panel (its
 rows over all of K) outgrows L1, each block row sweeps its columns once per chunk of K, the
 chunk's panel staying in L1 across the column blocks (k_chunks; C is added back between
@@ -105,8 +105,8 @@ class Panel:
     vector if group > 1), swept along N in `n_blocks` blocks of `cols` columns plus
     `tail_blocks` blocks of `n_tail` columns. overlap: the tail vector is loaded and stored
     whole, without masks, ending at the last row (see _VectorRegisters). quads: how many of a
-    block's columns take B four k-steps at a time (see quad_limit). dot: the tail rows are
-    dot products along K (see dot_tail_fits)."""
+    block's columns take B four k-steps at a time (see quad_limit). dot: the lanes one k-step
+    takes where the tail rows are dot products along K (0: they are not; see dot_tail_share)."""
     blocks: int
     vectors: int
     tail_rows: int
@@ -116,7 +116,7 @@ class Panel:
     group: int = 1
     overlap: bool = False
     quads: int = 0
-    dot: bool = False
+    dot: int = 0
     tail_blocks: int = 1
 
 
@@ -188,9 +188,10 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
 
 # 256-bit tails of t <= 7 float32 rows may instead be computed as dot products along K: lanes
 # hold k-steps, not only rows. A vector of such a tail holds g = 8 // share k-steps of each
-# of its rows (t padded to a share of 1, 2, 4 or 8; lane r*g + q: row r, step q), so B's
-# part of it is its g elements B[k..k+g-1, j] repeated: one load (vmovups as the FMA's
-# operand, vbroadcastf128, vbroadcastsd, vbroadcastss), no shuffle. A's tail rows are
+# of its rows (t padded to a share of 1, 2, 4 or 8, the narrowest whose g divides K; lane
+# r*g + q: row r, step q), so B's part of it is its g elements B[k..k+g-1, j] repeated: one
+# load (vmovups as the FMA's operand, vbroadcastf128, vbroadcastsd, vbroadcastss), no
+# shuffle. A's tail rows are
 # copied once per call into the kernel's stack frame in that layout, and each column gets
 # one accumulator. One FMA then serves g k-steps of the tail, where a masked tail vector
 # spends one FMA (and a packed one, blends of B) on each; after the K loop each row's g
@@ -203,20 +204,15 @@ DOT_SHARES = (1, 2, 4, 8)
 DOT_FRAME_BYTES = 16384          # most stack the copied tail rows of A may take
 
 
-def dot_share(tail_rows: int) -> int:
-    """Lanes one k-step of a dot tail takes: t rows, padded to 1, 2 or 4."""
-    return next(share for share in DOT_SHARES if share >= tail_rows)
-
-
-def dot_tail_fits(target: Target, tail_rows: int, k: int, br: int, element_bytes: int) -> bool:
-    """Whether a block row's tail rows may be dot products along K: 256-bit vectors (AVX2, or
-    AVX-512's EVEX ymm), float32, 1 to 4 rows, K a multiple of the k-steps one vector holds,
-    and A's copied tail rows (every batch entry's) within DOT_FRAME_BYTES."""
+def dot_tail_share(target: Target, tail_rows: int, k: int, br: int, element_bytes: int) -> int:
+    """The lanes one k-step takes if a block row's tail rows may be dot products along K, else
+    0: 256-bit vectors (AVX2, or AVX-512's EVEX ymm), float32, 1 to 7 rows, padded to the
+    narrowest share whose 8 // share k-steps a vector divide K, and A's copied tail rows
+    (every batch entry's) within DOT_FRAME_BYTES."""
     if target.vector_bits != 256 or element_bytes != 4 or not 1 <= tail_rows <= 7:
-        return False
-    share = dot_share(tail_rows)
-    return (k % (target.lanes() // share) == 0
-            and br * k * share * element_bytes <= DOT_FRAME_BYTES)
+        return 0
+    share = next(share for share in DOT_SHARES if share >= tail_rows and k * share % 8 == 0)
+    return share if br * k * share * element_bytes <= DOT_FRAME_BYTES else 0
 
 
 def _accumulators(vectors: int, cols: int, group: int) -> int:
@@ -226,7 +222,7 @@ def _accumulators(vectors: int, cols: int, group: int) -> int:
 
 
 def _max_cols(target: Target, vectors: int, tail_rows: int, group: int,
-              overlap: bool = False, quads: int = 0, dot: bool = False) -> int:
+              overlap: bool = False, quads: int = 0, dot: int = 0) -> int:
     spare = target.registers - vectors - quads     # A's vectors (dot: and its tail), B's quads
     if group > 1:                                       # broadcast, packed B, AVX-512: indices
         spare -= 3 if target.masks else 2
@@ -254,11 +250,11 @@ SPLIT_ACCESSES = {512: 2.0, 256: 1.5}       # by vector width in bits
 
 
 def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
-                 group: int, quads: int = 0, dot: bool = False) -> tuple[float, float, float]:
+                 group: int, quads: int = 0, dot: int = 0) -> tuple[float, float, float]:
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
     full = vectors - (1 if tail_rows else 0)
     if dot:           # the tail's FMAs, B's loads and A's tail: once for their k-steps
-        share = dot_share(tail_rows)
+        share = dot
         steps = target.lanes() // share
         fmas = full * cols + cols / steps
         b_loads = cols * (SPLIT_ACCESSES[target.vector_bits] if share == 1 else 1)
@@ -286,7 +282,7 @@ STORE_BURST_CYCLES = 2.0
 
 
 def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group: int, k: int,
-                  br: int, overlap: bool = False, quads: int = 0, dot: bool = False) -> float:
+                  br: int, overlap: bool = False, quads: int = 0, dot: int = 0) -> float:
     """One register block: k-steps of target.micro.fma_pipes FMAs a cycle (a vector wider
     than the core's full-rate width counts once per half, as do its loads and stores), 4
     vector instructions a cycle, 4 cycles of FMA latency per accumulator chain, load_ports
@@ -312,7 +308,7 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         tail_update = 0
     elif dot:                    # C's rows in pieces of 4, 2 and 1 floats, loaded and stored
         tail_update = 2 * ((tail_rows >= 4) + (tail_rows % 4 >= 2) + tail_rows % 2)
-        reduce = cols * {1: 6, 2: 6, 4: 4, 8: 0}[dot_share(tail_rows)]
+        reduce = cols * {1: 6, 2: 6, 4: 4, 8: 0}[dot]
     elif overlap:
         tail_update, loads = 2 * split, loads - 1 + split
     elif target.masks or group > 1:
@@ -321,7 +317,7 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         tail_update, masked_stores = 2, cols
     update = cols * (2 * full * split + tail_update)
     steps = k * br
-    chain = target.lanes() // dot_share(tail_rows) if dot and not full else 1
+    chain = target.lanes() // dot if dot and not full else 1
     compute = steps * max(fmas * passes / micro.fma_pipes, vector_ops * passes / 4, 4.0 / chain)
     vector_loads = loads - cols + quads * 3 / 4    # the rest are broadcast elements of B
     memory = (steps * (loads + (passes - 1) * vector_loads) + update * passes) / micro.load_ports
@@ -341,25 +337,26 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
 
 
 def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
-                element_bytes: int = 4, dottable: bool = False) -> set[tuple[int, bool, bool]]:
+                element_bytes: int = 4, dottable: int = 0) -> set[tuple[int, bool, int]]:
     """(group, overlap, dot) choices for a block row: masked, packed (pack_group columns a
     vector), (AVX2, two or more vectors) an overlapping whole tail vector, or where
-    dot_tail_fits, dot products along K (with AVX-512 masks only in a block of no full
-    vector: beside full ones they were measured against AVX2 tails only, on Zen 4)."""
+    dot_tail_share gives a share (`dottable`), dot products along K (with AVX-512 masks only in
+    a block of no full vector: beside full ones they were measured against AVX2 tails only,
+    on Zen 4)."""
     modes = {(1, False, False)}
     if packable:
         modes.add((pack_group(target, vectors, tail_rows, element_bytes), False, False))
     if tail_rows and vectors > 1 and not target.masks:
         modes.add((1, True, False))
     if tail_rows and dottable and (vectors == 1 or not target.masks):
-        modes.add((1, False, True))
+        modes.add((1, False, dottable))
     return modes
 
 
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
              packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS,
-             quadable: bool = False, dottable: bool = False
-             ) -> tuple[float, int, int, int, int, bool, int, bool, int]:
+             quadable: bool = False, dottable: int = 0
+             ) -> tuple[float, int, int, int, int, bool, int, int, int]:
     """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks) for one
     block row of `vectors` vectors, at most col_limit columns a block: N as blocks of `cols`
     and one narrower block of the rest, or as blocks of cols and of cols - 1 (a block of few
@@ -475,7 +472,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     lanes = target.lanes(elements.bytes)
     vectors_total = -(-m // lanes)
     tail_rows = m % lanes
-    dottable = dot_tail_fits(target, tail_rows, k, br, elements.bytes)
+    dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):
@@ -528,8 +525,7 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
     MIN_K_CHUNK steps or more."""
     if br > 1:
         return 1
-    unit = max((target.lanes() // dot_share(panel.tail_rows) for panel in panels if panel.dot),
-               default=1)
+    unit = max((target.lanes() // panel.dot for panel in panels if panel.dot), default=1)
     micro = target.micro
     budget = int(micro.l1_bytes * L1_CHUNK_SHARE)
     vector_bytes = target.vector_bits // 8
@@ -587,7 +583,7 @@ class _Generator:
         # a dot tail: the frame holding A's copied tail rows, and the register walking them
         self.a_tail = pool.pop(0) if self.dot else None
         # the frame: the copy of A's tail rows, then where the blocks start walking it
-        self.dot_bytes = br * k * dot_share(self.dot.tail_rows) * elements.bytes if self.dot else 0
+        self.dot_bytes = br * k * self.dot.dot * elements.bytes if self.dot else 0
         self.frame = self.dot_bytes + 32 if self.dot else 0
         self.dot_origin = Mem(RSP, disp=self.dot_bytes)
         bases = -(-widest // COLUMNS_PER_BASE)
@@ -698,7 +694,7 @@ class _Generator:
         from A_ROW)."""
         asm, walker = self.asm, self.a_tail
         rows = self.dot.tail_rows
-        steps = 8 // dot_share(rows)
+        steps = 8 // self.dot.dot
         asm(enc.mov_rr(walker, RSP), enc.mov_mr(self.dot_origin, walker),
             enc.add_ri(A_PTR, (self.m - rows) * self.p.bytes))
         code = []
@@ -779,7 +775,7 @@ class _Generator:
                  enc.mov_rm(A_PTR, B_ORIGIN), enc.add_ri(A_PTR, steps * self.p.bytes),
                  enc.mov_mr(B_ORIGIN, A_PTR))
         if self.dot:
-            share = dot_share(self.dot.tail_rows)
+            share = self.dot.dot
             self.asm(enc.mov_rm(A_PTR, self.dot_origin),
                      enc.add_ri(A_PTR, steps * share * self.p.bytes),
                      enc.mov_mr(self.dot_origin, A_PTR))
@@ -954,13 +950,13 @@ class _VectorRegisters:
     A, B and order of FMAs, so they hold the same bits, and both vectors read C before either
     is stored. No mask, and no microcoded vmaskmovps store (12 cycles on Zen 3).
 
-    A dot tail (see dot_tail_fits) keeps each column's last accumulator for its tail rows, in
+    A dot tail (see dot_tail_share) keeps each column's last accumulator for its tail rows, in
     lanes of k-steps; A's tail rows come from the frame (a_tail) instead of a vector of A,
     and the rows of C it adds and stores start right after the full vectors."""
 
     def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
                  elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0,
-                 dot: bool = False):
+                 dot: int = 0):
         self.p, self.overlap, self.dot = elements, overlap, dot
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
@@ -980,7 +976,7 @@ class _VectorRegisters:
         top -= a_vectors
         self.broadcast = self.packed_b = self.indices = self.mask_vector = None
         self.a_tail = None
-        self.dot_share = dot_share(tail_rows) if dot else 0
+        self.dot_share = dot
         self.dot_steps = self.lanes // self.dot_share if dot else 0
         if dot:
             self.broadcast, self.a_tail = 0, 1

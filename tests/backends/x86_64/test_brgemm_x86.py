@@ -28,6 +28,7 @@ from einjit.backends.x86_64.brgemm import (
     _OuterProduct,
     b_column_limit,
     choose,
+    dot_tail_share,
     generate_brgemm,
     k_chunks,
     max_cols,
@@ -171,15 +172,15 @@ OUTER = [(m, n, 1, 1) for m, n in ((1, 1), (5, 9), (8, 3), (12, 4), (17, 5), (25
 # large K beside M tails: Zen 4 runs them as AVX2 blocks whose K loop goes in chunks
 CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1)]
 # AVX2 blocks of one vector of A reading B in quads: K a multiple of 4 and not (the steps
-# left run alone), batches, masked (M < 8) and packed tails, a long K
-QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (4, 11, 7, 1), (10, 24, 17, 1), (9, 30, 5, 3),
+# left run alone), batches, masked (M < 8, a K too long for a dot tail's frame) and packed
+# tails, a long K
+QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (4, 9, 1025, 1), (10, 24, 17, 1), (9, 30, 5, 3),
          (10, 19, 64, 2), (10, 40, 4, 1), (8, 9, 1000, 1)]
 # AVX2 tails of 1 to 4 rows as dot products along K (K a multiple of the steps a vector holds):
 # every row count, batches, one column, a long K, and a dot tail under full vectors
 DOTS = [(1, 24, 16, 1), (2, 33, 4, 2), (3, 10, 16, 1), (4, 9, 8, 3), (3, 7, 6, 2), (1, 1, 8, 1),
         (1, 13, 512, 1), (17, 48, 64, 1), (2, 5, 12, 1), (4, 30, 64, 1), (5, 9, 16, 1),
-        (6, 13, 7, 2), (7, 20, 3, 3)]
-DOT_SHARE = {1: 1, 2: 2, 3: 4, 4: 4, 5: 8, 6: 8, 7: 8}     # lanes a k-step takes, by rows
+        (6, 13, 7, 2), (7, 20, 3, 3), (1, 40, 12, 1), (2, 30, 7, 2)]   # last two: wider shares
 MICRO_NAMES = list(MICROS)
 
 
@@ -296,8 +297,9 @@ def test_the_quad_shapes_read_b_in_quads(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_dot_shapes_take_dot_tails(variant):
     """Each DOTS case computes its tail as dot products on Zen 4 (as AVX2 code), and those of
-    M < 8 on Zen 5 too (AVX-512 code: as EVEX ymm), so the cases above run those paths;
-    float64 and a K the vector's steps do not divide never do."""
+    M < 5 on Zen 5 too (AVX-512 code: as EVEX ymm, where a vector holds two or more k-steps),
+    so the cases above run those paths; a K that a vector's k-steps do not divide takes a
+    wider share; float64 never does."""
     for shape in DOTS:
         m, n, k, br = shape
         if variant == "avx512" and 4 < m < 8:   # Zen 4 runs M = 5..7 as masked EVEX ymm
@@ -305,11 +307,12 @@ def test_the_dot_shapes_take_dot_tails(variant):
             continue
         assert "dot" in choices(target(variant, "zen4"), *shape), shape
         assert "dot" not in choices(target(variant, "zen4"), *shape, "float64"), shape
-        steps = 8 // DOT_SHARE[m % 8]
-        if steps > 1:
-            assert "dot" not in choices(target(variant, "zen4"), m, n, k + steps // 2, br), \
-                shape
-        if m < 5:                      # full-width AVX-512 cores too, as EVEX ymm
+        share = dot_tail_share(target("avx2"), m % 8, k, br, 4)
+        assert share >= m % 8 and k * share % 8 == 0, shape
+        if share < 8:
+            odd = dot_tail_share(target("avx2"), m % 8, k + 4 // share, br, 4)
+            assert odd > share and (k + 4 // share) * odd % 8 == 0, shape
+        if m < 5 and share < 8:        # full-width AVX-512 cores too, as EVEX ymm
             assert "dot" in choices(target(variant, "zen5"), *shape), shape
 
 
