@@ -473,6 +473,8 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     vectors_total = -(-m // lanes)
     tail_rows = m % lanes
     dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
+    if dottable and br > 1:      # the batch's 3 registers and the dot tail's walker: 4 bases
+        col_limit = min(col_limit, 4 * COLUMNS_PER_BASE)
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):
