@@ -343,11 +343,11 @@ def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
     dot_tail_share gives a share (`dottable`), dot products along K (with AVX-512 masks only in
     a block of no full vector: beside full ones they were measured against AVX2 tails only,
     on Zen 4)."""
-    modes = {(1, False, False)}
+    modes = {(1, False, 0)}
     if packable:
-        modes.add((pack_group(target, vectors, tail_rows, element_bytes), False, False))
+        modes.add((pack_group(target, vectors, tail_rows, element_bytes), False, 0))
     if tail_rows and vectors > 1 and not target.masks:
-        modes.add((1, True, False))
+        modes.add((1, True, 0))
     if tail_rows and dottable and (vectors == 1 or not target.masks):
         modes.add((1, False, dottable))
     return modes
