@@ -46,7 +46,7 @@ shape are repeated by runtime loops over M and N, so code size does not grow wit
 matrix. Told the ld_b it will be called
 with, the blocking reads no more of B's columns a k-step than fit the L1 set they share
 (b_column_limit). AVX2 blocks of one vector of A may read some of B's columns four k-steps
-at a time, spreading each step's element by a shuffle (quad_limit). Float32 tails of 1 to 4
+at a time, spreading each step's element by a shuffle (quad_limit). Float32 tails of 1 to 7
 rows in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows
 copied into the kernel's stack frame first (dot_tail_share). Where a block row loads
 A faster than L2 refills L1 and A's panel (its
@@ -191,15 +191,15 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
 # of its rows (t padded to a share of 1, 2, 4 or 8, the narrowest whose g divides K; lane
 # r*g + q: row r, step q), so B's part of it is its g elements B[k..k+g-1, j] repeated: one
 # load (vmovups as the FMA's operand, vbroadcastf128, vbroadcastsd, vbroadcastss), no
-# shuffle. A's tail rows are
-# copied once per call into the kernel's stack frame in that layout, and each column gets
-# one accumulator. One FMA then serves g k-steps of the tail, where a masked tail vector
-# spends one FMA (and a packed one, blends of B) on each; after the K loop each row's g
-# lanes are summed. With a share of 8 (g = 1) it is a masked tail vector without masks: no
-# vmaskmovps (C's rows go in pieces of 4, 2 and 1). Zen 4, AVX2 code: K = 64, 1x24 1245 ->
-# 216 cycles, 4x40 2060 -> 882 (5 -> 25%, 22 -> 53% of peak; the EVEX code for Zen 5, run
-# there: 6 -> 35%, 23 -> 48%); 7x40x16 879 -> 538 cycles. M >= 8 gains little (16 registers
-# leave 6 columns to a block of one full vector and a dot tail, whose FMA latency binds).
+# shuffle. A's tail rows are copied once per call into the kernel's stack frame in that
+# layout, and each column gets one accumulator. One FMA then serves g k-steps of the tail,
+# where a masked tail vector spends one FMA (and a packed one, blends of B) on each; after
+# the K loop each row's g lanes are summed. With a share of 8 (g = 1) it is a masked tail
+# vector without masks: no vmaskmovps (C's rows go in pieces of 4, 2 and 1). Zen 4, AVX2
+# code: K = 64, 1x24 1245 -> 216 cycles, 4x40 2060 -> 882 (5 -> 25%, 22 -> 53% of peak; the
+# EVEX code for Zen 5, run there: 6 -> 35%, 23 -> 48%); 7x40x16 879 -> 538 cycles. M >= 8
+# gains little (16 registers leave 6 columns to a block of one full vector and a dot tail,
+# whose FMA latency binds).
 DOT_SHARES = (1, 2, 4, 8)
 DOT_FRAME_BYTES = 16384          # most stack the copied tail rows of A may take
 
@@ -297,7 +297,7 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     whole vector like the others. A dot tail's accumulators take one FMA a vector of k-steps
     (without full vectors, their chains allow that many more cycles a step), and sum each
     column's lanes after the K loop (4 to 6 shuffles and adds) before C's rows are added
-    (3 rows: in two pieces)."""
+    (in pieces of 4, 2 and 1 floats)."""
     micro = target.micro
     passes = micro.passes(target.vector_bits)
     fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads, dot)
