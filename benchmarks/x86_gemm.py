@@ -154,8 +154,9 @@ def measure_grid(timer, sizes, k_values, progress=print):
 
 
 def small_sizes_lines(best):
-    """Issue 12's figures from the grid: every measured M, N in 8..64 at K in {16, 64},
-    the table of the awkward sizes at K = 64 and K = 1 against the store bound."""
+    """Issue 12's figures from the grid: every measured M, N in 8..64 at K in {16, 64} (and
+    M below a vector beside them), the table of the awkward sizes at K = 64 and K = 1
+    against the store bound."""
     lines = []
     small = [v[0] for (m, n, k), v in best.items() if m in SMALL and n in SMALL and k in SMALL_K]
     if small:
@@ -168,6 +169,11 @@ def small_sizes_lines(best):
             row = [v[0] for (m, n, kk), v in best.items() if m in SMALL and n in SMALL and kk == k]
             if row:
                 lines.append(f"    K={k}: mean {statistics.mean(row):.1f}%, min {min(row):.1f}%")
+    tiny = {k: [v[0] for (m, n, kk), v in best.items() if m < min(SMALL) and n in SMALL
+                and kk == k] for k in SMALL_K}
+    if all(tiny.values()):              # M of less than a vector: dot tails, masked EVEX ymm
+        lines.append("  M = 1..7, N in 8..64: mean " + ", ".join(
+            f"K={k} {statistics.mean(row):.1f}%" for k, row in tiny.items()) + " of peak")
     if all((m, n, 64) in best for m in AWKWARD for n in AWKWARD):
         lines.append("  % of peak at K=64, M down, N across (issue 12's sizes):")
         lines.append("     M\\N" + "".join(f"{n:7d}" for n in AWKWARD))
