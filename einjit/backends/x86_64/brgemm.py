@@ -201,7 +201,13 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
 # gains little (16 registers leave 6 columns to a block of one full vector and a dot tail,
 # whose FMA latency binds).
 DOT_SHARES = (1, 2, 4, 8)
+DOT_LANES = 8                    # float32 lanes of the 256-bit vectors a dot tail uses
 DOT_FRAME_BYTES = 16384          # most stack the copied tail rows of A may take
+
+
+def dot_steps(share: int) -> int:
+    """k-steps one vector of a dot tail holds (g) when a k-step takes `share` lanes."""
+    return DOT_LANES // share
 
 
 def dot_tail_share(target: Target, tail_rows: int, k: int, br: int, element_bytes: int) -> int:
@@ -211,7 +217,8 @@ def dot_tail_share(target: Target, tail_rows: int, k: int, br: int, element_byte
     (every batch entry's) within DOT_FRAME_BYTES."""
     if target.vector_bits != 256 or element_bytes != 4 or not 1 <= tail_rows <= 7:
         return 0
-    share = next(share for share in DOT_SHARES if share >= tail_rows and k * share % 8 == 0)
+    share = next(share for share in DOT_SHARES
+                 if share >= tail_rows and k % dot_steps(share) == 0)
     return share if br * k * share * element_bytes <= DOT_FRAME_BYTES else 0
 
 
@@ -254,10 +261,9 @@ def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
     full = vectors - (1 if tail_rows else 0)
     if dot:           # the tail's FMAs, B's loads and A's tail: once for their k-steps
-        share = dot
-        steps = target.lanes() // share
+        steps = dot_steps(dot)
         fmas = full * cols + cols / steps
-        b_loads = cols * (SPLIT_ACCESSES[target.vector_bits] if share == 1 else 1)
+        b_loads = cols * (SPLIT_ACCESSES[target.vector_bits] if dot == 1 else 1)
         loads = (full * SPLIT_ACCESSES[target.vector_bits] + (cols if full else 0)
                  + (b_loads + 1) / steps)
         return fmas, fmas, loads
@@ -317,7 +323,7 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         tail_update, masked_stores = 2, cols
     update = cols * (2 * full * split + tail_update)
     steps = k * br
-    chain = target.lanes() // dot if dot and not full else 1
+    chain = dot_steps(dot) if dot and not full else 1
     compute = steps * max(fmas * passes / micro.fma_pipes, vector_ops * passes / 4, 4.0 / chain)
     vector_loads = loads - cols + quads * 3 / 4    # the rest are broadcast elements of B
     memory = (steps * (loads + (passes - 1) * vector_loads) + update * passes) / micro.load_ports
@@ -527,7 +533,7 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
     MIN_K_CHUNK steps or more."""
     if br > 1:
         return 1
-    unit = max((target.lanes() // panel.dot for panel in panels if panel.dot), default=1)
+    unit = max((dot_steps(panel.dot) for panel in panels if panel.dot), default=1)
     micro = target.micro
     budget = int(micro.l1_bytes * L1_CHUNK_SHARE)
     vector_bytes = target.vector_bits // 8
@@ -696,11 +702,11 @@ class _Generator:
         from A_ROW)."""
         asm, walker = self.asm, self.a_tail
         rows = self.dot.tail_rows
-        steps = 8 // self.dot.dot
+        steps = dot_steps(self.dot.dot)
         asm(enc.mov_rr(walker, RSP), enc.mov_mr(self.dot_origin, walker),
             enc.add_ri(A_PTR, (self.m - rows) * self.p.bytes))
         code = []
-        for q in range(steps):                 # xmm q := the rows of step q, zeros above
+        for q in range(steps):                 # register q := the rows of step q
             code += [_load_column(q, Mem(A_PTR), rows, 12), enc.add_rr(A_PTR, LDA)]
         # a transpose of rows x steps: xmm 8 := the lower four lanes, xmm 9 or 10 the upper
         if steps == 1:                         # already a vector of rows
@@ -979,7 +985,7 @@ class _VectorRegisters:
         self.broadcast = self.packed_b = self.indices = self.mask_vector = None
         self.a_tail = None
         self.dot_share = dot
-        self.dot_steps = self.lanes // self.dot_share if dot else 0
+        self.dot_steps = dot_steps(dot) if dot else 0
         if dot:
             self.broadcast, self.a_tail = 0, 1
         elif group > 1 or not (target.masks and vectors == 1):
@@ -1178,12 +1184,16 @@ def _broadcast_rows(dst: int, mem: Mem, rows: int) -> bytes:
 
 
 def _load_rows(dst: int, mem: Mem, rows: int, spare: int) -> bytes:
-    """xmm dst := the `rows` (1 to 4) floats at mem in its lowest lanes, no more read."""
+    """xmm dst := the `rows` (1 to 4) floats at mem in its lowest lanes, zeros above, no
+    more read."""
+    if rows == 1:
+        return enc.vmovss_load(dst, mem)
+    if rows == 2:
+        return enc.vmovsd_load(dst, mem)
     if rows == 3:
         return (enc.vmovsd_load(dst, mem) + enc.vmovss_load(spare, mem.offset(8))
                 + enc.vunpcklpd(dst, dst, spare, 128))
-    return {1: enc.vmovss_load, 2: enc.vmovsd_load}.get(
-        rows, lambda reg, at: enc.vmovups_load(reg, at, 128))(dst, mem)
+    return enc.vmovups_load(dst, mem, 128)
 
 
 def _load_column(dst: int, mem: Mem, rows: int, spare: int) -> bytes:
@@ -1209,11 +1219,14 @@ def _store_column(mem: Mem, src: int, rows: int, spare: int) -> bytes:
 
 def _store_rows(mem: Mem, src: int, rows: int, spare: int) -> bytes:
     """The lowest `rows` (1 to 4) floats of xmm src to mem, no more written."""
+    if rows == 1:
+        return enc.vmovss_store(mem, src)
+    if rows == 2:
+        return enc.vmovsd_store(mem, src)
     if rows == 3:
         return (enc.vmovsd_store(mem, src) + enc.vshufps(spare, src, src, 0x02, 128)
                 + enc.vmovss_store(mem.offset(8), spare))
-    return {1: enc.vmovss_store, 2: enc.vmovsd_store}.get(
-        rows, lambda at, reg: enc.vmovups_store(at, reg, 128))(mem, src)
+    return enc.vmovups_store(mem, src, 128)
 
 
 @lru_cache(maxsize=1024)

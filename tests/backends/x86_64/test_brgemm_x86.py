@@ -176,12 +176,12 @@ CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1
 # tails, a long K
 QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (4, 9, 1025, 1), (10, 24, 17, 1), (9, 30, 5, 3),
          (10, 19, 64, 2), (10, 40, 4, 1), (8, 9, 1000, 1)]
-# AVX2 tails of 1 to 4 rows as dot products along K (K a multiple of the steps a vector holds):
-# every row count, batches, one column, a long K, and a dot tail under full vectors
+# 256-bit tails of 1 to 7 rows as dot products along K: every row count, batches, one column,
+# a long K, a dot tail under full vectors, Ks that take a wider share, wide blocks with batches
 DOTS = [(1, 24, 16, 1), (2, 33, 4, 2), (3, 10, 16, 1), (4, 9, 8, 3), (3, 7, 6, 2), (1, 1, 8, 1),
         (1, 13, 512, 1), (17, 48, 64, 1), (2, 5, 12, 1), (4, 30, 64, 1), (5, 9, 16, 1),
-        (6, 13, 7, 2), (7, 20, 3, 3), (1, 40, 12, 1), (2, 30, 7, 2),  # these two: wider shares
-        (1, 50, 16, 2), (3, 45, 8, 2)]     # batches beside blocks of 20 or more columns
+        (6, 13, 7, 2), (7, 20, 3, 3), (1, 40, 12, 1), (2, 30, 7, 2), (1, 50, 16, 2),
+        (3, 45, 8, 2)]
 MICRO_NAMES = list(MICROS)
 
 
