@@ -91,7 +91,7 @@ from einjit.backends.x86_64.precision import FLOAT32, Precision, precision
 from einjit.errors import KernelParameterError
 
 COLUMNS_PER_BASE = 5          # B columns reachable from one base pointer (see module doc)
-MAX_COLS = 25                 # general registers left for B base pointers: 5 bases
+MAX_COLS = 25                 # widest block the model weighs (a batched kernel's 5 bases)
 MAX_VECTORS = 6               # taller blocks leave too few columns to amortize A's loads
 AVX2_SHARES = (1, 2, 4)       # rows one broadcast load repeats: vbroadcastss, sd, f128
 
@@ -479,8 +479,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     vectors_total = -(-m // lanes)
     tail_rows = m % lanes
     dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
-    if dottable and br > 1:      # the batch's 3 registers and the dot tail's walker: 4 bases
-        col_limit = min(col_limit, 4 * COLUMNS_PER_BASE)
+    col_limit = min(col_limit, COLUMNS_PER_BASE * base_registers(br, bool(dottable)))
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):
@@ -560,6 +559,13 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
 # general registers: arguments as they arrive, then a pool for the other roles
 A_PTR, B_BASE, C_PTR, LDA, LDB, LDC = RDI, RSI, RDX, RCX, R8, R9
 POOL = (RAX, R10, R11, RBX, RBP, R12, R13, R14, R15)
+
+
+def base_registers(br: int, dot: bool) -> int:
+    """General registers a kernel has for B's base pointers: B_BASE, and what POOL leaves
+    after the K counter, 3 * ld_b, a batch's three (count, A step, B step) and a dot tail's
+    walker (see _Generator)."""
+    return 1 + len(POOL) - 2 - (3 if br > 1 else 0) - (1 if dot else 0)
 
 # red-zone slots below rsp (a leaf function may use 128 bytes there without moving rsp):
 # seven 8-byte slots from -8 down to -56, the 64-byte vector slot at -128..-65
