@@ -174,14 +174,16 @@ MAX_QUADS = 3
 
 
 def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: int,
-               element_bytes: int) -> int:
+               element_bytes: int, group: int = 1) -> int:
     """Most quad columns a block may have (0: none): AVX2 (VEX) float32 blocks of at most one
     full vector (and a masked or packed tail), K of at least 4 steps. Only for an M that one
     such block row covers (see _plan): the model would otherwise cut taller M into such
     rows, which run slower than it says (Zen 4, 18x24x16: 3 vectors with a packed tail 84%
-    of peak; a quad row of 1 vector and one of 1 + a packed tail 76%)."""
+    of peak; a quad row of 1 vector and one of 1 + a packed tail 76%). Not beside a tail
+    packed 8 columns a vector (one row): its 7 blends a k-step already crowd the pipes the
+    shuffles need (Zen 4, M = 9, N in 8..62, K in {16, 64}: +2.4 points of peak without)."""
     full = vectors - (1 if tail_rows else 0)
-    if target.masks or element_bytes != 4 or full > 1 or overlap or k < 4:
+    if target.masks or element_bytes != 4 or full > 1 or overlap or k < 4 or group == 8:
         return 0
     return MAX_QUADS
 
@@ -374,7 +376,7 @@ def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: i
     best = None
     for group, overlap, dot in sorted(_tail_modes(target, vectors, tail_rows, packable,
                                                   element_bytes, dottable)):
-        most = (quad_limit(target, vectors, tail_rows, overlap, k, element_bytes)
+        most = (quad_limit(target, vectors, tail_rows, overlap, k, element_bytes, group)
                 if quadable and not dot else 0)
         for quads in range(most + 1):
             widest = min(_max_cols(target, vectors, tail_rows, group, overlap, quads, dot),

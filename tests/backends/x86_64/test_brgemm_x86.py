@@ -174,7 +174,7 @@ CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1
 # AVX2 blocks of one vector of A reading B in quads: K a multiple of 4 and not (the steps
 # left run alone), batches, masked (M < 8, a K too long for a dot tail's frame) and packed
 # tails, a long K
-QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (4, 9, 1025, 1), (10, 24, 17, 1), (9, 30, 5, 3),
+QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (4, 9, 1025, 1), (10, 24, 17, 1), (11, 30, 5, 3),
          (10, 19, 64, 2), (10, 40, 4, 1), (8, 9, 1000, 1)]
 # 256-bit tails of 1 to 7 rows as dot products along K: every row count, batches, one column,
 # a long K, a dot tail under full vectors, Ks that take a wider share, wide blocks with batches
@@ -293,6 +293,15 @@ def test_the_quad_shapes_read_b_in_quads(variant):
         assert "quads" not in choices(target(variant, "zen4"), *shape, "float64"), shape
     listing = disassemble(generate_brgemm(target(variant, "zen4"), *QUADS[0]), "x86_64")
     assert "vbroadcastf128" in listing and "vshufps" in listing
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_tail_packed_eight_columns_a_vector_reads_no_quads(variant):
+    """M = 9 as AVX2 code packs its tail row 8 columns a vector: its blends leave no room for
+    quad shuffles, so its blocks broadcast every element of B (before, these took quads)."""
+    for n, k in ((24, 16), (40, 64), (30, 5), (17, 8)):
+        words = choices(target(variant, "zen4"), 9, n, k, 1)
+        assert "packed" in words and "quads" not in words, (n, k, words)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -565,7 +574,7 @@ def test_packed_tails_keep_specials_apart(variant, dtype):
 def test_quads_keep_specials_to_their_step(variant):
     """inf and NaN in B elements that share a quad with finite ones (and one in the steps left
     after the quads, K = 17) reach only the C elements their own products sum into."""
-    m, n, k = 9, 11, 17
+    m, n, k = 10, 11, 17
     assert "quads" in choices(target(variant, "zen4"), m, n, k, 1)
     case = Case(m, n, k, 1, seed=5)
     b = Case._matrix(case.b, 0, k, n, case.ld_b)
