@@ -46,7 +46,9 @@ shape are repeated by runtime loops over M and N, so code size does not grow wit
 matrix. Told the ld_b it will be called
 with, the blocking reads no more of B's columns a k-step than fit the L1 set they share
 (b_column_limit). AVX2 blocks of one vector of A may read some of B's columns four k-steps
-at a time, spreading each step's element by a shuffle (quad_limit). Float32 tails of 1 to 7
+at a time, spreading each step's element by a shuffle (quad_limit), or take their k-steps
+two at a time: A's two columns unpacked into lanes of rows and steps, B's two elements by one
+8-byte broadcast (PAIR_STEPS). Float32 tails of 1 to 7
 rows in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows
 copied into the kernel's stack frame first (dot_tail_share). Where a block row loads
 A faster than L2 refills L1 and A's panel (its
@@ -106,7 +108,9 @@ class Panel:
     `tail_blocks` blocks of `n_tail` columns. overlap: the tail vector is loaded and stored
     whole, without masks, ending at the last row (see _VectorRegisters). quads: how many of a
     block's columns take B four k-steps at a time (see quad_limit). dot: the lanes one k-step
-    takes where the tail rows are dot products along K (0: they are not; see dot_tail_share)."""
+    takes where the tail rows are dot products along K (0: they are not; see dot_tail_share).
+    pairs: a block of one whole vector that takes its k-steps two at a time (see
+    PAIR_STEPS)."""
     blocks: int
     vectors: int
     tail_rows: int
@@ -118,6 +122,7 @@ class Panel:
     quads: int = 0
     dot: int = 0
     tail_blocks: int = 1
+    pairs: bool = False
 
 
 def share_lanes(target: Target, tail_rows: int, element_bytes: int = 4) -> int:
@@ -171,6 +176,12 @@ def b_column_limit(target: Target, ld_b_bytes: int | None) -> int:
 # every lane (a shuffle, no load; Zen 4 runs it beside the FMAs): 9 + 2 such columns 94% in
 # the same loop. Zen 4, K = 64: M = 8 83 -> 89% of peak, M = 10 81 -> 83% (grid means).
 MAX_QUADS = 3
+# In a block of one whole vector (no tail) a quad column's vshufps takes an FMA pipe about
+# every other k-step: Zen 4, 8x24x64 with 3 quad columns runs 4.3 cycles a k-step, not the 4
+# of its FMAs. Priced so, M = 8 takes its k-steps in pairs where K is long (see PAIR_STEPS).
+# Beside a packed tail the quads were measured as the model had them (M = 10: pricing them
+# so there lost 4 to 10 points at K = 64).
+QUAD_SHUFFLE_FMA_SHARE = 0.5
 
 
 def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: int,
@@ -224,14 +235,37 @@ def dot_tail_share(target: Target, tail_rows: int, k: int, br: int, element_byte
     return share if br * k * share * element_bytes <= DOT_FRAME_BYTES else 0
 
 
-def _accumulators(vectors: int, cols: int, group: int) -> int:
+# An AVX2 block of one whole vector of A (8 float32 rows) loads a B element for each of its
+# FMAs: the load ports bind it (see quad_limit). Its k-steps may instead go two at a time:
+# the columns k and k+1 of A, unpacked (vunpcklps, vunpckhps) into two vectors whose lanes
+# hold rows {0, 1, 4, 5} and {2, 3, 6, 7} of both steps (lane 2r + q: step k + q), meet
+# B[k, j] and B[k+1, j] repeated over the vector, one 8-byte vbroadcastsd for both vectors'
+# FMAs. Half the loads of B, no shuffle per column; after the K loop two vshufps and an add
+# sum each column's step pairs into its rows in order. 16 registers leave 6 columns.
+# Measured on Zen 4, a loop of such 8x6 blocks with their sums and C update: 96% of peak at
+# K = 64, 79% at K = 16 (the one-element blocks: 84-88% and about 80%).
+PAIR_STEPS = 2
+
+
+def pair_steps_fit(target: Target, k: int, element_bytes: int) -> bool:
+    """Whether an AVX2 block of one whole vector may take its k-steps in pairs: float32, K
+    even."""
+    return (not target.masks and target.vector_bits == 256 and element_bytes == 4
+            and k % PAIR_STEPS == 0)
+
+
+def _accumulators(vectors: int, cols: int, group: int, pairs: bool = False) -> int:
+    if pairs:                                 # a column's rows in two vectors of step pairs
+        return 2 * cols
     if group == 1:
         return vectors * cols
     return (vectors - 1) * cols + -(-cols // group)
 
 
 def _max_cols(target: Target, vectors: int, tail_rows: int, group: int,
-              overlap: bool = False, quads: int = 0, dot: int = 0) -> int:
+              overlap: bool = False, quads: int = 0, dot: int = 0, pairs: bool = False) -> int:
+    if pairs:                                 # A's two vectors of step pairs, B's pair
+        return min(MAX_COLS, (target.registers - 3) // 2)
     spare = target.registers - vectors - quads     # A's vectors (dot: and its tail), B's quads
     if group > 1:                                       # broadcast, packed B, AVX-512: indices
         spare -= 3 if target.masks else 2
@@ -259,9 +293,13 @@ SPLIT_ACCESSES = {512: 2.0, 256: 1.5}       # by vector width in bits
 
 
 def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
-                 group: int, quads: int = 0, dot: int = 0) -> tuple[float, float, float]:
+                 group: int, quads: int = 0, dot: int = 0, pairs: bool = False
+                 ) -> tuple[float, float, float]:
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
     full = vectors - (1 if tail_rows else 0)
+    if pairs:         # per two steps: 2 columns of A, their 2 unpacks, a B pair a column
+        split = SPLIT_ACCESSES[target.vector_bits]
+        return cols, cols + 1, (2 * split + cols) / 2
     if dot:           # the tail's FMAs, B's loads and A's tail: once for their k-steps
         steps = dot_steps(dot)
         fmas = full * cols + cols / steps
@@ -290,7 +328,8 @@ STORE_BURST_CYCLES = 2.0
 
 
 def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group: int, k: int,
-                  br: int, overlap: bool = False, quads: int = 0, dot: int = 0) -> float:
+                  br: int, overlap: bool = False, quads: int = 0, dot: int = 0,
+                  pairs: bool = False) -> float:
     """One register block: k-steps of target.micro.fma_pipes FMAs a cycle (a vector wider
     than the core's full-rate width counts once per half, as do its loads and stores), 4
     vector instructions a cycle, 4 cycles of FMA latency per accumulator chain, load_ports
@@ -305,10 +344,13 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     whole vector like the others. A dot tail's accumulators take one FMA a vector of k-steps
     (without full vectors, their chains allow that many more cycles a step), and sum each
     column's lanes after the K loop (4 to 6 shuffles and adds) before C's rows are added
-    (in pieces of 4, 2 and 1 floats)."""
+    (in pieces of 4, 2 and 1 floats). Step pairs: each accumulator takes one FMA every two
+    steps, and each column's two are summed into one vector (3 instructions) before C's. In
+    a block without a tail a quad column's shuffle counts QUAD_SHUFFLE_FMA_SHARE of an FMA."""
     micro = target.micro
     passes = micro.passes(target.vector_bits)
-    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads, dot)
+    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads, dot,
+                                           pairs)
     split = SPLIT_ACCESSES[target.vector_bits]
     full = vectors - (1 if tail_rows else 0)
     masked_stores = reduce = 0
@@ -325,9 +367,11 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         tail_update, masked_stores = 2, cols
     update = cols * (2 * full * split + tail_update)
     steps = k * br
-    chain = dot_steps(dot) if dot and not full else 1
-    compute = steps * max(fmas * passes / micro.fma_pipes, vector_ops * passes / 4, 4.0 / chain)
-    vector_loads = loads - cols + quads * 3 / 4    # the rest are broadcast elements of B
+    chain = dot_steps(dot) if dot and not full else PAIR_STEPS if pairs else 1
+    fma_pipe_ops = fmas + (0 if tail_rows else QUAD_SHUFFLE_FMA_SHARE) * quads
+    compute = steps * max(fma_pipe_ops * passes / micro.fma_pipes, vector_ops * passes / 4,
+                          4.0 / chain)
+    vector_loads = split if pairs else loads - cols + quads * 3 / 4   # the rest: B elements
     memory = (steps * (loads + (passes - 1) * vector_loads) + update * passes) / micro.load_ports
     if group == 1:
         latency = 0
@@ -337,9 +381,12 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         latency = 3 + min(group, cols)
     if dot:
         latency = 8
+    if pairs:                                        # each column's two vectors into one
+        reduce = cols * 3
     burst = 0.0
     if micro.full_rate_bits < 512:                  # measured where zmm stores go in halves
-        burst = max(0, _accumulators(vectors, cols, group) - STORE_BURST_UNITS) * STORE_BURST_CYCLES
+        stores = cols if pairs else _accumulators(vectors, cols, group)
+        burst = max(0, stores - STORE_BURST_UNITS) * STORE_BURST_CYCLES
     return (max(compute, memory) + 4 * br + 12 + latency + reduce / 4 + burst
             + masked_stores * micro.masked_store_cycles)
 
@@ -363,24 +410,29 @@ def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
 
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
              packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS,
-             quadable: bool = False, dottable: int = 0
-             ) -> tuple[float, int, int, int, int, bool, int, int, int]:
-    """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks) for one
-    block row of `vectors` vectors, at most col_limit columns a block: N as blocks of `cols`
+             quadable: bool = False, dottable: int = 0, pairable: bool = False
+             ) -> tuple[float, int, int, int, int, bool, int, int, int, bool]:
+    """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks, pairs)
+    for one block row of `vectors` vectors, at most col_limit columns a block (pairable: its
+    k-steps may go in pairs, see PAIR_STEPS): N as blocks of `cols`
     and one narrower block of the rest, or as blocks of cols and of cols - 1 (a block of few
     columns has too few accumulator chains to hide the FMA latency: 25 = 6 x 4 + 1 runs
     slower than 4 x 4 + 3 x 3). On a tie the tail is not packed (no lane shuffles for
-    nothing), masked rather than overlapping or dot products, and B not read in quads.
+    nothing), masked rather than overlapping or dot products, and B not read in quads nor
+    the k-steps taken in pairs.
     AVX-512 packs float32 tails only (its lane indices and masks are derived for 32-bit
     lanes); AVX2 packs both, in 32-bit lanes."""
     best = None
-    for group, overlap, dot in sorted(_tail_modes(target, vectors, tail_rows, packable,
-                                                  element_bytes, dottable)):
+    modes = {mode + (False,) for mode in _tail_modes(target, vectors, tail_rows, packable,
+                                                     element_bytes, dottable)}
+    if pairable:
+        modes.add((1, False, 0, True))
+    for group, overlap, dot, pairs in sorted(modes):
         most = (quad_limit(target, vectors, tail_rows, overlap, k, element_bytes, group)
-                if quadable and not dot else 0)
+                if quadable and not (dot or pairs) else 0)
         for quads in range(most + 1):
-            widest = min(_max_cols(target, vectors, tail_rows, group, overlap, quads, dot),
-                         col_limit)
+            widest = min(_max_cols(target, vectors, tail_rows, group, overlap, quads, dot,
+                                   pairs), col_limit)
             if widest < max(quads, 1):
                 continue
             fewest = -(-n // widest)
@@ -392,14 +444,14 @@ def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: i
                     splits.append(((n - narrower * (cols - 1)) // cols, cols - 1, narrower))
                 for blocks, tail, tail_blocks in splits:
                     cycles = blocks * _block_cycles(target, vectors, cols, tail_rows, group, k,
-                                                    br, overlap, quads, dot)
+                                                    br, overlap, quads, dot, pairs)
                     if tail:
                         cycles += tail_blocks * _block_cycles(target, vectors, tail, tail_rows,
                                                               group, k, br, overlap,
-                                                              min(quads, tail), dot)
+                                                              min(quads, tail), dot, pairs)
                     if best is None or cycles < best[0]:
                         best = (cycles, cols, blocks, tail, group, overlap, quads, dot,
-                                tail_blocks)
+                                tail_blocks, pairs)
     return best
 
 
@@ -482,6 +534,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     tail_rows = m % lanes
     dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
     col_limit = min(col_limit, COLUMNS_PER_BASE * base_registers(br, bool(dottable)))
+    pairable = pair_steps_fit(target, k, elements.bytes)
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):
@@ -502,12 +555,14 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
                 sweeps[key] = _sweep_n(target, height, rows, n, k, br,
                                        elements is FLOAT32 or not target.masks, elements.bytes,
                                        col_limit, quadable=height == vectors_total,
-                                       dottable=dottable)
-            sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks = \
-                sweeps[key]
+                                       dottable=dottable,
+                                       pairable=pairable and height == 1 and not rows
+                                       and vectors_total - (1 if tail_rows else 0) == 1)
+            (sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks,
+             pairs) = sweeps[key]
             cycles += count * sweep_cycles
             panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap,
-                                quads, dot, tail_blocks))
+                                quads, dot, tail_blocks, pairs))
         if best is None or cycles < best[0]:
             best = (cycles, tuple(panels))
     return best
@@ -528,13 +583,14 @@ MIN_K_CHUNK = 32
 def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
              element_bytes: int = 4) -> int:
     """How many equal chunks the kernel's K loop runs in (1: one K loop; see L2_REFILL_BYTES):
-    the fewest whose A panel and B columns fit L1_CHUNK_SHARE of L1, where a panel with two or more
-    column blocks loads A faster than L2_REFILL_BYTES a cycle; chunks of whole vectors of a
-    dot tail's k-steps; 1 with a batch (br > 1) or where no divisor of K leaves chunks of
-    MIN_K_CHUNK steps or more."""
+    the fewest whose A panel and B columns fit L1_CHUNK_SHARE of L1, where a panel with two or
+    more column blocks loads A faster than L2_REFILL_BYTES a cycle; chunks of whole vectors of
+    a dot tail's k-steps and of whole step pairs; 1 with a batch (br > 1) or where no divisor
+    of K leaves chunks of MIN_K_CHUNK steps or more."""
     if br > 1:
         return 1
-    unit = max((dot_steps(panel.dot) for panel in panels if panel.dot), default=1)
+    unit = max([dot_steps(panel.dot) for panel in panels if panel.dot]
+               + [PAIR_STEPS for panel in panels if panel.pairs], default=1)
     micro = target.micro
     budget = int(micro.l1_bytes * L1_CHUNK_SHARE)
     vector_bytes = target.vector_bits // 8
@@ -808,7 +864,8 @@ class _Generator:
     def _block(self, panel: Panel, cols: int, accumulate: bool, k: int) -> None:
         asm, target = self.asm, self.target
         regs = _VectorRegisters(target, panel.vectors, cols, panel.tail_rows, panel.group,
-                                self.p, panel.overlap, min(panel.quads, cols), panel.dot)
+                                self.p, panel.overlap, min(panel.quads, cols), panel.dot,
+                                panel.pairs)
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         if panel.dot:
             asm(enc.mov_rm(self.a_tail, self.dot_origin))
@@ -840,7 +897,7 @@ class _Generator:
         before its neighbour's store."""
         walker = self.counter
         next_column = enc.add_rr(walker, LDC)
-        code = regs.sum_dot_lanes() if regs.dot else []
+        code = regs.sum_dot_lanes() if regs.dot else regs.sum_pairs() if regs.pairs else []
         moves = ((regs.add, regs.add_packed),
                  (regs.stream if self.streaming else regs.store, regs.store_packed))
         for move, move_packed in (moves[phase] for phase in phases):
@@ -849,7 +906,7 @@ class _Generator:
                 if j:
                     code.append(next_column)
                 code.extend(move(acc, Mem(walker, disp=regs.offset(i)), i)
-                            for i, acc in enumerate(accs))
+                            for i, acc in enumerate(accs[:regs.vectors]))
                 if regs.group > 1:
                     code.append(move_packed(walker, *regs.packed_position(j)))
         self.asm(code)
@@ -859,6 +916,11 @@ class _Generator:
         generation time), so the loop body is one k. A block with quad columns runs the
         steps four at a time (each quad loaded once for them), then the k % 4 left alone."""
         asm, step_bytes = self.asm, self.p.bytes
+        if regs.pairs:
+            with asm.counted_loop(self.counter, k // PAIR_STEPS):
+                asm(self._pair_step(regs, bases),
+                    (enc.add_ri(base, PAIR_STEPS * step_bytes) for base in bases))
+            return
         if regs.dot:                   # whole vectors of a dot tail's k-steps at a time
             steps = regs.dot_steps
             with asm.counted_loop(self.counter, k // steps):
@@ -924,6 +986,21 @@ class _Generator:
                             for acc, a_reg in zip(accs, regs.a))
         return b"".join(code)
 
+    def _pair_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
+        """Two k-steps of a block in pairs (see PAIR_STEPS): A's columns k and k+1 unpacked
+        into rows {0, 1, 4, 5} and {2, 3, 6, 7} of both steps, A moved on two steps, then
+        every column's B[k..k+1, j] repeated over a vector and its two FMAs."""
+        low, high = regs.a
+        b_reg = regs.broadcast
+        code = [enc.vmovups_load(low, Mem(A_PTR), 256),
+                enc.vmovups_load(b_reg, Mem(A_PTR, LDA), 256),
+                enc.vunpckhps(high, low, b_reg, 256), enc.vunpcklps(low, low, b_reg, 256),
+                enc.lea(A_PTR, Mem(A_PTR, LDA, 2))]
+        for accs, j in zip(regs.acc, range(regs.cols)):
+            code += [_broadcast_rows(b_reg, self._b_address(bases, j), PAIR_STEPS),
+                     _fma(accs[0], low, b_reg, 256, False), _fma(accs[1], high, b_reg, 256, False)]
+        return b"".join(code)
+
     def _dot_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
         """The dot tail's FMAs for the k-steps of one vector: each column's accumulator +=
         A's tail rows (regs.a_tail) times B[k..k+g-1, j] repeated over the vector: straight
@@ -968,18 +1045,23 @@ class _VectorRegisters:
 
     A dot tail (see dot_tail_share) keeps each column's last accumulator for its tail rows, in
     lanes of k-steps; A's tail rows come from the frame (a_tail) instead of a vector of A,
-    and the rows of C it adds and stores start right after the full vectors."""
+    and the rows of C it adds and stores start right after the full vectors.
+
+    A block in step pairs (see PAIR_STEPS) keeps two accumulators a column and two vectors of
+    A; after sum_pairs the first holds the column's vector of C."""
 
     def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
                  elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0,
-                 dot: int = 0):
-        self.p, self.overlap, self.dot = elements, overlap, dot
+                 dot: int = 0, pairs: bool = False):
+        self.p, self.overlap, self.dot, self.pairs = elements, overlap, dot, pairs
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
         self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
         self.share = share_lanes(target, tail_rows, elements.bytes) if group > 1 else 0
         self.dwords = self.width // 32       # AVX2 packing works in 32-bit lanes
         own = vectors - 1 if group > 1 else vectors     # vectors with accumulators per column
+        if pairs:                                       # rows {0, 1, 4, 5} and {2, 3, 6, 7}
+            own = 2
         # a dot tail's B and A registers come first: VEX-encodable (vbroadcastf128, and VEX
         # broadcast loads, which Zen 4 runs faster than EVEX ones) with 32 registers too
         first = 2 if dot else 0
@@ -987,7 +1069,7 @@ class _VectorRegisters:
         packed = -(-cols // group) if group > 1 else 0
         self.packed_acc = list(range(first + cols * own, first + cols * own + packed))
         top = target.registers - 1
-        a_vectors = vectors - 1 if dot else vectors
+        a_vectors = 2 if pairs else vectors - 1 if dot else vectors
         self.a = list(range(top, top - a_vectors, -1))
         top -= a_vectors
         self.broadcast = self.packed_b = self.indices = self.mask_vector = None
@@ -1068,6 +1150,16 @@ class _VectorRegisters:
         if self.dot and self._tail(i):
             return _store_column(mem, src, self.tail_rows, self.broadcast)
         return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
+
+    def sum_pairs(self) -> list[bytes]:
+        """Each column of a block in step pairs: its rows 0..7 in order in its first
+        accumulator, each the sum of its two steps' lanes (the second is scratch after)."""
+        code = []
+        for low, high in self.acc:
+            code += [enc.vshufps(self.broadcast, low, high, 0x88, 256),    # step k
+                     enc.vshufps(low, low, high, 0xDD, 256),               # step k + 1
+                     enc.vaddps(low, low, self.broadcast, 256)]
+        return code
 
     def sum_dot_lanes(self) -> list[bytes]:
         """Each column's dot accumulator summed over its k-steps: row r's sum in lane r."""

@@ -84,6 +84,8 @@ def choices(tgt, m, n, k, br, dtype="float32"):
                       else "dot" if panel.dot else "masked")
         if panel.quads:
             words.add("quads")
+        if panel.pairs:
+            words.add("pairs")
         if panel.n_tail and panel.tail_blocks > 1:
             words.add("two widths")
     return words
@@ -175,20 +177,25 @@ CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1
 # left run alone), batches, masked (M < 8, a K too long for a dot tail's frame) and packed
 # tails, a long K
 QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (4, 9, 1025, 1), (10, 24, 17, 1), (11, 30, 5, 3),
-         (10, 19, 64, 2), (10, 40, 4, 1), (8, 9, 1000, 1)]
+         (10, 19, 64, 2), (10, 40, 4, 1), (8, 9, 999, 1)]
 # 256-bit tails of 1 to 7 rows as dot products along K: every row count, batches, one column,
 # a long K, a dot tail under full vectors, Ks that take a wider share, wide blocks with batches
 DOTS = [(1, 24, 16, 1), (2, 33, 4, 2), (3, 10, 16, 1), (4, 9, 8, 3), (3, 7, 6, 2), (1, 1, 8, 1),
         (1, 13, 512, 1), (17, 48, 64, 1), (2, 5, 12, 1), (4, 30, 64, 1), (5, 9, 16, 1),
         (6, 13, 7, 2), (7, 20, 3, 3), (1, 40, 12, 1), (2, 30, 7, 2), (1, 50, 16, 2),
         (3, 45, 8, 2)]
+# AVX2 blocks of one whole vector taking their k-steps in pairs: batches, one column, blocks of
+# two widths, beside a dot tail's panel, K in chunks (those two also with a long odd chunk
+# count of pairs)
+PAIRS = [(8, 24, 64, 1), (8, 6, 100, 3), (8, 50, 200, 1), (8, 1, 64, 1), (9, 24, 64, 1),
+         (9, 40, 600, 1), (8, 60, 500, 1)]
 MICRO_NAMES = list(MICROS)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
-@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS,
+@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS,
                          ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
@@ -203,7 +210,7 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     """accumulate=False: C := the batch's sum without reading C (it starts as NaN), bit for
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
-    for shape in SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS:
+    for shape in SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS:
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -242,7 +249,7 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
     """stream=True: whole aligned vectors of C go out with non-temporal stores (the code has
     them); tails and misaligned C take the cached stores. Either way C holds the bits of the
     cached kernel and nothing outside C is written."""
-    for shape in SHAPES + AWKWARD + DOTS[-3:] + [(128, 64, 32, 1), (64, 9, 16, 2)]:
+    for shape in SHAPES + AWKWARD + DOTS[-3:] + PAIRS[:3] + [(128, 64, 32, 1), (64, 9, 16, 2)]:
         for misalign in (0, 1):
             streamed, start, ld_c = _streamed_c(shape, variant, dtype, micro, True, misalign)
             cached, _, _ = _streamed_c(shape, variant, dtype, micro, False, misalign)
@@ -261,7 +268,8 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
 
 
 def _all_choices(variant, dtype):
-    return {word for micro in MICRO_NAMES for shape in SHAPES + AWKWARD + OUTER + QUADS + DOTS
+    return {word for micro in MICRO_NAMES
+            for shape in SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS
             for word in choices(target(variant, micro), *shape, dtype)}
 
 
@@ -271,7 +279,7 @@ def test_the_cases_above_make_every_choice(variant, dtype):
     """Every block-shape choice the generator can make is among the cases run above: both
     register widths on AVX-512, every kind of tail (AVX-512 packs float32 tails only; the
     split-512 cores' AVX2 code packs float64 tails too), outer products, N in blocks of two
-    widths, B in quads and dot tails (AVX2 code, float32)."""
+    widths, B in quads, dot tails and k-steps in pairs (AVX2 code, float32)."""
     expected = {"outer", "masked", "two widths", f"{VARIANTS[variant].vector_bits}-bit"}
     if variant == "avx512":
         expected |= {"256-bit"}
@@ -280,7 +288,7 @@ def test_the_cases_above_make_every_choice(variant, dtype):
     if dtype == "float32" or variant == "avx2":
         expected |= {"packed"}
     if dtype == "float32":
-        expected |= {"quads", "dot"}
+        expected |= {"quads", "dot", "pairs"}
     assert expected <= _all_choices(variant, dtype)
 
 
@@ -293,6 +301,40 @@ def test_the_quad_shapes_read_b_in_quads(variant):
         assert "quads" not in choices(target(variant, "zen4"), *shape, "float64"), shape
     listing = disassemble(generate_brgemm(target(variant, "zen4"), *QUADS[0]), "x86_64")
     assert "vbroadcastf128" in listing and "vshufps" in listing
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_pair_shapes_take_k_steps_in_pairs(variant):
+    """Each PAIRS case takes its whole vectors' k-steps in pairs on Zen 4 (as AVX2 code, with
+    the unpacks and 8-byte broadcasts in its code); float64 never does, nor an odd K."""
+    for shape in PAIRS:
+        assert "pairs" in choices(target(variant, "zen4"), *shape), shape
+        assert "pairs" not in choices(target(variant, "zen4"), *shape, "float64"), shape
+        m, n, k, br = shape
+        assert "pairs" not in choices(target(variant, "zen4"), m, n, k + 1, br), shape
+    listing = disassemble(generate_brgemm(target(variant, "zen4"), *PAIRS[0]), "x86_64")
+    assert "vunpcklps" in listing and "vunpckhps" in listing and "vbroadcastsd" in listing
+
+
+@pytest.mark.parametrize("variant", _variants())
+def test_pairs_keep_specials_to_their_row_and_step(variant):
+    """inf and NaN in A's rows and B's elements at even and odd k reach only the C elements
+    their own products sum into: the unpacked lanes and the pair sums keep rows and steps
+    apart."""
+    m, n, k = 8, 12, 64
+    assert "pairs" in choices(target(variant, "zen4"), m, n, k, 1)
+    case = Case(m, n, k, 1, seed=7)
+    a = Case._matrix(case.a, 0, m, k, case.ld_a)
+    b = Case._matrix(case.b, 0, k, n, case.ld_b)
+    a[2, 5], a[5, 40] = np.inf, np.nan                # rows 2 (odd k) and 5 (even k)
+    b[33, n - 1], b[8, n - 2] = -np.inf, np.nan       # columns n-1 (odd k), n-2 (even k)
+    with np.errstate(invalid="ignore"):
+        case.product = a.astype(np.float64) @ b.astype(np.float64)
+    case.call(Compiled(m, n, k, 1, variant, micro="zen4"))
+    case.verify()
+    rows = np.ones(m, bool)
+    rows[[2, 5]] = False
+    assert np.isfinite(case._c_matrix()[rows][:, :n - 2]).all()
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -646,7 +688,7 @@ def test_no_access_past_the_operands(variant, micro):
     """Masked, packed and overlapping tails, outer products and K in chunks at the very end
     of A, B and C: a fault fails the case."""
     shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER + CHUNKED
-              + QUADS + DOTS + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
+              + QUADS + DOTS + PAIRS + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant, micro=micro) for shape in shapes]
     run_guarded(shapes, cases, kernels, lambda shape: f"{variant} kernel {shape}")
