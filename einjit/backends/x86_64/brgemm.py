@@ -241,9 +241,11 @@ def dot_tail_share(target: Target, tail_rows: int, k: int, br: int, element_byte
 # hold rows {0, 1, 4, 5} and {2, 3, 6, 7} of both steps (lane 2r + q: step k + q), meet
 # B[k, j] and B[k+1, j] repeated over the vector, one 8-byte vbroadcastsd for both vectors'
 # FMAs. Half the loads of B, no shuffle per column; after the K loop two vshufps and an add
-# sum each column's step pairs into its rows in order. 16 registers leave 6 columns.
-# Measured on Zen 4, a loop of such 8x6 blocks with their sums and C update: 96% of peak at
-# K = 64, 79% at K = 16 (the one-element blocks: 84-88% and about 80%).
+# sum each column's step pairs into its rows in order. 16 registers leave 6 columns. Zen 4,
+# same-run A/B against one-element (and quad) blocks: M = 8, N in 8..64, K = 64: 87 -> 95%
+# of peak typically (every N +1 to +8 points), K = 16 within +-2; M = 9 (its 8 rows so, the
+# last as a dot panel), K = 64: 72 -> 82-87%. Only where M has one whole vector: taller M
+# cut into such rows ran 2-3 points slower than the model said (20x17, 25x25 at K = 64).
 PAIR_STEPS = 2
 
 
