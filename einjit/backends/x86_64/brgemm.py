@@ -907,6 +907,7 @@ class _Generator:
             for j, accs in enumerate(regs.acc):
                 if j:
                     code.append(next_column)
+                # a column's vectors of C (in step pairs the second accumulator is scratch)
                 code.extend(move(acc, Mem(walker, disp=regs.offset(i)), i)
                             for i, acc in enumerate(accs[:regs.vectors]))
                 if regs.group > 1:
@@ -998,7 +999,7 @@ class _Generator:
                 enc.vmovups_load(b_reg, Mem(A_PTR, LDA), 256),
                 enc.vunpckhps(high, low, b_reg, 256), enc.vunpcklps(low, low, b_reg, 256),
                 enc.lea(A_PTR, Mem(A_PTR, LDA, 2))]
-        for accs, j in zip(regs.acc, range(regs.cols)):
+        for j, accs in enumerate(regs.acc):
             code += [_broadcast_rows(b_reg, self._b_address(bases, j), PAIR_STEPS),
                      _fma(accs[0], low, b_reg, 256, False), _fma(accs[1], high, b_reg, 256, False)]
         return b"".join(code)

@@ -185,8 +185,7 @@ DOTS = [(1, 24, 16, 1), (2, 33, 4, 2), (3, 10, 16, 1), (4, 9, 8, 3), (3, 7, 6, 2
         (6, 13, 7, 2), (7, 20, 3, 3), (1, 40, 12, 1), (2, 30, 7, 2), (1, 50, 16, 2),
         (3, 45, 8, 2)]
 # AVX2 blocks of one whole vector taking their k-steps in pairs: batches, one column, blocks of
-# two widths, beside a dot tail's panel, K in chunks (those two also with a long odd chunk
-# count of pairs)
+# two widths, beside a dot tail's panel, K in 3 and in 5 chunks
 PAIRS = [(8, 24, 64, 1), (8, 6, 100, 3), (8, 50, 200, 1), (8, 1, 64, 1), (9, 24, 64, 1),
          (9, 40, 600, 1), (8, 60, 500, 1)]
 MICRO_NAMES = list(MICROS)
