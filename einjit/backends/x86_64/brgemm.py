@@ -852,10 +852,10 @@ class _Generator:
 
     def _pipelines(self, panel: Panel) -> bool:
         """Whether a run of the panel's blocks is pipelined (see _pipelined): a second set of
-        accumulators is free, and the C update needs no register beside the accumulators."""
+        accumulators is free, and the C update needs no VEX-only instruction (its scratch
+        registers are upper ones: no vmaskmovps)."""
         return bool(self.spare_bank and self.br == 1 and self.chunks == 1
-                    and panel.group == 1 and not (panel.dot or panel.pairs or panel.quads)
-                    and (not panel.tail_rows or panel.overlap))
+                    and panel.group == 1 and (not panel.tail_rows or panel.overlap or panel.dot))
 
     def _pipelined(self, panel: Panel, blocks: int, cols: int, accumulate: bool,
                    k: int) -> None:
@@ -865,14 +865,16 @@ class _Generator:
         K loop (measured on Zen 4, 3x4 ymm blocks, K = 16: 92 -> 98% of peak). C_PTR stays
         on a block until its update is out; only the run's last block updates in a burst."""
         asm, phases = self.asm, (0, 1) if accumulate else (1,)
-        sets = [self._registers(panel, cols), self._registers(panel, cols, self.spare_bank)]
+        sets = [self._registers(panel, cols, bank, carried=True) for bank in (0, self.spare_bank)]
+        # each carried update ends moving C_PTR on to the block computed meanwhile
+        next_c = enc.imul_rri(self.counter, LDC, cols) + enc.add_rr(C_PTR, self.counter)
+        updates = [self._update_code(regs, phases) + [next_c] for regs in sets]
         self._compute(panel, sets[0], k)
         self._next_columns(cols, c=False)
         pairs, odd = divmod(blocks - 1, 2)
 
         def carrying(s: int) -> None:
-            self._compute(panel, sets[s], k, carry=(self._update_code(sets[1 - s], phases),
-                                                    cols))
+            self._compute(panel, sets[s], k, carry=updates[1 - s])
             self._next_columns(cols, c=False)
         if pairs:
             with asm.counted_loop(N_COUNT, pairs, align=1, scratch=self.counter):
@@ -913,16 +915,16 @@ class _Generator:
         self._compute(panel, regs, k)
         self._update_c(regs, phases=(0, 1) if accumulate else (1,))
 
-    def _registers(self, panel: Panel, cols: int, bank: int = 0) -> _VectorRegisters:
+    def _registers(self, panel: Panel, cols: int, bank: int = 0,
+                   carried: bool = False) -> _VectorRegisters:
         return _VectorRegisters(self.target, panel.vectors, cols, panel.tail_rows, panel.group,
                                 self.p, panel.overlap, min(panel.quads, cols), panel.dot,
-                                panel.pairs, bank)
+                                panel.pairs, bank, carried)
 
     def _compute(self, panel: Panel, regs: _VectorRegisters, k: int,
-                 carry: tuple[list[bytes], int] | None = None) -> None:
-        """The block's accumulators := its sums over K and the batch. carry: the previous
-        block's update of C and its width in columns, spread over the first k-steps (C_PTR
-        moved on past that block after them)."""
+                 carry: list[bytes] | None = None) -> None:
+        """The block's accumulators := its sums over K and the batch; carry: instructions
+        (the previous block's update of C) to spread over the first k-steps."""
         asm, target = self.asm, self.target
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         if panel.dot:
@@ -935,18 +937,8 @@ class _Generator:
         if regs.indices is not None:
             asm(enc.vmovups_load(regs.indices, INDEX_SLOT, target.vector_bits))
         asm(_zero(acc) for acc in regs.accumulators())
-        if carry is not None:
-            update, cols = carry
-            steps = min(k, -(-len(update) // CARRIED_PER_STEP))
-            for step in range(steps):
-                asm(self._k_step(regs, bases), *update[step * len(update) // steps:
-                                                       (step + 1) * len(update) // steps],
-                    (enc.add_ri(base, self.p.bytes) for base in bases))
-            self._next_columns(cols, b=False)
-            if k > steps:
-                self._k_loop(regs, bases, k - steps)
-        elif self.batch is None:
-            self._k_loop(regs, bases, k)
+        if self.batch is None:
+            self._k_loop(regs, bases, k, carry or [])
         else:
             batch_counter, a_step, b_step = self.batch
             with asm.counted_loop(batch_counter, self.br):
@@ -982,35 +974,49 @@ class _Generator:
                     code.append(move_packed(walker, *regs.packed_position(j)))
         return code
 
-    def _k_loop(self, regs: _VectorRegisters, bases: tuple[Reg, ...], k: int) -> None:
+    def _k_loop(self, regs: _VectorRegisters, bases: tuple[Reg, ...], k: int,
+                carry: list[bytes] | None = None) -> None:
         """k k-steps; measured: unrolling K gains nothing on Zen 3/4/5 (and doubles the
         generation time), so the loop body is one k. A block with quad columns runs the
-        steps four at a time (each quad loaded once for them), then the k % 4 left alone."""
-        asm, step_bytes = self.asm, self.p.bytes
+        steps four at a time (each quad loaded once for them), then the k % 4 left alone.
+        carry: instructions spread over the first k-steps, CARRIED_PER_STEP a step, those
+        steps unrolled; what K leaves over follows the loop."""
+        carry = list(carry or [])
+        for steps, count, body in self._k_runs(regs, bases, k):
+            while count and carry:
+                share = CARRIED_PER_STEP * steps
+                self.asm(body, *carry[:share])
+                carry, count = carry[share:], count - 1
+            if count:
+                with self.asm.counted_loop(self.counter, count):
+                    self.asm(body)
+        self.asm(carry)
+
+    def _k_runs(self, regs: _VectorRegisters, bases: tuple[Reg, ...],
+                k: int) -> list[tuple[int, int, bytes]]:
+        """The K loop as runs of (k-steps an iteration, iterations, the iteration's code)."""
+        step_bytes = self.p.bytes
         if regs.pairs:
-            with asm.counted_loop(self.counter, k // PAIR_STEPS):
-                asm(self._pair_step(regs, bases),
-                    (enc.add_ri(base, PAIR_STEPS * step_bytes) for base in bases))
-            return
+            return [(PAIR_STEPS, k // PAIR_STEPS, b"".join(
+                [self._pair_step(regs, bases),
+                 *(enc.add_ri(base, PAIR_STEPS * step_bytes) for base in bases)]))]
         if regs.dot:                   # whole vectors of a dot tail's k-steps at a time
             steps = regs.dot_steps
-            with asm.counted_loop(self.counter, k // steps):
-                asm(enc.vmovups_load(regs.a_tail, Mem(self.a_tail), 256),
-                    enc.add_ri(self.a_tail, 32),
-                    (self._k_step(regs, bases, step) for step in range(steps)),
-                    self._dot_step(regs, bases),
-                    (enc.add_ri(base, steps * step_bytes) for base in bases))
-            return
-        quad_steps, single_steps = divmod(k, 4) if regs.quads else (0, k)
-        if quad_steps:
-            with asm.counted_loop(self.counter, quad_steps):
-                asm((enc.vbroadcastf128(quad, self._b_address(bases, j))
-                     for j, quad in regs.quad_columns()),
-                    (self._k_step(regs, bases, step) for step in range(4)),
-                    (enc.add_ri(base, 4 * step_bytes) for base in bases))
-        if single_steps:
-            with asm.counted_loop(self.counter, single_steps):
-                asm(self._k_step(regs, bases), (enc.add_ri(base, step_bytes) for base in bases))
+            return [(steps, k // steps, b"".join(
+                [enc.vmovups_load(regs.a_tail, Mem(self.a_tail), 256),
+                 enc.add_ri(self.a_tail, 32),
+                 *(self._k_step(regs, bases, step) for step in range(steps)),
+                 self._dot_step(regs, bases),
+                 *(enc.add_ri(base, steps * step_bytes) for base in bases)]))]
+        single = b"".join([self._k_step(regs, bases),
+                           *(enc.add_ri(base, step_bytes) for base in bases)])
+        if not regs.quads:
+            return [(1, k, single)]
+        quads = b"".join([*(enc.vbroadcastf128(quad, self._b_address(bases, j))
+                            for j, quad in regs.quad_columns()),
+                          *(self._k_step(regs, bases, step) for step in range(4)),
+                          *(enc.add_ri(base, 4 * step_bytes) for base in bases)])
+        return [(4, k // 4, quads), (1, k % 4, single)]
 
     def _b_element(self, regs: _VectorRegisters, bases: tuple[Reg, ...], j: int, dst: int,
                    step: int | None) -> bytes:
@@ -1123,7 +1129,7 @@ class _VectorRegisters:
 
     def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
                  elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0,
-                 dot: int = 0, pairs: bool = False, bank: int = 0):
+                 dot: int = 0, pairs: bool = False, bank: int = 0, carried: bool = False):
         self.p, self.overlap, self.dot, self.pairs = elements, overlap, dot, pairs
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
@@ -1162,7 +1168,16 @@ class _VectorRegisters:
         self.quad_of = {cols - quads + q: top - q for q in range(quads)}
         top -= quads
         assert top >= first + cols * own + packed - 1, "block does not fit the register file"
-        if bank:               # the second set of a pipelined run (see _Generator._pipelined)
+        # the update of C's scratch registers: once K is done, the broadcast register and A's
+        # first (a dot tail's, its A register); an update carried into the next block's
+        # K loop (see _Generator._pipelined) takes the two highest registers no accumulator
+        # of the upper bank holds
+        self.gathered = self.broadcast
+        self.spare = self.a[0] if self.a and not dot else self.a_tail
+        if carried:
+            held = set(self.accumulators())
+            self.gathered, self.spare = [16 + r for r in range(16) if r not in held][-2:]
+        if bank:               # the second set of a pipelined run
             self.acc = [[acc + bank for acc in accs] for accs in self.acc]
             self.packed_acc = [acc + bank for acc in self.packed_acc]
         # bytes the tail vector starts before the end of the full vectors
@@ -1214,15 +1229,15 @@ class _VectorRegisters:
         """acc += vector i of a block column (A's registers are free to help once K is done;
         a dot tail's: its summed lanes += its rows of C)."""
         if self.dot and self._tail(i):
-            rows = _load_column(self.broadcast, mem, self.tail_rows, self.a_tail)
+            rows = _load_column(self.gathered, mem, self.tail_rows, self.spare)
             width = 256 if self.tail_rows > 4 else 128
-            return rows + enc.vaddps(acc, acc, self.broadcast, width)
-        return _add(acc, mem, self.width, self._masked(i), self.mask_vector, self.a[0], self.p)
+            return rows + enc.vaddps(acc, acc, self.gathered, width)
+        return _add(acc, mem, self.width, self._masked(i), self.mask_vector, self.spare, self.p)
 
     def store(self, src: int, mem: Mem, i: int) -> bytes:
         """Vector i of a block column: rows past M are not written."""
         if self.dot and self._tail(i):
-            return _store_column(mem, src, self.tail_rows, self.broadcast)
+            return _store_column(mem, src, self.tail_rows, self.gathered)
         return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
 
     def sum_pairs(self) -> list[bytes]:
@@ -1230,14 +1245,14 @@ class _VectorRegisters:
         accumulator, each the sum of its two steps' lanes (the second is scratch after)."""
         code = []
         for low, high in self.acc:
-            code += [enc.vshufps(self.broadcast, low, high, 0x88, 256),    # step k
-                     enc.vshufps(low, low, high, 0xDD, 256),               # step k + 1
-                     enc.vaddps(low, low, self.broadcast, 256)]
+            code += [enc.vshufps(self.gathered, low, high, 0x88, 256),    # step k
+                     enc.vshufps(low, low, high, 0xDD, 256),              # step k + 1
+                     enc.vaddps(low, low, self.gathered, 256)]
         return code
 
     def sum_dot_lanes(self) -> list[bytes]:
         """Each column's dot accumulator summed over its k-steps: row r's sum in lane r."""
-        spare, sums = self.broadcast, [accs[-1] for accs in self.acc]
+        spare, sums = self.gathered, [accs[-1] for accs in self.acc]
         steps = self.dot_steps
         code = []
         if steps == 1:                          # a vector of rows: nothing to sum
@@ -1279,7 +1294,7 @@ class _VectorRegisters:
         acc = self.packed_acc[q]
         if self.indices is not None:
             return _add_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
-        mem, gathered, spare = Mem(walker, disp=self.share_offset()), self.broadcast, self.a[0]
+        mem, gathered, spare = Mem(walker, disp=self.share_offset()), self.gathered, self.spare
         first = s == min(self.group, self.cols - q * self.group) - 1
         if self.share == 4:
             code = (enc.vbroadcastf128(gathered, mem) if first else
@@ -1299,7 +1314,7 @@ class _VectorRegisters:
         acc = self.packed_acc[q]
         if self.indices is not None:
             return _store_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
-        mem, spare = Mem(walker, disp=self.share_offset()), self.a[0]
+        mem, spare = Mem(walker, disp=self.share_offset()), self.spare
         lane = self.dwords - self.share * (s + 1)         # the share's lowest 32-bit lane
         if self.share == 4:
             return enc.vextractf128(mem, acc, lane // 4)
