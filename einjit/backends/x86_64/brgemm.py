@@ -851,11 +851,11 @@ class _Generator:
                 self._next_columns(cols)      # past the last block: harmless, reset per row
 
     def _pipelines(self, panel: Panel) -> bool:
-        """Whether a run of the panel's blocks is pipelined (see _pipelined): a second set of
-        accumulators is free, and the C update needs no VEX-only instruction (its scratch
-        registers are upper ones: no vmaskmovps)."""
-        return bool(self.spare_bank and self.br == 1 and self.chunks == 1
-                    and panel.group == 1 and (not panel.tail_rows or panel.overlap or panel.dot))
+        """Whether runs of the panel's blocks are pipelined (see _pipelined): a bank of
+        registers is spare, no batch loop surrounds the K loop, K is not in chunks, and C
+        is not stored by vmaskmovps (VEX only: no upper register can be its source)."""
+        masked = panel.tail_rows and not (panel.overlap or panel.dot or panel.group > 1)
+        return bool(self.spare_bank and self.br == 1 and self.chunks == 1 and not masked)
 
     def _pipelined(self, panel: Panel, blocks: int, cols: int, accumulate: bool,
                    k: int) -> None:
@@ -1169,14 +1169,22 @@ class _VectorRegisters:
         top -= quads
         assert top >= first + cols * own + packed - 1, "block does not fit the register file"
         # the update of C's scratch registers: once K is done, the broadcast register and A's
-        # first (a dot tail's, its A register); an update carried into the next block's
-        # K loop (see _Generator._pipelined) takes the two highest registers no accumulator
-        # of the upper bank holds
+        # first (a dot tail's, its A register). An update carried into the next block's K
+        # loop (see _Generator._pipelined) takes the registers of the two lowest
+        # accumulators, which neither set then uses: the lower set's move to the top two
+        # upper registers no accumulator of the upper set holds. So both scratch registers
+        # stay VEX-encodable (vblendps, vbroadcastf128, vmaskmovps).
         self.gathered = self.broadcast
         self.spare = self.a[0] if self.a and not dot else self.a_tail
         if carried:
-            held = set(self.accumulators())
-            self.gathered, self.spare = [16 + r for r in range(16) if r not in held][-2:]
+            held = sorted(self.accumulators())
+            free = [16 + r for r in range(16) if r not in held]
+            assert len(free) >= 2 and held[-1] < 16, "no spare registers for a carried update"
+            self.gathered, self.spare = held[:2]
+            if not bank:
+                moved = dict(zip(held[:2], free[-2:]))
+                self.acc = [[moved.get(acc, acc) for acc in accs] for accs in self.acc]
+                self.packed_acc = [moved.get(acc, acc) for acc in self.packed_acc]
         if bank:               # the second set of a pipelined run
             self.acc = [[acc + bank for acc in accs] for accs in self.acc]
             self.packed_acc = [acc + bank for acc in self.packed_acc]
