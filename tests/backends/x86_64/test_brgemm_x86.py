@@ -24,6 +24,7 @@ from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.brgemm import (
     MAX_COLS,
     MIN_K_CHUNK,
+    _Generator,
     _max_cols,
     _OuterProduct,
     b_column_limit,
@@ -35,7 +36,9 @@ from einjit.backends.x86_64.brgemm import (
     plan,
     unmasked_target,
 )
+from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.encode import RSP, Mem
+from einjit.backends.x86_64.precision import precision
 from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
@@ -72,12 +75,16 @@ def target(variant, micro="zen3"):
 
 def choices(tgt, m, n, k, br, dtype="float32"):
     """The block-shape choices the generator makes for one kernel, as words."""
-    tgt = unmasked_target(tgt, m, np.dtype(dtype).itemsize, k)
-    lanes = tgt.lanes(np.dtype(dtype).itemsize)
-    if _OuterProduct.applies(tgt, m, k, br, lanes):
+    unmasked = unmasked_target(tgt, m, np.dtype(dtype).itemsize, k)
+    if _OuterProduct.applies(unmasked, m, k, br, unmasked.lanes(np.dtype(dtype).itemsize)):
         return {"outer"}
-    chosen, panels = choose(m, n, k, br, tgt, dtype)
+    chosen, panels = choose(m, n, k, br, unmasked, dtype)
     words = {f"{chosen.vector_bits}-bit"}
+    generator = _Generator(Assembler(), tgt, m, n, k, br, precision(dtype))
+    if any(generator._pipelines(panel) and (panel.n_blocks > 1
+                                            or panel.n_tail and panel.tail_blocks > 1)
+           for panel in panels):
+        words.add("pipelined")
     for panel in panels:
         if panel.tail_rows:
             words.add("packed" if panel.group > 1 else "overlap" if panel.overlap
@@ -188,14 +195,21 @@ DOTS = [(1, 24, 16, 1), (2, 33, 4, 2), (3, 10, 16, 1), (4, 9, 8, 3), (3, 7, 6, 2
 # two widths, beside a dot tail's panel, K in 3 and in 5 chunks
 PAIRS = [(8, 24, 64, 1), (8, 6, 100, 3), (8, 50, 200, 1), (8, 1, 64, 1), (9, 24, 64, 1),
          (9, 40, 600, 1), (8, 60, 500, 1)]
+# runs of blocks pipelined on a split-512 AVX-512 core (each block's C update carried into the
+# next block's K loop): odd and even runs, two panels and two widths, beside a dot panel, step
+# pairs, quads, packed tails of shares 1, 2 and 4, overlapping tails, a K shorter than the
+# update (the rest after the loop)
+PIPELINED = [(24, 24, 16, 1), (24, 20, 16, 1), (40, 40, 16, 1), (25, 24, 16, 1), (8, 64, 64, 1),
+             (8, 24, 16, 1), (17, 40, 16, 1), (26, 50, 16, 1), (12, 40, 16, 1), (20, 17, 3, 1),
+             (24, 20, 2, 1), (23, 30, 16, 1), (10, 30, 16, 1), (9, 30, 16, 1)]
 MICRO_NAMES = list(MICROS)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
-@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS,
-                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS
+                         + PIPELINED, ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
     case.call(Compiled(*shape, variant, dtype, micro))
@@ -209,7 +223,7 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     """accumulate=False: C := the batch's sum without reading C (it starts as NaN), bit for
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
-    for shape in SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS:
+    for shape in SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS + PIPELINED:
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -248,7 +262,8 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
     """stream=True: whole aligned vectors of C go out with non-temporal stores (the code has
     them); tails and misaligned C take the cached stores. Either way C holds the bits of the
     cached kernel and nothing outside C is written."""
-    for shape in SHAPES + AWKWARD + DOTS[-3:] + PAIRS[:3] + [(128, 64, 32, 1), (64, 9, 16, 2)]:
+    for shape in (SHAPES + AWKWARD + DOTS[-3:] + PAIRS[:3] + PIPELINED[:3] + PIPELINED[6:9]
+                  + [(128, 64, 32, 1), (64, 9, 16, 2)]):
         for misalign in (0, 1):
             streamed, start, ld_c = _streamed_c(shape, variant, dtype, micro, True, misalign)
             cached, _, _ = _streamed_c(shape, variant, dtype, micro, False, misalign)
@@ -268,7 +283,7 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
 
 def _all_choices(variant, dtype):
     return {word for micro in MICRO_NAMES
-            for shape in SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS
+            for shape in SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS + PIPELINED
             for word in choices(target(variant, micro), *shape, dtype)}
 
 
@@ -278,10 +293,11 @@ def test_the_cases_above_make_every_choice(variant, dtype):
     """Every block-shape choice the generator can make is among the cases run above: both
     register widths on AVX-512, every kind of tail (AVX-512 packs float32 tails only; the
     split-512 cores' AVX2 code packs float64 tails too), outer products, N in blocks of two
-    widths, B in quads, dot tails and k-steps in pairs (AVX2 code, float32)."""
+    widths, B in quads, dot tails and k-steps in pairs (AVX2 code, float32), pipelined runs
+    of blocks (AVX2 code on an AVX-512 core)."""
     expected = {"outer", "masked", "two widths", f"{VARIANTS[variant].vector_bits}-bit"}
     if variant == "avx512":
-        expected |= {"256-bit"}
+        expected |= {"256-bit", "pipelined"}
     else:
         expected |= {"overlap"}
     if dtype == "float32" or variant == "avx2":
@@ -313,6 +329,20 @@ def test_the_pair_shapes_take_k_steps_in_pairs(variant):
         assert "pairs" not in choices(target(variant, "zen4"), m, n, k + 1, br), shape
     listing = disassemble(generate_brgemm(target(variant, "zen4"), *PAIRS[0]), "x86_64")
     assert "vunpcklps" in listing and "vunpckhps" in listing and "vbroadcastsd" in listing
+
+
+def test_the_pipelined_shapes_pipeline():
+    """Each PIPELINED case pipelines its runs of blocks on Zen 4 as AVX-512 (AVX2 code with
+    the upper registers for the second set of accumulators: ymm16 and up in its code), and
+    never as the AVX2 variant (16 registers) or with a batch loop around the K loop."""
+    for shape in PIPELINED:
+        assert "pipelined" in choices(target("avx512", "zen4"), *shape), shape
+        assert "pipelined" not in choices(target("avx2", "zen4"), *shape), shape
+        m, n, k, _ = shape
+        assert "pipelined" not in choices(target("avx512", "zen4"), m, n, k, 2), shape
+    listing = disassemble(generate_brgemm(target("avx512", "zen4"), *PIPELINED[0]), "x86_64")
+    assert re.search(r"ymm(1[6-9]|2\d|3[01])\b", listing)
+    assert "zmm" not in listing
 
 
 @pytest.mark.parametrize("variant", _variants())
@@ -687,7 +717,8 @@ def test_no_access_past_the_operands(variant, micro):
     """Masked, packed and overlapping tails, outer products and K in chunks at the very end
     of A, B and C: a fault fails the case."""
     shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER + CHUNKED
-              + QUADS + DOTS + PAIRS + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
+              + QUADS + DOTS + PAIRS + PIPELINED
+              + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant, micro=micro) for shape in shapes]
     run_guarded(shapes, cases, kernels, lambda shape: f"{variant} kernel {shape}")
