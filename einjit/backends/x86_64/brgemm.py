@@ -54,7 +54,9 @@ copied into the kernel's stack frame first (dot_tail_share). Where a block row l
 A faster than L2 refills L1 and A's panel (its
 rows over all of K) outgrows L1, each block row sweeps its columns once per chunk of K, the
 chunk's panel staying in L1 across the column blocks (k_chunks; C is added back between
-chunks). K = 1 with a batch of one
+chunks). Where code planned for 16 vector registers runs on a core with 32 (AVX2 code on
+Zen 4's AVX-512), runs of blocks alternate two sets of accumulators and carry each block's
+update of C into the next block's K loop (_Generator._pipelined). K = 1 with a batch of one
 is generated apart (_OuterProduct): C's stores bound it, not FMAs.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
@@ -1173,7 +1175,7 @@ class _VectorRegisters:
         # loop (see _Generator._pipelined) takes the registers of the two lowest
         # accumulators, which neither set then uses: the lower set's move to the top two
         # upper registers no accumulator of the upper set holds. So both scratch registers
-        # stay VEX-encodable (vblendps, vbroadcastf128, vmaskmovps).
+        # stay VEX-encodable (vblendps, vbroadcastf128).
         self.gathered = self.broadcast
         self.spare = self.a[0] if self.a and not dot else self.a_tail
         if carried:

@@ -21,6 +21,7 @@ import pytest
 from einjit.backends import Microarch
 from einjit.backends.x86_64 import VARIANTS, cpu
 from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.brgemm import (
     MAX_COLS,
     MIN_K_CHUNK,
@@ -36,7 +37,6 @@ from einjit.backends.x86_64.brgemm import (
     plan,
     unmasked_target,
 )
-from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.backends.x86_64.precision import precision
 from einjit.disasm import disassemble
