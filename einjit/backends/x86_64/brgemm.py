@@ -184,6 +184,9 @@ MAX_QUADS = 3
 # Beside a packed tail the quads were measured as the model had them (M = 10: pricing them
 # so there lost 4 to 10 points at K = 64).
 QUAD_SHUFFLE_FMA_SHARE = 0.5
+# Packed tails whose blends leave the shuffles no room (see quad_limit): 8 columns a vector
+# (7 blends a k-step) and 2 (a share of 4 lanes)
+NO_QUAD_GROUPS = (2, 8)
 
 
 def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: int,
@@ -193,10 +196,14 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
     such block row covers (see _plan): the model would otherwise cut taller M into such
     rows, which run slower than it says (Zen 4, 18x24x16: 3 vectors with a packed tail 84%
     of peak; a quad row of 1 vector and one of 1 + a packed tail 76%). Not beside a tail
-    packed 8 columns a vector (one row): its 7 blends a k-step already crowd the pipes the
-    shuffles need (Zen 4, M = 9, N in 8..62, K in {16, 64}: +2.4 points of peak without)."""
+    packed 8 or 2 columns a vector (NO_QUAD_GROUPS): its blends crowd the pipes the shuffles
+    need (Zen 4, same-run A/B without quads, K in {16, 64}: M = 9, N in 8..62, +2.4 points of
+    peak; M = 11, 12, N in 8..64, +0.5 to +0.9 over all, +1.1 to +2.1 where the plan
+    changes, 12x44x64 85 -> 91%). Beside 4 columns a vector (M = 10) they stay: without
+    them K = 16 gained, K = 64 lost up to 11 points."""
     full = vectors - (1 if tail_rows else 0)
-    if target.masks or element_bytes != 4 or full > 1 or overlap or k < 4 or group == 8:
+    if (target.masks or element_bytes != 4 or full > 1 or overlap or k < 4
+            or group in NO_QUAD_GROUPS):
         return 0
     return MAX_QUADS
 
