@@ -876,8 +876,7 @@ class _Generator:
         asm, phases = self.asm, (0, 1) if accumulate else (1,)
         sets = [self._registers(panel, cols, bank, carried=True) for bank in (0, self.spare_bank)]
         # each carried update ends moving C_PTR on to the block computed meanwhile
-        next_c = enc.imul_rri(self.counter, LDC, cols) + enc.add_rr(C_PTR, self.counter)
-        updates = [self._update_code(regs, phases) + [next_c] for regs in sets]
+        updates = [self._update_code(regs, phases) + [self._c_columns(cols)] for regs in sets]
         self._compute(panel, sets[0], k)
         self._next_columns(cols, c=False)
         pairs, odd = divmod(blocks - 1, 2)
@@ -915,7 +914,11 @@ class _Generator:
             self.asm(enc.mov_rm(A_PTR, B_COL), enc.imul_rri(scratch, LDB, cols),
                      enc.add_rr(A_PTR, scratch), enc.mov_mr(B_COL, A_PTR))
         if c:
-            self.asm(enc.imul_rri(scratch, LDC, cols), enc.add_rr(C_PTR, scratch))
+            self.asm(self._c_columns(cols))
+
+    def _c_columns(self, cols: int) -> bytes:
+        """C_PTR `cols` columns on (the K counter as scratch)."""
+        return enc.imul_rri(self.counter, LDC, cols) + enc.add_rr(C_PTR, self.counter)
 
     # -- one register block
 
@@ -947,7 +950,7 @@ class _Generator:
             asm(enc.vmovups_load(regs.indices, INDEX_SLOT, target.vector_bits))
         asm(_zero(acc) for acc in regs.accumulators())
         if self.batch is None:
-            self._k_loop(regs, bases, k, carry or [])
+            self._k_loop(regs, bases, k, carry)
         else:
             batch_counter, a_step, b_step = self.batch
             with asm.counted_loop(batch_counter, self.br):
@@ -990,7 +993,7 @@ class _Generator:
         steps four at a time (each quad loaded once for them), then the k % 4 left alone.
         carry: instructions spread over the first k-steps, CARRIED_PER_STEP a step, those
         steps unrolled; what K leaves over follows the loop."""
-        carry = list(carry or [])
+        carry = carry or []
         for steps, count, body in self._k_runs(regs, bases, k):
             while count and carry:
                 share = CARRIED_PER_STEP * steps
