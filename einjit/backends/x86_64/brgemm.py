@@ -255,19 +255,37 @@ def dot_tail_share(target: Target, tail_rows: int, k: int, br: int, element_byte
 # of peak typically (every N +1 to +8 points), K = 16 within +-2; M = 9 (its 8 rows so, the
 # last as a dot panel), K = 64: 72 -> 82-87%. Only where M has one whole vector: taller M
 # cut into such rows ran 2-3 points slower than the model said (20x17, 25x25 at K = 64).
+# M of one whole vector and 1 to 4 tail rows (9..12) may take its tail in pairs too: a share
+# of 2p lanes a column (p = share_lanes: 1, 2 or 4 rows, the column's last p, lane 2r + q:
+# row r, step k + q), 4 // p columns a vector. B's part of a share is the column's 8-byte
+# broadcast itself, blended into its lanes; A's is its p rows of columns k and k+1
+# interleaved (two broadcast or xmm loads, one or three shuffles). No lane is wasted where
+# the packed tail of one-step blocks spends a blend on every column and a load of B on
+# every FMA (Zen 4 loop of 8 such columns, M = 9: 79% of peak as one-step blocks with a
+# packed tail, 99% in pairs; ymm16-31 held the step-pair accumulators there).
 PAIR_STEPS = 2
+PAIR_TAIL_ROWS = range(1, 5)
+# Zen 4, M = 11, 12 against the pipelined 16-register code: K = 16 3 to 10 points slower
+# (12x50 83 -> 72%), K = 32 1 to 3, K = 48 -2.5 to +5 (12x17 84 -> 89%), K = 64 -1 to +8,
+# K = 128 +4 to +6 (12x50 90 -> 96%)
+PAIR_TAIL_LONG_K = 48
 
 
 def pair_steps_fit(target: Target, k: int, element_bytes: int) -> bool:
-    """Whether an AVX2 block of one whole vector may take its k-steps in pairs: float32, K
-    even."""
+    """Whether an AVX2 block of one whole vector (and a tail of PAIR_TAIL_ROWS) may take its
+    k-steps in pairs: float32, K even."""
     return (not target.masks and target.vector_bits == 256 and element_bytes == 4
             and k % PAIR_STEPS == 0)
 
 
+def pair_group(target: Target, tail_rows: int) -> int:
+    """Columns whose tail rows in step pairs share one vector (see PAIR_STEPS)."""
+    return target.lanes() // (PAIR_STEPS * share_lanes(target, tail_rows))
+
+
 def _accumulators(vectors: int, cols: int, group: int, pairs: bool = False) -> int:
-    if pairs:                                 # a column's rows in two vectors of step pairs
-        return 2 * cols
+    if pairs:               # a column's rows in two vectors of step pairs, then the tail's
+        return 2 * cols + (-(-cols // group) if vectors > 1 else 0)
     if group == 1:
         return vectors * cols
     return (vectors - 1) * cols + -(-cols // group)
@@ -275,8 +293,12 @@ def _accumulators(vectors: int, cols: int, group: int, pairs: bool = False) -> i
 
 def _max_cols(target: Target, vectors: int, tail_rows: int, group: int,
               overlap: bool = False, quads: int = 0, dot: int = 0, pairs: bool = False) -> int:
-    if pairs:                                 # A's two vectors of step pairs, B's pair
-        return min(MAX_COLS, (target.registers - 3) // 2)
+    if pairs:          # A's two vectors of step pairs, B's pair; a tail's A and packed B
+        spare = target.registers - 3 - ((2 if group > 1 else 1) if tail_rows else 0)
+        cols = 0
+        while cols < MAX_COLS and _accumulators(vectors, cols + 1, group, True) <= spare:
+            cols += 1
+        return cols
     spare = target.registers - vectors - quads     # A's vectors (dot: and its tail), B's quads
     if group > 1:                                       # broadcast, packed B, AVX-512: indices
         spare -= 3 if target.masks else 2
@@ -310,7 +332,13 @@ def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
     full = vectors - (1 if tail_rows else 0)
     if pairs:         # per two steps: 2 columns of A, their 2 unpacks, a B pair a column
         split = SPLIT_ACCESSES[target.vector_bits]
-        return cols, cols + 1, (2 * split + cols) / 2
+        fmas, ops, loads = cols, cols + 1, (2 * split + cols) / 2
+        if tail_rows:   # the tail's FMAs, blends of B, and A's 2 loads and 1 or 3 shuffles
+            tails = -(-cols // group)
+            fmas += tails / 2
+            ops += tails / 2 + (cols - tails) / 2 + (1.5 if tail_rows > 2 else 0.5)
+            loads += 1
+        return fmas, ops, loads
     if dot:           # the tail's FMAs, B's loads and A's tail: once for their k-steps
         steps = dot_steps(dot)
         fmas = full * cols + cols / steps
@@ -356,8 +384,10 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     (without full vectors, their chains allow that many more cycles a step), and sum each
     column's lanes after the K loop (4 to 6 shuffles and adds) before C's rows are added
     (in pieces of 4, 2 and 1 floats). Step pairs: each accumulator takes one FMA every two
-    steps, and each column's two are summed into one vector (3 instructions) before C's. In
-    a block without a tail a quad column's shuffle counts QUAD_SHUFFLE_FMA_SHARE of an FMA."""
+    steps, and each column's two are summed into one vector (3 instructions) before C's, a
+    tail vector's (5: summed, moved to where a packed tail's shares sit) before its rows of C
+    are gathered as a packed tail's. In a block without a tail a quad column's shuffle
+    counts QUAD_SHUFFLE_FMA_SHARE of an FMA."""
     micro = target.micro
     passes = micro.passes(target.vector_bits)
     fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads, dot,
@@ -372,7 +402,7 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         reduce = cols * {1: 6, 2: 6, 4: 4, 8: 0}[dot]
     elif overlap:
         tail_update, loads = 2 * split, loads - 1 + split
-    elif target.masks or group > 1:
+    elif target.masks or group > 1 or pairs:
         tail_update = 2
     else:
         tail_update, masked_stores = 2, cols
@@ -392,11 +422,12 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         latency = 3 + min(group, cols)
     if dot:
         latency = 8
-    if pairs:                                        # each column's two vectors into one
-        reduce = cols * 3
+    if pairs:        # each column's two vectors into one, a tail's pairs summed and moved
+        tails = -(-cols // group) if tail_rows else 0
+        reduce = cols * 3 + tails * 5
     burst = 0.0
     if micro.full_rate_bits < 512:                  # measured where zmm stores go in halves
-        stores = cols if pairs else _accumulators(vectors, cols, group)
+        stores = cols + tails if pairs else _accumulators(vectors, cols, group)
         burst = max(0, stores - STORE_BURST_UNITS) * STORE_BURST_CYCLES
     return (max(compute, memory) + 4 * br + 12 + latency + reduce / 4 + burst
             + masked_stores * micro.masked_store_cycles)
@@ -421,8 +452,9 @@ def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
 
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
              packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS,
-             quadable: bool = False, dottable: int = 0, pairable: bool = False
-             ) -> tuple[float, int, int, int, int, bool, int, int, int, bool]:
+             quadable: bool = False, dottable: int = 0, pairable: bool = False,
+             pairs_only: bool = False
+             ) -> tuple[float, int, int, int, int, bool, int, int, int, bool] | None:
     """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks, pairs)
     for one block row of `vectors` vectors, at most col_limit columns a block (pairable: its
     k-steps may go in pairs, see PAIR_STEPS): N as blocks of `cols`
@@ -430,14 +462,15 @@ def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: i
     columns has too few accumulator chains to hide the FMA latency: 25 = 6 x 4 + 1 runs
     slower than 4 x 4 + 3 x 3). On a tie the tail is not packed (no lane shuffles for
     nothing), masked rather than overlapping or dot products, and B not read in quads nor
-    the k-steps taken in pairs.
+    the k-steps taken in pairs (pairs_only: nothing else; None if they cannot be).
     AVX-512 packs float32 tails only (its lane indices and masks are derived for 32-bit
     lanes); AVX2 packs both, in 32-bit lanes."""
     best = None
-    modes = {mode + (False,) for mode in _tail_modes(target, vectors, tail_rows, packable,
-                                                     element_bytes, dottable)}
+    modes = set() if pairs_only else {
+        mode + (False,) for mode in _tail_modes(target, vectors, tail_rows, packable,
+                                                element_bytes, dottable)}
     if pairable:
-        modes.add((1, False, 0, True))
+        modes.add((pair_group(target, tail_rows) if tail_rows else 1, False, 0, True))
     for group, overlap, dot, pairs in sorted(modes):
         most = (quad_limit(target, vectors, tail_rows, overlap, k, element_bytes, group)
                 if quadable and not (dot or pairs) else 0)
@@ -523,13 +556,32 @@ def unmasked_target(target: Target, m: int, element_bytes: int, k: int) -> Targe
     return target
 
 
+def pair_tail_targets(target: Target, unmasked: Target, m: int, k: int,
+                      element_bytes: int) -> tuple[Target, ...]:
+    """AVX2 code with all of an AVX-512 core's 32 registers, for an M of one whole vector
+    and a tail that step pairs may take (see PAIR_STEPS): its blocks are nothing but such
+    pairs (other blocks keep roles in the upper registers that VEX cannot name), twice as
+    wide as 16 registers allow; with 16 (4 columns) they measured no faster than the other
+    tails. Such code is not pipelined (no register set is spare), which the model does not
+    weigh against the 16-register code that is: tails of 3 or 4 rows, whose update of C has
+    a vector a column, take pairs only where K >= PAIR_TAIL_LONG_K."""
+    lanes = unmasked.lanes(element_bytes)
+    tail = m % lanes
+    if (target.registers > 16 and unmasked.registers == 16 and not unmasked.masks
+            and m // lanes == 1 and tail in PAIR_TAIL_ROWS
+            and (share_lanes(unmasked, tail) < 4 or k >= PAIR_TAIL_LONG_K)):
+        return (replace(unmasked, registers=target.registers),)
+    return ()
+
+
 def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
            ld_b: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
     """The vector width (as a Target) and blocking the cost model finds cheapest for
     target.micro (see unmasked_target); on a tie the wider."""
-    target = unmasked_target(target, m, precision(dtype).bytes, k)
+    unmasked = unmasked_target(target, m, precision(dtype).bytes, k)
     best = None
-    for candidate in vector_targets(target):
+    for candidate in (*vector_targets(unmasked),
+                      *pair_tail_targets(target, unmasked, m, k, precision(dtype).bytes)):
         cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b)
         if best is None or cycles < best[0]:
             best = (cycles, candidate, panels)
@@ -546,6 +598,9 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
     col_limit = min(col_limit, COLUMNS_PER_BASE * base_registers(br, bool(dottable)))
     pairable = pair_steps_fit(target, k, elements.bytes)
+    pairs_only = not target.masks and target.registers > 16        # see pair_tail_targets
+    if pairs_only and not pairable:
+        return float("inf"), ()
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):
@@ -567,8 +622,14 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
                                        elements is FLOAT32 or not target.masks, elements.bytes,
                                        col_limit, quadable=height == vectors_total,
                                        dottable=dottable,
-                                       pairable=pairable and height == 1 and not rows
-                                       and vectors_total - (1 if tail_rows else 0) == 1)
+                                       pairable=pairable and (
+                                           height == 1 and not rows or pairs_only
+                                           and height == 2 and rows in PAIR_TAIL_ROWS)
+                                       and vectors_total - (1 if tail_rows else 0) == 1,
+                                       pairs_only=pairs_only)
+            if sweeps[key] is None:      # no blocking of this row for the target
+                cycles = float("inf")
+                break
             (sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks,
              pairs) = sweeps[key]
             cycles += count * sweep_cycles
@@ -738,7 +799,8 @@ class _Generator:
         stores waits for them to reach the cache (measured: 36x3x16 ran 25% slower; a packed
         tail's mask windows straddle two stores, but the first is loaded after a whole block's
         K loop)."""
-        tail_panel = next((p for p in self.panels if p.tail_rows and not (p.overlap or p.dot)
+        tail_panel = next((p for p in self.panels if p.tail_rows and not (p.overlap or p.dot
+                                                                          or p.pairs)
                            and not (p.group > 1 and not self.target.masks)), None)
         if tail_panel is None:
             return
@@ -863,7 +925,8 @@ class _Generator:
         """Whether runs of the panel's blocks are pipelined (see _pipelined): a bank of
         registers is spare, no batch loop surrounds the K loop, K is not in chunks, and C
         is not stored by vmaskmovps (VEX only: no upper register can be its source)."""
-        masked = panel.tail_rows and not (panel.overlap or panel.dot or panel.group > 1)
+        masked = panel.tail_rows and not (panel.overlap or panel.dot or panel.group > 1
+                                          or panel.pairs)
         return bool(self.spare_bank and self.br == 1 and self.chunks == 1 and not masked)
 
     def _pipelined(self, panel: Panel, blocks: int, cols: int, accumulate: bool,
@@ -981,8 +1044,8 @@ class _Generator:
                     code.append(next_column)
                 # a column's vectors of C (in step pairs the second accumulator is scratch)
                 code.extend(move(acc, Mem(walker, disp=regs.offset(i)), i)
-                            for i, acc in enumerate(accs[:regs.vectors]))
-                if regs.group > 1:
+                            for i, acc in enumerate(accs[:regs.column_vectors]))
+                if regs.packed_acc:
                     code.append(move_packed(walker, *regs.packed_position(j)))
         return code
 
@@ -1081,14 +1144,44 @@ class _Generator:
         every column's B[k..k+1, j] repeated over a vector and its two FMAs."""
         low, high = regs.a
         b_reg = regs.broadcast
-        code = [enc.vmovups_load(low, Mem(A_PTR), 256),
-                enc.vmovups_load(b_reg, Mem(A_PTR, LDA), 256),
-                enc.vunpckhps(high, low, b_reg, 256), enc.vunpcklps(low, low, b_reg, 256),
-                enc.lea(A_PTR, Mem(A_PTR, LDA, 2))]
+        code = [self._pair_tail_a(regs)] if regs.packed_acc else []
+        code += [enc.vmovups_load(low, Mem(A_PTR), 256),
+                 enc.vmovups_load(b_reg, Mem(A_PTR, LDA), 256),
+                 enc.vunpckhps(high, low, b_reg, 256), enc.vunpcklps(low, low, b_reg, 256),
+                 enc.lea(A_PTR, Mem(A_PTR, LDA, 2))]
         for j, accs in enumerate(regs.acc):
-            code += [_broadcast_rows(b_reg, self._b_address(bases, j), PAIR_STEPS),
-                     _fma(accs[0], low, b_reg, 256, False), _fma(accs[1], high, b_reg, 256, False)]
+            if not regs.packed_acc:
+                code += [_broadcast_rows(b_reg, self._b_address(bases, j), PAIR_STEPS),
+                         _fma(accs[0], low, b_reg, 256, False),
+                         _fma(accs[1], high, b_reg, 256, False)]
+                continue
+            # a tail in pairs: a group's first B pair goes straight into the packed B vector
+            q, s = regs.packed_position(j)
+            first = regs.group > 1 and j % regs.group == 0
+            pair = regs.packed_b if first else b_reg
+            code += [_broadcast_rows(pair, self._b_address(bases, j), PAIR_STEPS),
+                     _fma(accs[0], low, pair, 256, False), _fma(accs[1], high, pair, 256, False)]
+            if regs.group > 1 and not first:
+                code.append(regs.blend(s))
+            if s == 0:
+                code.append(_fma(regs.packed_acc[q], regs.a_tail,
+                                 regs.packed_b if regs.group > 1 else b_reg, 256, False))
         return b"".join(code)
+
+    def _pair_tail_a(self, regs: _VectorRegisters) -> bytes:
+        """regs.a_tail := A's tail rows (the last p = regs.share) of columns k and k+1, lane
+        2r + q of each share holding row r of step k + q ('high' and the broadcast register
+        are free before the step's A is loaded)."""
+        p, a_tail, free, spare = regs.share, regs.a_tail, regs.a[1], regs.broadcast
+        step_k, step_next = Mem(A_PTR, disp=regs.share_offset()), Mem(A_PTR, LDA,
+                                                                       disp=regs.share_offset())
+        if p < 4:                    # the p rows repeated, then interleaved step by step
+            return (_broadcast_rows(a_tail, step_k, p) + _broadcast_rows(free, step_next, p)
+                    + enc.vunpcklps(a_tail, a_tail, free, 256))
+        return (enc.vmovups_load(a_tail, step_k, 128) + enc.vmovups_load(free, step_next, 128)
+                + enc.vunpckhps(spare, a_tail, free, 128)          # rows 2, 3
+                + enc.vunpcklps(a_tail, a_tail, free, 128)         # rows 0, 1
+                + enc.vinsertf128(a_tail, a_tail, spare, 1))
 
     def _dot_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
         """The dot tail's FMAs for the k-steps of one vector: each column's accumulator +=
@@ -1146,7 +1239,9 @@ class _VectorRegisters:
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
         self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
-        self.share = share_lanes(target, tail_rows, elements.bytes) if group > 1 else 0
+        # a packed tail's, or a tail in step pairs (which the update makes a packed one)
+        packs = group > 1 or (pairs and tail_rows > 0)
+        self.share = share_lanes(target, tail_rows, elements.bytes) if packs else 0
         self.dwords = self.width // 32       # AVX2 packing works in 32-bit lanes
         own = vectors - 1 if group > 1 else vectors     # vectors with accumulators per column
         if pairs:                                       # rows {0, 1, 4, 5} and {2, 3, 6, 7}
@@ -1154,10 +1249,10 @@ class _VectorRegisters:
         # a dot tail's B and A registers come first: VEX-encodable (vbroadcastf128, and VEX
         # broadcast loads, which Zen 4 runs faster than EVEX ones) with 32 registers too
         first = 2 if dot else 0
-        self.acc = [list(range(first + j * own, first + (j + 1) * own)) for j in range(cols)]
-        packed = -(-cols // group) if group > 1 else 0
-        self.packed_acc = list(range(first + cols * own, first + cols * own + packed))
-        top = target.registers - 1
+        self.column_vectors = 1 if pairs else own     # vectors of C a column's own hold
+        # AVX2 code keeps its roles below 16 (vblendps, vmaskmovps are VEX only); with 32
+        # registers (step pairs on an AVX-512 core, see PAIR_STEPS) accumulators go above
+        top = (target.registers if target.masks else min(target.registers, 16)) - 1
         a_vectors = 2 if pairs else vectors - 1 if dot else vectors
         self.a = list(range(top, top - a_vectors, -1))
         top -= a_vectors
@@ -1173,13 +1268,19 @@ class _VectorRegisters:
             self.packed_b, top = top, top - 1
             if target.masks:
                 self.indices, top = top, top - 1
-        elif tail_rows and not target.masks and not (overlap or dot):
+        elif tail_rows and not target.masks and not (overlap or dot or pairs):
             self.mask_vector, top = top, top - 1
+        if pairs and tail_rows:                 # the tail rows of A's two steps
+            self.a_tail, top = top, top - 1
         # the last `quads` columns' B quads (see quad_limit)
         self.quads = quads
         self.quad_of = {cols - quads + q: top - q for q in range(quads)}
         top -= quads
-        assert top >= first + cols * own + packed - 1, "block does not fit the register file"
+        pool = [*range(first, top + 1), *range(max(top + 1, 16), target.registers)]
+        packed = -(-cols // group) if packs else 0
+        assert len(pool) >= cols * own + packed, "block does not fit the register file"
+        self.acc = [pool[j * own:(j + 1) * own] for j in range(cols)]
+        self.packed_acc = pool[cols * own:cols * own + packed]
         # the update of C's scratch registers: once K is done, the broadcast register and A's
         # first (a dot tail's, its A register). An update carried into the next block's K
         # loop (see _Generator._pipelined) takes the registers of the two lowest
@@ -1240,10 +1341,12 @@ class _VectorRegisters:
 
     def blend(self, s: int) -> bytes:
         """The lanes of the column s places before its group's end of the packed B := the
-        broadcast element."""
+        broadcast element (in step pairs: B's pair, over twice the share)."""
         if self.indices is not None:
             return _blend(self.packed_b, self.broadcast, self.width, 1 + s)
-        return _blend_lanes(self.packed_b, self.broadcast, self.width, self._share_lanes(s))
+        steps = PAIR_STEPS if self.pairs else 1
+        return _blend_lanes(self.packed_b, self.broadcast, self.width,
+                            self._share_lanes(s, steps))
 
     def add(self, acc: int, mem: Mem, i: int) -> bytes:
         """acc += vector i of a block column (A's registers are free to help once K is done;
@@ -1268,6 +1371,14 @@ class _VectorRegisters:
             code += [enc.vshufps(self.gathered, low, high, 0x88, 256),    # step k
                      enc.vshufps(low, low, high, 0xDD, 256),              # step k + 1
                      enc.vaddps(low, low, self.gathered, 256)]
+        # a tail's: share c's row r (lanes 2(pc + r) + q) summed into upper lane 4 + pc + r,
+        # where a packed tail has it (see store_packed); halves' sums at lanes 0, 1 first
+        for tail in self.packed_acc:
+            code += [enc.vshufps(self.gathered, tail, tail, 0x88, 256),
+                     enc.vshufps(tail, tail, tail, 0xDD, 256),
+                     enc.vaddps(tail, tail, self.gathered, 256),
+                     enc.vinsertf128(self.gathered, tail, tail, 1),
+                     enc.vunpcklpd(tail, self.gathered, tail, 256)]
         return code
 
     def sum_dot_lanes(self) -> list[bytes]:
@@ -1299,9 +1410,11 @@ class _VectorRegisters:
             return self.store(src, mem, i)
         return self.p.stream(mem, src, self.width)
 
-    def _share_lanes(self, s: int) -> int:
-        """Lane bits of the whole share of the column s places before its group's end."""
-        return ((1 << self.share) - 1) << (self.dwords - self.share * (s + 1))
+    def _share_lanes(self, s: int, steps: int = 1) -> int:
+        """Lane bits of the whole share of the column s places before its group's end
+        (`steps` k-steps a share)."""
+        lanes = self.share * steps
+        return ((1 << lanes) - 1) << (self.dwords - lanes * (s + 1))
 
     def add_packed(self, walker: Reg, q: int, s: int) -> bytes:
         """The lanes of the column s places before its group's end += C's tail rows of that

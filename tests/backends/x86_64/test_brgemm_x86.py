@@ -25,6 +25,7 @@ from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.brgemm import (
     MAX_COLS,
     MIN_K_CHUNK,
+    PAIR_TAIL_LONG_K,
     _Generator,
     _max_cols,
     _OuterProduct,
@@ -78,17 +79,17 @@ def choices(tgt, m, n, k, br, dtype="float32"):
     unmasked = unmasked_target(tgt, m, np.dtype(dtype).itemsize, k)
     if _OuterProduct.applies(unmasked, m, k, br, unmasked.lanes(np.dtype(dtype).itemsize)):
         return {"outer"}
-    chosen, panels = choose(m, n, k, br, unmasked, dtype)
-    words = {f"{chosen.vector_bits}-bit"}
     generator = _Generator(Assembler(), tgt, m, n, k, br, precision(dtype))
+    chosen, panels = generator.target, generator.panels
+    words = {f"{chosen.vector_bits}-bit"}
     if any(generator._pipelines(panel) and (panel.n_blocks > 1
                                             or panel.n_tail and panel.tail_blocks > 1)
            for panel in panels):
         words.add("pipelined")
     for panel in panels:
         if panel.tail_rows:
-            words.add("packed" if panel.group > 1 else "overlap" if panel.overlap
-                      else "dot" if panel.dot else "masked")
+            words.add("pair tail" if panel.pairs else "packed" if panel.group > 1
+                      else "overlap" if panel.overlap else "dot" if panel.dot else "masked")
         if panel.quads:
             words.add("quads")
         if panel.pairs:
@@ -184,7 +185,7 @@ CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1
 # left run alone), batches, masked (M < 8, a K too long for a dot tail's frame) and packed
 # tails, a long K
 QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (4, 9, 1025, 1), (10, 24, 17, 1), (10, 30, 5, 3),
-         (10, 19, 64, 2), (10, 40, 4, 1), (8, 9, 999, 1)]
+         (10, 24, 64, 2), (10, 24, 4, 1), (8, 9, 999, 1)]
 # 256-bit tails of 1 to 7 rows as dot products along K: every row count, batches, one column,
 # a long K, a dot tail under full vectors, Ks that take a wider share, wide blocks with batches
 DOTS = [(1, 24, 16, 1), (2, 33, 4, 2), (3, 10, 16, 1), (4, 9, 8, 3), (3, 7, 6, 2), (1, 1, 8, 1),
@@ -195,13 +196,19 @@ DOTS = [(1, 24, 16, 1), (2, 33, 4, 2), (3, 10, 16, 1), (4, 9, 8, 3), (3, 7, 6, 2
 # two widths, beside a dot tail's panel, K in 3 and in 5 chunks
 PAIRS = [(8, 24, 64, 1), (8, 6, 100, 3), (8, 50, 200, 1), (8, 1, 64, 1), (9, 24, 64, 1),
          (9, 40, 600, 1), (8, 60, 500, 1)]
+# M of one whole vector whose tail of 1 to 4 rows goes in step pairs too (AVX2 code with 32
+# registers on a split-512 AVX-512 core): tails of 1, 2, 3 (one row computed twice) and 4
+# rows, groups of 4, 2 and 1 columns, part-filled groups, two widths, batches, a long K
+PAIR_TAILS = [(9, 24, 16, 1), (9, 50, 64, 1), (10, 17, 16, 1), (10, 33, 64, 2), (11, 17, 64, 1),
+              (12, 50, 48, 3), (11, 5, 100, 2), (12, 9, 900, 1), (10, 3, 64, 1), (10, 10, 2, 1),
+              (11, 4, 64, 1), (12, 3, 64, 1)]
 # runs of blocks pipelined on a split-512 AVX-512 core (each block's C update carried into the
 # next block's K loop): odd and even runs, two panels and two widths, beside a dot panel, step
 # pairs, quads, packed tails of shares 1, 2 and 4, overlapping tails, a K shorter than the
 # update (the rest after the loop)
 PIPELINED = [(24, 24, 16, 1), (24, 20, 16, 1), (40, 40, 16, 1), (25, 24, 16, 1), (8, 64, 64, 1),
              (8, 24, 16, 1), (17, 40, 16, 1), (26, 50, 16, 1), (12, 40, 16, 1), (20, 17, 3, 1),
-             (24, 20, 2, 1), (23, 30, 16, 1), (10, 30, 16, 1), (9, 30, 16, 1)]
+             (24, 20, 2, 1), (23, 30, 16, 1), (26, 30, 16, 1), (17, 30, 16, 1)]
 MICRO_NAMES = list(MICROS)
 
 
@@ -209,7 +216,7 @@ MICRO_NAMES = list(MICROS)
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
 @pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS
-                         + PIPELINED, ids=lambda s: "x".join(map(str, s)))
+                         + PAIR_TAILS + PIPELINED, ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
     case.call(Compiled(*shape, variant, dtype, micro))
@@ -223,7 +230,8 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     """accumulate=False: C := the batch's sum without reading C (it starts as NaN), bit for
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
-    for shape in SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS + PIPELINED:
+    for shape in (SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS + PAIR_TAILS
+                  + PIPELINED):
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -262,7 +270,8 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
     """stream=True: whole aligned vectors of C go out with non-temporal stores (the code has
     them); tails and misaligned C take the cached stores. Either way C holds the bits of the
     cached kernel and nothing outside C is written."""
-    for shape in (SHAPES + AWKWARD + DOTS[-3:] + PAIRS[:3] + PIPELINED[:3] + PIPELINED[6:9]
+    for shape in (SHAPES + AWKWARD + DOTS[-3:] + PAIRS[:3] + PAIR_TAILS[:5] + PIPELINED[:3]
+                  + PIPELINED[6:9]
                   + [(128, 64, 32, 1), (64, 9, 16, 2)]):
         for misalign in (0, 1):
             streamed, start, ld_c = _streamed_c(shape, variant, dtype, micro, True, misalign)
@@ -283,7 +292,7 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
 
 def _all_choices(variant, dtype):
     return {word for micro in MICRO_NAMES
-            for shape in SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS + PIPELINED
+            for shape in SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS + PAIR_TAILS + PIPELINED
             for word in choices(target(variant, micro), *shape, dtype)}
 
 
@@ -297,7 +306,7 @@ def test_the_cases_above_make_every_choice(variant, dtype):
     of blocks (AVX2 code on an AVX-512 core)."""
     expected = {"outer", "masked", "two widths", f"{VARIANTS[variant].vector_bits}-bit"}
     if variant == "avx512":
-        expected |= {"256-bit", "pipelined"}
+        expected |= {"256-bit", "pipelined"} | ({"pair tail"} if dtype == "float32" else set())
     else:
         expected |= {"overlap"}
     if dtype == "float32" or variant == "avx2":
@@ -329,6 +338,50 @@ def test_the_pair_shapes_take_k_steps_in_pairs(variant):
         assert "pairs" not in choices(target(variant, "zen4"), m, n, k + 1, br), shape
     listing = disassemble(generate_brgemm(target(variant, "zen4"), *PAIRS[0]), "x86_64")
     assert "vunpcklps" in listing and "vunpckhps" in listing and "vbroadcastsd" in listing
+
+
+def test_the_pair_tail_shapes_take_their_tails_in_pairs():
+    """Each PAIR_TAILS case takes its tail in step pairs on Zen 4 as AVX-512 (AVX2 code in
+    all 32 registers, not pipelined), never as the AVX2 variant (16 registers), in float64
+    or with an odd K; tails of 3 or 4 rows only where K >= PAIR_TAIL_LONG_K."""
+    for shape in PAIR_TAILS:
+        assert "pair tail" in choices(target("avx512", "zen4"), *shape), shape
+        assert "pipelined" not in choices(target("avx512", "zen4"), *shape), shape
+        assert "pair tail" not in choices(target("avx2", "zen4"), *shape), shape
+        assert "pair tail" not in choices(target("avx512", "zen4"), *shape, "float64"), shape
+        m, n, k, br = shape
+        assert "pair tail" not in choices(target("avx512", "zen4"), m, n, k + 1, br), shape
+    for m in (11, 12):
+        assert "pair tail" not in choices(target("avx512", "zen4"), m, 50, PAIR_TAIL_LONG_K - 2, 1)
+        assert "pair tail" in choices(target("avx512", "zen4"), m, 50, PAIR_TAIL_LONG_K, 1)
+    listing = disassemble(generate_brgemm(target("avx512", "zen4"), *PAIR_TAILS[0]), "x86_64")
+    assert re.search(r"ymm(1[6-9]|2\d|3[01])\b", listing) and "vblendps" in listing
+    assert "zmm" not in listing
+
+
+@pytest.mark.parametrize("m", [9, 10, 11, 12])
+@pytest.mark.parametrize("variant", [v for v in _variants() if v.values[0] == "avx512"])
+def test_pair_tails_keep_specials_to_their_row_column_and_step(variant, m):
+    """inf and NaN in A's tail rows (and, for 11 rows, the full vector's row the tail computes
+    again) at even and odd k, and in B's elements of columns at different places of a tail
+    group, reach only the C elements their own products sum into."""
+    n, k = 17, 64
+    assert "pair tail" in choices(target(variant, "zen4"), m, n, k, 1)
+    case = Case(m, n, k, 1, seed=m)
+    a = Case._matrix(case.a, 0, m, k, case.ld_a)
+    b = Case._matrix(case.b, 0, k, n, case.ld_b)
+    rows = {m - 1: (2, np.inf), m - 2: (5, np.nan), 7: (9, -np.inf)}    # row: (k, value)
+    for row, (step, value) in rows.items():
+        a[row, step] = value
+    b[33, n - 1], b[8, n - 2], b[20, 5] = -np.inf, np.nan, np.inf
+    with np.errstate(invalid="ignore"):
+        case.product = a.astype(np.float64) @ b.astype(np.float64)
+    case.call(Compiled(m, n, k, 1, variant, micro="zen4"))
+    case.verify()
+    finite = np.ones((m, n), bool)
+    finite[list(rows)] = False
+    finite[:, [5, n - 2, n - 1]] = False
+    assert np.isfinite(case._c_matrix()[finite]).all()
 
 
 def test_the_pipelined_shapes_pipeline():
@@ -370,12 +423,13 @@ def test_pairs_keep_specials_to_their_row_and_step(variant):
 def test_tails_packed_eight_or_two_columns_a_vector_read_no_quads(variant):
     """M = 9 as AVX2 code packs its tail row 8 columns a vector, M = 11 and 12 their 3 or 4
     tail rows 2 columns a vector: their blends leave no room for quad shuffles, so their
-    blocks broadcast every element of B (before, these took quads)."""
+    blocks broadcast every element of B (before, these took quads). On Zen 4 as AVX-512 the
+    tails go in step pairs instead where they may (no quads either)."""
     for m in (9, 11, 12):
         for n, k in ((24, 16), (40, 64), (30, 5), (44, 64)):
             words = choices(target(variant, "zen4"), m, n, k, 1)
             assert "quads" not in words, (m, n, k, words)
-            assert "packed" in words or m != 9, (m, n, k, words)
+            assert {"packed", "pair tail"} & words or m != 9, (m, n, k, words)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -720,7 +774,7 @@ def test_no_access_past_the_operands(variant, micro):
     """Masked, packed and overlapping tails, outer products and K in chunks at the very end
     of A, B and C: a fault fails the case."""
     shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER + CHUNKED
-              + QUADS + DOTS + PAIRS + PIPELINED
+              + QUADS + DOTS + PAIRS + PAIR_TAILS + PIPELINED
               + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant, micro=micro) for shape in shapes]
