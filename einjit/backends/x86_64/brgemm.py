@@ -556,32 +556,39 @@ def unmasked_target(target: Target, m: int, element_bytes: int, k: int) -> Targe
     return target
 
 
-def pair_tail_targets(target: Target, unmasked: Target, m: int, k: int,
-                      element_bytes: int) -> tuple[Target, ...]:
+def pair_tail_target(target: Target, unmasked: Target, m: int, k: int,
+                     element_bytes: int) -> Target | None:
     """AVX2 code with all of an AVX-512 core's 32 registers, for an M of one whole vector
-    and a tail that step pairs may take (see PAIR_STEPS): its blocks are nothing but such
-    pairs (other blocks keep roles in the upper registers that VEX cannot name), twice as
-    wide as 16 registers allow; with 16 (4 columns) they measured no faster than the other
-    tails. Such code is not pipelined (no register set is spare), which the model does not
-    weigh against the 16-register code that is: tails of 3 or 4 rows, whose update of C has
-    a vector a column, take pairs only where K >= PAIR_TAIL_LONG_K."""
+    and a tail that step pairs may take (see PAIR_STEPS), or None: its blocks are nothing
+    but such pairs (other blocks keep roles in the upper registers that VEX cannot name),
+    twice as wide as 16 registers allow (with 16, 4 columns, they measured no faster than
+    the other tails). Taken wherever it applies, without weighing it against the
+    16-register code: that code is pipelined (see _Generator._pipelined), this is not (no
+    register set is spare), and the model prices neither. Measured on Zen 4 against the
+    16-register code: M = 9, 10, N in 8..64, K = 16 -1.6 to +9 points (mean +4), K = 64 +4
+    to +17 (9x50 75 -> 89%, 10x28 81 -> 92%). Tails of 3 or 4 rows, whose update of C has a
+    vector a column, only where K >= PAIR_TAIL_LONG_K."""
     lanes = unmasked.lanes(element_bytes)
     tail = m % lanes
     if (target.registers > 16 and unmasked.registers == 16 and not unmasked.masks
+            and pair_steps_fit(unmasked, k, element_bytes)
             and m // lanes == 1 and tail in PAIR_TAIL_ROWS
             and (share_lanes(unmasked, tail) < 4 or k >= PAIR_TAIL_LONG_K)):
-        return (replace(unmasked, registers=target.registers),)
-    return ()
+        return replace(unmasked, registers=target.registers)
+    return None
 
 
 def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
            ld_b: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
     """The vector width (as a Target) and blocking the cost model finds cheapest for
-    target.micro (see unmasked_target); on a tie the wider."""
+    target.micro (see unmasked_target); on a tie the wider. Tails in step pairs where
+    pair_tail_target gives their target."""
     unmasked = unmasked_target(target, m, precision(dtype).bytes, k)
+    paired = pair_tail_target(target, unmasked, m, k, precision(dtype).bytes)
+    if paired is not None:
+        return paired, _plan(m, n, k, br, paired, dtype, ld_b)[1]
     best = None
-    for candidate in (*vector_targets(unmasked),
-                      *pair_tail_targets(target, unmasked, m, k, precision(dtype).bytes)):
+    for candidate in vector_targets(unmasked):
         cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b)
         if best is None or cycles < best[0]:
             best = (cycles, candidate, panels)
@@ -598,9 +605,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
     col_limit = min(col_limit, COLUMNS_PER_BASE * base_registers(br, bool(dottable)))
     pairable = pair_steps_fit(target, k, elements.bytes)
-    pairs_only = not target.masks and target.registers > 16        # see pair_tail_targets
-    if pairs_only and not pairable:
-        return float("inf"), ()
+    pairs_only = not target.masks and target.registers > 16        # see pair_tail_target
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):

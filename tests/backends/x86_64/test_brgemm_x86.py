@@ -185,7 +185,7 @@ CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1
 # left run alone), batches, masked (M < 8, a K too long for a dot tail's frame) and packed
 # tails, a long K
 QUADS = [(8, 24, 16, 1), (8, 13, 7, 2), (4, 9, 1025, 1), (10, 24, 17, 1), (10, 30, 5, 3),
-         (10, 24, 64, 2), (10, 24, 4, 1), (8, 9, 999, 1)]
+         (10, 24, 17, 2), (10, 40, 5, 1), (8, 9, 999, 1)]
 # 256-bit tails of 1 to 7 rows as dot products along K: every row count, batches, one column,
 # a long K, a dot tail under full vectors, Ks that take a wider share, wide blocks with batches
 DOTS = [(1, 24, 16, 1), (2, 33, 4, 2), (3, 10, 16, 1), (4, 9, 8, 3), (3, 7, 6, 2), (1, 1, 8, 1),
