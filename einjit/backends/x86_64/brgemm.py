@@ -48,7 +48,9 @@ with, the blocking reads no more of B's columns a k-step than fit the L1 set the
 (b_column_limit). AVX2 blocks of one vector of A may read some of B's columns four k-steps
 at a time, spreading each step's element by a shuffle (quad_limit), or take their k-steps
 two at a time: A's two columns unpacked into lanes of rows and steps, B's two elements by one
-8-byte broadcast (PAIR_STEPS). Float32 tails of 1 to 7
+8-byte broadcast (PAIR_STEPS); for M = 9..12 on a core that splits zmm FMAs, the tail rows
+too, packed 4, 2 or 1 columns a vector, in all 32 registers (pair_tail_target). Float32
+tails of 1 to 7
 rows in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows
 copied into the kernel's stack frame first (dot_tail_share). Where a block row loads
 A faster than L2 refills L1 and A's panel (its
