@@ -49,7 +49,7 @@ with, the blocking reads no more of B's columns a k-step than fit the L1 set the
 at a time, spreading each step's element by a shuffle (quad_limit), or take their k-steps
 two at a time: A's two columns unpacked into lanes of rows and steps, B's two elements by one
 8-byte broadcast (PAIR_STEPS); for M = 9..12 on a core that splits zmm FMAs, the tail rows
-too, packed 4, 2 or 1 columns a vector, in all 32 registers (pair_tail_target). Float32
+too, packed 4, 2 or 1 columns a vector, in all 32 registers (wide_pair_target). Float32
 tails of 1 to 7
 rows in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows
 copied into the kernel's stack frame first (dot_tail_share). Where a block row loads
@@ -558,35 +558,42 @@ def unmasked_target(target: Target, m: int, element_bytes: int, k: int) -> Targe
     return target
 
 
-def pair_tail_target(target: Target, unmasked: Target, m: int, k: int,
+def wide_pair_target(target: Target, unmasked: Target, m: int, n: int, k: int,
                      element_bytes: int) -> Target | None:
-    """AVX2 code with all of an AVX-512 core's 32 registers, for an M of one whole vector
-    and a tail that step pairs may take (see PAIR_STEPS), or None: its blocks are nothing
-    but such pairs (other blocks keep roles in the upper registers that VEX cannot name),
-    twice as wide as 16 registers allow (with 16, 4 columns, they measured no faster than
-    the other tails). Taken wherever it applies, without weighing it against the
-    16-register code: that code is pipelined (see _Generator._pipelined), this is not (no
-    register set is spare), and the model prices neither. Measured on Zen 4 against the
-    16-register code: M = 9, 10, N in 8..64, K = 16 -1.6 to +9 points (mean +4), K = 64 +4
-    to +17 (9x50 75 -> 89%, 10x28 81 -> 92%). Tails of 3 or 4 rows, whose update of C has a
-    vector a column, only where K >= PAIR_TAIL_LONG_K."""
+    """AVX2 code with all of an AVX-512 core's 32 registers in step pairs (see PAIR_STEPS),
+    or None. Its blocks are nothing but such pairs (other blocks keep roles in the upper
+    registers that VEX cannot name), twice as wide as 16 registers allow; it is not
+    pipelined (no register set is spare), the 16-register code is, and the model prices
+    neither's update, so the choice is a measured rule, not the model's. Measured on Zen 4
+    against the 16-register code:
+    - an M of one whole vector and a tail of 1 to 4 rows (9..12), the tail in pairs too:
+      M = 9, 10, N in 8..64, K = 16 -1.6 to +9 points (mean +4), K = 64 +4 to +17 (9x50
+      75 -> 89%, 10x28 81 -> 92%); tails of 3 or 4 rows, whose update of C has a vector a
+      column, only where K >= PAIR_TAIL_LONG_K;
+    - an M of one whole vector (8) whose N fits one block of 32 registers but not of 16:
+      one block, no second one's update (N in 7..14, K = 16 -1.5 to +7, K = 64 -1 to +12;
+      8x8x64 90 -> 95%)."""
     lanes = unmasked.lanes(element_bytes)
+    if not (target.registers > 16 and unmasked.registers == 16 and not unmasked.masks
+            and pair_steps_fit(unmasked, k, element_bytes) and m // lanes == 1):
+        return None
+    wide = replace(unmasked, registers=target.registers)
     tail = m % lanes
-    if (target.registers > 16 and unmasked.registers == 16 and not unmasked.masks
-            and pair_steps_fit(unmasked, k, element_bytes)
-            and m // lanes == 1 and tail in PAIR_TAIL_ROWS
-            and (share_lanes(unmasked, tail) < 4 or k >= PAIR_TAIL_LONG_K)):
-        return replace(unmasked, registers=target.registers)
-    return None
+    if tail:
+        long_enough = share_lanes(unmasked, tail) < 4 or k >= PAIR_TAIL_LONG_K
+        return wide if tail in PAIR_TAIL_ROWS and long_enough else None
+    one_block = _max_cols(unmasked, 1, 0, 1, pairs=True) < n <= _max_cols(wide, 1, 0, 1,
+                                                                          pairs=True)
+    return wide if one_block else None
 
 
 def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
            ld_b: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
     """The vector width (as a Target) and blocking the cost model finds cheapest for
-    target.micro (see unmasked_target); on a tie the wider. Tails in step pairs where
-    pair_tail_target gives their target."""
+    target.micro (see unmasked_target); on a tie the wider. Step pairs in 32 registers where
+    wide_pair_target gives their target."""
     unmasked = unmasked_target(target, m, precision(dtype).bytes, k)
-    paired = pair_tail_target(target, unmasked, m, k, precision(dtype).bytes)
+    paired = wide_pair_target(target, unmasked, m, n, k, precision(dtype).bytes)
     if paired is not None:
         return paired, _plan(m, n, k, br, paired, dtype, ld_b)[1]
     best = None
@@ -607,7 +614,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
     col_limit = min(col_limit, COLUMNS_PER_BASE * base_registers(br, bool(dottable)))
     pairable = pair_steps_fit(target, k, elements.bytes)
-    pairs_only = not target.masks and target.registers > 16        # see pair_tail_target
+    pairs_only = not target.masks and target.registers > 16        # see wide_pair_target
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):

@@ -202,6 +202,8 @@ PAIRS = [(8, 24, 64, 1), (8, 6, 100, 3), (8, 50, 200, 1), (8, 1, 64, 1), (9, 24,
 PAIR_TAILS = [(9, 24, 16, 1), (9, 50, 64, 1), (10, 17, 16, 1), (10, 33, 64, 2), (11, 17, 64, 1),
               (12, 50, 48, 3), (11, 5, 100, 2), (12, 9, 900, 1), (10, 3, 64, 1), (10, 10, 2, 1),
               (11, 4, 64, 1), (12, 3, 64, 1)]
+# M = 8 whose N fits one block of pairs in 32 registers but not in 16: every width, batches
+WIDE_PAIRS = [(8, 7, 64, 1), (8, 8, 16, 2), (8, 11, 2, 1), (8, 13, 30, 3), (8, 14, 64, 1)]
 # runs of blocks pipelined on a split-512 AVX-512 core (each block's C update carried into the
 # next block's K loop): odd and even runs, two panels and two widths, beside a dot panel, step
 # pairs, quads, packed tails of shares 1, 2 and 4, overlapping tails, a K shorter than the
@@ -216,7 +218,7 @@ MICRO_NAMES = list(MICROS)
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
 @pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS
-                         + PAIR_TAILS + PIPELINED, ids=lambda s: "x".join(map(str, s)))
+                         + PAIR_TAILS + WIDE_PAIRS + PIPELINED, ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
     case.call(Compiled(*shape, variant, dtype, micro))
@@ -231,7 +233,7 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
     for shape in (SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS + PAIR_TAILS
-                  + PIPELINED):
+                  + WIDE_PAIRS + PIPELINED):
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -270,9 +272,8 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
     """stream=True: whole aligned vectors of C go out with non-temporal stores (the code has
     them); tails and misaligned C take the cached stores. Either way C holds the bits of the
     cached kernel and nothing outside C is written."""
-    for shape in (SHAPES + AWKWARD + DOTS[-3:] + PAIRS[:3] + PAIR_TAILS[:5] + PIPELINED[:3]
-                  + PIPELINED[6:9]
-                  + [(128, 64, 32, 1), (64, 9, 16, 2)]):
+    for shape in (SHAPES + AWKWARD + DOTS[-3:] + PAIRS[:3] + PAIR_TAILS[:5] + WIDE_PAIRS[:2]
+                  + PIPELINED[:3] + PIPELINED[6:9] + [(128, 64, 32, 1), (64, 9, 16, 2)]):
         for misalign in (0, 1):
             streamed, start, ld_c = _streamed_c(shape, variant, dtype, micro, True, misalign)
             cached, _, _ = _streamed_c(shape, variant, dtype, micro, False, misalign)
@@ -292,7 +293,8 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
 
 def _all_choices(variant, dtype):
     return {word for micro in MICRO_NAMES
-            for shape in SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS + PAIR_TAILS + PIPELINED
+            for shape in (SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS
+                          + PIPELINED)
             for word in choices(target(variant, micro), *shape, dtype)}
 
 
@@ -357,6 +359,25 @@ def test_the_pair_tail_shapes_take_their_tails_in_pairs():
     listing = disassemble(generate_brgemm(target("avx512", "zen4"), *PAIR_TAILS[0]), "x86_64")
     assert re.search(r"ymm(1[6-9]|2\d|3[01])\b", listing) and "vblendps" in listing
     assert "zmm" not in listing
+
+
+def test_the_wide_pair_shapes_take_one_block_of_32_registers():
+    """Each WIDE_PAIRS case is one block of step pairs on Zen 4 as AVX-512 (AVX2 code with
+    ymm16 and up, not pipelined), never as the AVX2 variant; N that one 16-register block
+    holds (6), or that takes two 32-register blocks (15), keeps the 16-register code."""
+    for shape in WIDE_PAIRS:
+        generator = _Generator(Assembler(), target("avx512", "zen4"), *shape, precision("float32"))
+        assert generator.target.registers == 32, shape
+        assert [(p.pairs, p.n_blocks, p.n_tail) for p in generator.panels] == [(True, 1, 0)], shape
+        assert "pipelined" not in choices(target("avx512", "zen4"), *shape), shape
+        avx2 = _Generator(Assembler(), target("avx2", "zen4"), *shape, precision("float32"))
+        assert avx2.target.registers == 16, shape
+    for n in (6, 15):
+        generator = _Generator(Assembler(), target("avx512", "zen4"), 8, n, 64, 1,
+                               precision("float32"))
+        assert generator.target.registers == 16, n
+    listing = disassemble(generate_brgemm(target("avx512", "zen4"), *WIDE_PAIRS[1]), "x86_64")
+    assert re.search(r"ymm(1[6-9]|2\d|3[01])\b", listing) and "vbroadcastsd" in listing
 
 
 @pytest.mark.parametrize("m", [9, 10, 11, 12])
@@ -774,7 +795,7 @@ def test_no_access_past_the_operands(variant, micro):
     """Masked, packed and overlapping tails, outer products and K in chunks at the very end
     of A, B and C: a fault fails the case."""
     shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER + CHUNKED
-              + QUADS + DOTS + PAIRS + PAIR_TAILS + PIPELINED
+              + QUADS + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED
               + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant, micro=micro) for shape in shapes]
