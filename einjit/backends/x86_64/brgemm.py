@@ -113,8 +113,8 @@ class Panel:
     whole, without masks, ending at the last row (see _VectorRegisters). quads: how many of a
     block's columns take B four k-steps at a time (see quad_limit). dot: the lanes one k-step
     takes where the tail rows are dot products along K (0: they are not; see dot_tail_share).
-    pairs: a block of one whole vector that takes its k-steps two at a time (see
-    PAIR_STEPS)."""
+    pairs: a block of one whole vector (and a tail of PAIR_TAIL_ROWS rows, `group` columns a
+    vector) that takes its k-steps two at a time (see PAIR_STEPS)."""
     blocks: int
     vectors: int
     tail_rows: int
@@ -1224,7 +1224,9 @@ class _Generator:
 class _VectorRegisters:
     """Vector register roles of one block: accumulators from register 0 up (per column, then
     the packed tail vectors), A's vectors, the broadcast B element, the packed B vector, the
-    AVX-512 lane indices or the AVX2 mask vector from the top down; and where the vectors sit.
+    AVX-512 lane indices or the AVX2 mask vector from the top down (AVX2 code in 32
+    registers: roles from 15 down, accumulators in what they leave and ymm16 up); and where
+    the vectors sit.
 
     In blocks of two or more vectors the tail vector ends at the last tail row (the t rows
     are its top t lanes), so its span never reaches into the next column: a load that
@@ -1244,7 +1246,9 @@ class _VectorRegisters:
     and the rows of C it adds and stores start right after the full vectors.
 
     A block in step pairs (see PAIR_STEPS) keeps two accumulators a column and two vectors of
-    A; after sum_pairs the first holds the column's vector of C."""
+    A; after sum_pairs the first holds the column's vector of C. Its tail in pairs has a
+    packed accumulator a group and A's tail rows of both steps in a_tail; sum_pairs leaves
+    it as a packed tail's vector, moved by add_packed and store_packed."""
 
     def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
                  elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0,
