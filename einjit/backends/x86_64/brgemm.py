@@ -267,9 +267,10 @@ def dot_tail_share(target: Target, tail_rows: int, k: int, br: int, element_byte
 # packed tail, 99% in pairs; ymm16-31 held the step-pair accumulators there).
 PAIR_STEPS = 2
 PAIR_TAIL_ROWS = range(1, 5)
-# Zen 4, M = 11, 12 against the pipelined 16-register code: K = 16 3 to 10 points slower
-# (12x50 83 -> 72%), K = 32 1 to 3, K = 48 -2.5 to +5 (12x17 84 -> 89%), K = 64 -1 to +8,
-# K = 128 +4 to +6 (12x50 90 -> 96%)
+# Zen 4, M = 11, 12 in pairs against the pipelined 16-register code: K = 16 4 to 6 points
+# slower (12x50 82 -> 78%), K = 32 -1.8 to +3.2, K = 48 -0.8 to +6.6 (12x17 82 -> 88%),
+# K = 64 +0.3 to +1.8 (and +7 where the 16-register blocks split N badly: 12x17 84 -> 92%),
+# K = 128 12x50 89 -> 96%
 PAIR_TAIL_LONG_K = 48
 
 
@@ -1389,6 +1390,8 @@ class _VectorRegisters:
             code += [enc.vshufps(self.gathered, low, high, 0x88, 256),    # step k
                      enc.vshufps(low, low, high, 0xDD, 256),              # step k + 1
                      enc.vaddps(low, low, self.gathered, 256)]
+        if self.group == 1 and self.packed_acc:
+            return code + self._sum_pair_rows()
         # a tail's: share c's row r (lanes 2(pc + r) + q) summed into upper lane 4 + pc + r,
         # where a packed tail has it (see store_packed); halves' sums at lanes 0, 1 first
         for tail in self.packed_acc:
@@ -1397,6 +1400,27 @@ class _VectorRegisters:
                      enc.vaddps(tail, tail, self.gathered, 256),
                      enc.vinsertf128(self.gathered, tail, tail, 1),
                      enc.vunpcklpd(tail, self.gathered, tail, 256)]
+        return code
+
+    def _sum_pair_rows(self) -> list[bytes]:
+        """A tail in pairs of a vector a column (its last 4 rows, lane 2r + q): each
+        column's rows in order in its xmm, two columns at once (their even and odd steps
+        shuffled out of both, summed, the halves interleaved back per column)."""
+        code, gathered, tails = [], self.gathered, self.packed_acc
+        for first, second in zip(tails[::2], tails[1::2]):
+            code += [enc.vshufps(gathered, first, second, 0x88, 256),
+                     enc.vshufps(first, first, second, 0xDD, 256),
+                     enc.vaddps(first, first, gathered, 256),       # rows 0, 1 | 2, 3 each
+                     enc.vextractf128(gathered, first, 1),
+                     enc.vunpckhpd(second, first, gathered, 128),
+                     enc.vunpcklpd(first, first, gathered, 128)]
+        if len(tails) % 2:
+            last = tails[-1]
+            code += [enc.vshufps(gathered, last, last, 0x88, 256),
+                     enc.vshufps(last, last, last, 0xDD, 256),
+                     enc.vaddps(last, last, gathered, 256),
+                     enc.vextractf128(gathered, last, 1),
+                     enc.vunpcklpd(last, last, gathered, 128)]
         return code
 
     def sum_dot_lanes(self) -> list[bytes]:
@@ -1446,6 +1470,8 @@ class _VectorRegisters:
         if self.indices is not None:
             return _add_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
         mem, gathered, spare = Mem(walker, disp=self.share_offset()), self.gathered, self.spare
+        if self.pairs and self.group == 1:          # the column's rows in order in an xmm
+            return self.p.add(acc, acc, mem, 128)
         first = s == min(self.group, self.cols - q * self.group) - 1
         if self.share == 4:
             code = (enc.vbroadcastf128(gathered, mem) if first else
@@ -1466,6 +1492,8 @@ class _VectorRegisters:
         if self.indices is not None:
             return _store_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
         mem, spare = Mem(walker, disp=self.share_offset()), self.spare
+        if self.pairs and self.group == 1:
+            return enc.vmovups_store(mem, acc, 128)
         lane = self.dwords - self.share * (s + 1)         # the share's lowest 32-bit lane
         if self.share == 4:
             return enc.vextractf128(mem, acc, lane // 4)
