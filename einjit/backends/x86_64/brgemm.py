@@ -388,9 +388,9 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     column's lanes after the K loop (4 to 6 shuffles and adds) before C's rows are added
     (in pieces of 4, 2 and 1 floats). Step pairs: each accumulator takes one FMA every two
     steps, and each column's two are summed into one vector (3 instructions) before C's, a
-    tail vector's (5: summed, moved to where a packed tail's shares sit) before its rows of C
-    are gathered as a packed tail's. In a block without a tail a quad column's shuffle
-    counts QUAD_SHUFFLE_FMA_SHARE of an FMA."""
+    tail vector's (priced at 5: summed and moved to where a packed tail's shares sit; a
+    vector a column takes 3, two columns at once) before its rows of C are added. In a block
+    without a tail a quad column's shuffle counts QUAD_SHUFFLE_FMA_SHARE of an FMA."""
     micro = target.micro
     passes = micro.passes(target.vector_bits)
     fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads, dot,
@@ -1385,19 +1385,13 @@ class _VectorRegisters:
     def sum_pairs(self) -> list[bytes]:
         """Each column of a block in step pairs: its rows 0..7 in order in its first
         accumulator, each the sum of its two steps' lanes (the second is scratch after)."""
-        code = []
-        for low, high in self.acc:
-            code += [enc.vshufps(self.gathered, low, high, 0x88, 256),    # step k
-                     enc.vshufps(low, low, high, 0xDD, 256),              # step k + 1
-                     enc.vaddps(low, low, self.gathered, 256)]
+        code = [op for low, high in self.acc for op in self._sum_steps(low, high)]
         if self.group == 1 and self.packed_acc:
             return code + self._sum_pair_rows()
         # a tail's: share c's row r (lanes 2(pc + r) + q) summed into upper lane 4 + pc + r,
         # where a packed tail has it (see store_packed); halves' sums at lanes 0, 1 first
         for tail in self.packed_acc:
-            code += [enc.vshufps(self.gathered, tail, tail, 0x88, 256),
-                     enc.vshufps(tail, tail, tail, 0xDD, 256),
-                     enc.vaddps(tail, tail, self.gathered, 256),
+            code += [*self._sum_steps(tail, tail),
                      enc.vinsertf128(self.gathered, tail, tail, 1),
                      enc.vunpcklpd(tail, self.gathered, tail, 256)]
         return code
@@ -1405,23 +1399,22 @@ class _VectorRegisters:
     def _sum_pair_rows(self) -> list[bytes]:
         """A tail in pairs of a vector a column (its last 4 rows, lane 2r + q): each
         column's rows in order in its xmm, two columns at once (their even and odd steps
-        shuffled out of both, summed, the halves interleaved back per column)."""
+        shuffled out of both, summed, the halves interleaved back per column; a last odd
+        column with itself)."""
         code, gathered, tails = [], self.gathered, self.packed_acc
-        for first, second in zip(tails[::2], tails[1::2]):
-            code += [enc.vshufps(gathered, first, second, 0x88, 256),
-                     enc.vshufps(first, first, second, 0xDD, 256),
-                     enc.vaddps(first, first, gathered, 256),       # rows 0, 1 | 2, 3 each
-                     enc.vextractf128(gathered, first, 1),
-                     enc.vunpckhpd(second, first, gathered, 128),
-                     enc.vunpcklpd(first, first, gathered, 128)]
-        if len(tails) % 2:
-            last = tails[-1]
-            code += [enc.vshufps(gathered, last, last, 0x88, 256),
-                     enc.vshufps(last, last, last, 0xDD, 256),
-                     enc.vaddps(last, last, gathered, 256),
-                     enc.vextractf128(gathered, last, 1),
-                     enc.vunpcklpd(last, last, gathered, 128)]
+        for first, second in zip(tails[::2], [*tails[1::2], None]):
+            code += [*self._sum_steps(first, second or first),   # rows 0, 1 | 2, 3 each
+                     enc.vextractf128(gathered, first, 1)]
+            if second is not None:
+                code.append(enc.vunpckhpd(second, first, gathered, 128))
+            code.append(enc.vunpcklpd(first, first, gathered, 128))
         return code
+
+    def _sum_steps(self, low: int, high: int) -> list[bytes]:
+        """low := step k's lanes of low and high (vshufps' even lanes) + step k + 1's (odd)."""
+        return [enc.vshufps(self.gathered, low, high, 0x88, 256),    # step k
+                enc.vshufps(low, low, high, 0xDD, 256),              # step k + 1
+                enc.vaddps(low, low, self.gathered, 256)]
 
     def sum_dot_lanes(self) -> list[bytes]:
         """Each column's dot accumulator summed over its k-steps: row r's sum in lane r."""
