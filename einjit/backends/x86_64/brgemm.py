@@ -642,16 +642,17 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
                                            and height == 2 and rows in PAIR_TAIL_ROWS)
                                        and vectors_total - (1 if tail_rows else 0) == 1,
                                        pairs_only=pairs_only)
-            if sweeps[key] is None:      # no blocking of this row for the target
-                cycles = float("inf")
+            if sweeps[key] is None:      # no blocking of this row: not a partition for it
                 break
             (sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks,
              pairs) = sweeps[key]
             cycles += count * sweep_cycles
             panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap,
                                 quads, dot, tail_blocks, pairs))
-        if best is None or cycles < best[0]:
-            best = (cycles, tuple(panels))
+        else:
+            if best is None or cycles < best[0]:
+                best = (cycles, tuple(panels))
+    assert best is not None, f"no blocking of {m}x{n}x{k} for {target}"
     return best
 
 
