@@ -30,7 +30,7 @@ import numpy as np
 from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
-from einjit.backends.x86_64.brgemm import unmasked_target
+from einjit.backends.x86_64.blocking import unmasked_target
 
 from .harness import (
     JitFunction,

@@ -22,22 +22,20 @@ from einjit.backends import Microarch
 from einjit.backends.x86_64 import VARIANTS, cpu
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
-from einjit.backends.x86_64.brgemm import (
+from einjit.backends.x86_64.blocking import (
     MAX_COLS,
     MIN_K_CHUNK,
     PAIR_TAIL_LONG_K,
-    _Generator,
     _max_cols,
-    _OuterProduct,
     b_column_limit,
     choose,
     dot_tail_share,
-    generate_brgemm,
     k_chunks,
     max_cols,
     plan,
     unmasked_target,
 )
+from einjit.backends.x86_64.brgemm import _Generator, _OuterProduct, generate_brgemm
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.backends.x86_64.precision import precision
 from einjit.disasm import disassemble

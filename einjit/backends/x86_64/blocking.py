@@ -1,0 +1,637 @@
+"""x86-64 BRGEMM blocking: how a kernel cuts C into register blocks, chosen per (M, N, K,
+batch) and per core (target.micro: full-rate vector width, FMA pipes, load ports, the cost
+of a masked store, L1's sets and ways). brgemm.py generates the code of a plan.
+
+A plan is a tuple of Panels, one per band of rows: its blocks' height in vectors, the tail
+rows and how they are held (masked, packed several columns a vector, an overlapping whole
+vector, dot products along K, step pairs), the columns a block and how N is swept. `plan`
+finds the cheapest by a small cost model of the generated loop (`_block_cycles`: FMA,
+shuffle and L1 throughput, FMA latency, the update of C, per-block overhead). `choose` also
+picks the register width (AVX-512 as 256-bit EVEX vectors, 32 registers and the same masks,
+where the core splits a zmm FMA in halves and a zmm would be half empty: Zen 4) and applies
+the measured rules the model does not price: `unmasked_target` (on such a core an M with a
+tail takes the AVX2 code unless its masked zmm tail is nearly full) and `wide_pair_target`
+(step pairs in all 32 registers). `b_column_limit` keeps a block's columns of B within L1's
+ways; `quad_limit`, `dot_tail_share` and `PAIR_STEPS` say where B's quads, dot tails and
+step pairs may go; `k_chunks` runs K in chunks where A's panel outgrows L1.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from einjit.backends import LINE_BYTES, Target
+from einjit.backends.x86_64.precision import FLOAT32, precision
+
+COLUMNS_PER_BASE = 5          # B columns one base pointer reaches (see brgemm's doc)
+MAX_COLS = 25                 # widest block the model weighs (a batched kernel's 5 bases)
+MAX_VECTORS = 6               # taller blocks leave too few columns to amortize A's loads
+AVX2_SHARES = (1, 2, 4)       # rows one broadcast load repeats: vbroadcastss, sd, f128
+
+
+@dataclass(frozen=True)
+class Panel:
+    """`blocks` register blocks stacked along M, each `vectors` vectors tall (the last one
+    of each block holding only `tail_rows` rows if tail_rows > 0, packed `group` columns to
+    a vector if group > 1), swept along N in `n_blocks` blocks of `cols` columns plus
+    `tail_blocks` blocks of `n_tail` columns. overlap: the tail vector is loaded and stored
+    whole, without masks, ending at the last row (see brgemm._VectorRegisters). quads: how
+    many of a block's columns take B four k-steps at a time (see quad_limit). dot: the lanes
+    one k-step takes where the tail rows are dot products along K (0: they are not; see
+    dot_tail_share). pairs: a block of one whole vector (and a tail of PAIR_TAIL_ROWS rows,
+    `group` columns a vector) that takes its k-steps two at a time (see PAIR_STEPS)."""
+    blocks: int
+    vectors: int
+    tail_rows: int
+    cols: int
+    n_blocks: int
+    n_tail: int
+    group: int = 1
+    overlap: bool = False
+    quads: int = 0
+    dot: int = 0
+    tail_blocks: int = 1
+    pairs: bool = False
+
+
+def share_lanes(target: Target, tail_rows: int, element_bytes: int = 4) -> int:
+    """Lanes a column owns in a packed tail vector (see brgemm's module doc): AVX-512 element
+    lanes, AVX2 32-bit lanes (a double spans two; every AVX2 packing step moves bits)."""
+    if target.masks:
+        return tail_rows
+    dwords = tail_rows * element_bytes // 4
+    return next((share for share in AVX2_SHARES if share >= dwords), target.lanes())
+
+
+def pack_group(target: Target, vectors: int, tail_rows: int, element_bytes: int = 4) -> int:
+    """Most columns whose tail rows can share one vector (1: no packing). Packing pays where
+    full vectors broadcast B anyway (alone, a tail vector is bound by its loads, not by FMAs);
+    it needs those full rows (the AVX2 tail broadcast may read some of them) and, on AVX-512,
+    a mask register per column."""
+    if vectors < 2 or not tail_rows:
+        return 1
+    most = target.masks or target.lanes()       # AVX-512: a mask register (k1..k7) per column
+    return min(target.lanes() // share_lanes(target, tail_rows, element_bytes), most)
+
+
+# ways of an L1 set a block's B columns may fill (A's and C's lines need the others):
+# Zen 4, B with a pitch of 8 KiB (a 2048-float ld) at 13 columns a block ran at 72% of peak, at
+# 6 columns 94%
+SPARE_L1_WAYS = 2
+
+
+def b_column_limit(target: Target, ld_b_bytes: int | None) -> int:
+    """Most columns of B a register block may read when B's columns lie ld_b_bytes apart:
+    every k-step reads one element of each, so their lines must fit the L1 sets they map to
+    together (a pitch of a multiple of 4 KiB puts them all in one set; past its ways each
+    read misses). None: the pitch is not known, no limit."""
+    if ld_b_bytes is None:
+        return MAX_COLS
+    micro = target.micro
+    per_set: dict[int, int] = {}
+    for cols in range(1, MAX_COLS + 1):
+        index = (cols - 1) * ld_b_bytes // LINE_BYTES % micro.l1_sets
+        per_set[index] = per_set.get(index, 0) + 1
+        if per_set[index] > micro.l1_ways - SPARE_L1_WAYS:
+            return cols - 1
+    return MAX_COLS
+
+
+# A block of one vector of A (whole or masked; or one and a packed tail) loads a B element for
+# every FMA of that vector: on Zen 4, which loads 2 vectors a cycle, such an AVX2 block runs at
+# the load ports' pace (M = 8, 13 columns: 89% of peak in a loop from L1). Its last `quads`
+# columns may instead take B four k-steps at a time: one 16-byte vbroadcastf128 of
+# B[k..k+3, j] into a register of their own, then per k-step a vshufps spreads element k to
+# every lane (a shuffle, no load; Zen 4 runs it beside the FMAs): 9 + 2 such columns 94% in
+# the same loop. Zen 4, K = 64: M = 8 83 -> 89% of peak, M = 10 81 -> 83% (grid means).
+MAX_QUADS = 3
+# In a block of one whole vector (no tail) a quad column's vshufps takes an FMA pipe about
+# every other k-step: Zen 4, 8x24x64 with 3 quad columns runs 4.3 cycles a k-step, not the 4
+# of its FMAs. Priced so, M = 8 takes its k-steps in pairs where K is long (see PAIR_STEPS).
+# Beside a packed tail the quads were measured as the model had them (M = 10: pricing them
+# so there lost 4 to 10 points at K = 64).
+QUAD_SHUFFLE_FMA_SHARE = 0.5
+# Packed tails whose blends leave the shuffles no room (see quad_limit): 8 columns a vector
+# (7 blends a k-step) and 2 (a share of 4 lanes)
+NO_QUAD_GROUPS = (2, 8)
+
+
+def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: int,
+               element_bytes: int, group: int = 1) -> int:
+    """Most quad columns a block may have (0: none): AVX2 (VEX) float32 blocks of at most one
+    full vector (and a masked or packed tail), K of at least 4 steps. Only for an M that one
+    such block row covers (see _plan): the model would otherwise cut taller M into such
+    rows, which run slower than it says (Zen 4, 18x24x16: 3 vectors with a packed tail 84%
+    of peak; a quad row of 1 vector and one of 1 + a packed tail 76%). Not beside a tail
+    packed 8 or 2 columns a vector (NO_QUAD_GROUPS): its blends crowd the pipes the shuffles
+    need (Zen 4, same-run A/B without quads, K in {16, 64}: M = 9, N in 8..62, +2.4 points of
+    peak; M = 11, 12, N in 8..64, +0.5 to +0.9 over all, +1.1 to +2.1 where the plan
+    changes, 12x44x64 85 -> 91%). Beside 4 columns a vector (M = 10) they stay: without
+    them K = 16 gained, K = 64 lost up to 11 points."""
+    full = vectors - (1 if tail_rows else 0)
+    if (target.masks or element_bytes != 4 or full > 1 or overlap or k < 4
+            or group in NO_QUAD_GROUPS):
+        return 0
+    return MAX_QUADS
+
+
+# 256-bit tails of t <= 7 float32 rows may instead be computed as dot products along K: lanes
+# hold k-steps, not only rows. A vector of such a tail holds g = 8 // share k-steps of each
+# of its rows (t padded to a share of 1, 2, 4 or 8, the narrowest whose g divides K; lane
+# r*g + q: row r, step q), so B's part of it is its g elements B[k..k+g-1, j] repeated: one
+# load (vmovups as the FMA's operand, vbroadcastf128, vbroadcastsd, vbroadcastss), no
+# shuffle. A's tail rows are copied once per call into the kernel's stack frame in that
+# layout, and each column gets one accumulator. One FMA then serves g k-steps of the tail,
+# where a masked tail vector spends one FMA (and a packed one, blends of B) on each; after
+# the K loop each row's g lanes are summed. With a share of 8 (g = 1) it is a masked tail
+# vector without masks: no vmaskmovps (C's rows go in pieces of 4, 2 and 1). Zen 4, AVX2
+# code: K = 64, 1x24 1245 -> 216 cycles, 4x40 2060 -> 882 (5 -> 25%, 22 -> 53% of peak; the
+# EVEX code for Zen 5, run there: 6 -> 35%, 23 -> 48%); 7x40x16 879 -> 538 cycles. M >= 8
+# gains little (16 registers leave 6 columns to a block of one full vector and a dot tail,
+# whose FMA latency binds).
+DOT_SHARES = (1, 2, 4, 8)
+DOT_LANES = 8                    # float32 lanes of the 256-bit vectors a dot tail uses
+DOT_FRAME_BYTES = 16384          # most stack the copied tail rows of A may take
+
+
+def dot_steps(share: int) -> int:
+    """k-steps one vector of a dot tail holds (g) when a k-step takes `share` lanes."""
+    return DOT_LANES // share
+
+
+def dot_tail_share(target: Target, tail_rows: int, k: int, br: int, element_bytes: int) -> int:
+    """The lanes one k-step takes if a block row's tail rows may be dot products along K, else
+    0: 256-bit vectors (AVX2, or AVX-512's EVEX ymm), float32, 1 to 7 rows, padded to the
+    narrowest share whose 8 // share k-steps a vector divide K, and A's copied tail rows
+    (every batch entry's) within DOT_FRAME_BYTES."""
+    if target.vector_bits != 256 or element_bytes != 4 or not 1 <= tail_rows <= 7:
+        return 0
+    share = next(share for share in DOT_SHARES
+                 if share >= tail_rows and k % dot_steps(share) == 0)
+    return share if br * k * share * element_bytes <= DOT_FRAME_BYTES else 0
+
+
+# An AVX2 block of one whole vector of A (8 float32 rows) loads a B element for each of its
+# FMAs: the load ports bind it (see quad_limit). Its k-steps may instead go two at a time:
+# the columns k and k+1 of A, unpacked (vunpcklps, vunpckhps) into two vectors whose lanes
+# hold rows {0, 1, 4, 5} and {2, 3, 6, 7} of both steps (lane 2r + q: step k + q), meet
+# B[k, j] and B[k+1, j] repeated over the vector, one 8-byte vbroadcastsd for both vectors'
+# FMAs. Half the loads of B, no shuffle per column; after the K loop two vshufps and an add
+# sum each column's step pairs into its rows in order. 16 registers leave 6 columns. Zen 4,
+# same-run A/B against one-element (and quad) blocks: M = 8, N in 8..64, K = 64: 87 -> 95%
+# of peak typically (every N +1 to +8 points), K = 16 within +-2; M = 9 (its 8 rows so, the
+# last as a dot panel), K = 64: 72 -> 82-87%. Only where M has one whole vector: taller M
+# cut into such rows ran 2-3 points slower than the model said (20x17, 25x25 at K = 64).
+# M of one whole vector and 1 to 4 tail rows (9..12) may take its tail in pairs too: a share
+# of 2p lanes a column (p = share_lanes: 1, 2 or 4 rows, the column's last p, lane 2r + q:
+# row r, step k + q), 4 // p columns a vector. B's part of a share is the column's 8-byte
+# broadcast itself, blended into its lanes; A's is its p rows of columns k and k+1
+# interleaved (two broadcast or xmm loads, one or three shuffles). No lane is wasted where
+# the packed tail of one-step blocks spends a blend on every column and a load of B on
+# every FMA (Zen 4 loop of 8 such columns, M = 9: 79% of peak as one-step blocks with a
+# packed tail, 99% in pairs; ymm16-31 held the step-pair accumulators there).
+PAIR_STEPS = 2
+PAIR_TAIL_ROWS = range(1, 5)
+# Zen 4, M = 11, 12 in pairs against the pipelined 16-register code: K = 16 4 to 6 points
+# slower (12x50 82 -> 78%), K = 32 -1.8 to +3.2, K = 48 -0.8 to +6.6 (12x17 82 -> 88%),
+# K = 64 +0.3 to +1.8 (and +7 where the 16-register blocks split N badly: 12x17 84 -> 92%),
+# K = 128 12x50 89 -> 96%
+PAIR_TAIL_LONG_K = 48
+
+
+def pair_steps_fit(target: Target, k: int, element_bytes: int) -> bool:
+    """Whether an AVX2 block of one whole vector (and a tail of PAIR_TAIL_ROWS) may take its
+    k-steps in pairs: float32, K even."""
+    return (not target.masks and target.vector_bits == 256 and element_bytes == 4
+            and k % PAIR_STEPS == 0)
+
+
+def pair_group(target: Target, tail_rows: int) -> int:
+    """Columns whose tail rows in step pairs share one vector (see PAIR_STEPS)."""
+    return target.lanes() // (PAIR_STEPS * share_lanes(target, tail_rows))
+
+
+def _accumulators(vectors: int, cols: int, group: int, pairs: bool = False) -> int:
+    if pairs:               # a column's rows in two vectors of step pairs, then the tail's
+        return 2 * cols + (-(-cols // group) if vectors > 1 else 0)
+    if group == 1:
+        return vectors * cols
+    return (vectors - 1) * cols + -(-cols // group)
+
+
+def _max_cols(target: Target, vectors: int, tail_rows: int, group: int,
+              overlap: bool = False, quads: int = 0, dot: int = 0, pairs: bool = False) -> int:
+    if pairs:          # A's two vectors of step pairs, B's pair; a tail's A and packed B
+        spare = target.registers - 3 - ((2 if group > 1 else 1) if tail_rows else 0)
+        cols = 0
+        while cols < MAX_COLS and _accumulators(vectors, cols + 1, group, True) <= spare:
+            cols += 1
+        return cols
+    spare = target.registers - vectors - quads     # A's vectors (dot: and its tail), B's quads
+    if group > 1:                                       # broadcast, packed B, AVX-512: indices
+        spare -= 3 if target.masks else 2
+    elif dot or not (target.masks and vectors == 1):  # embedded broadcast needs no register
+        spare -= 1
+    if tail_rows and not target.masks and group == 1 and not (overlap or dot):  # its mask
+        spare -= 1
+    cols = 0
+    while cols < MAX_COLS and _accumulators(vectors, cols + 1, group) <= spare:
+        cols += 1
+    return cols
+
+
+def max_cols(target: Target, vectors: int, tail_rows: int) -> int:
+    """Most columns a block of `vectors` vectors can have with the registers left over."""
+    return max(_max_cols(target, vectors, tail_rows, group)
+               for group in {1, pack_group(target, vectors, tail_rows)})
+
+
+# L1 accesses of a full vector of A or C at an address of unknown alignment: it mostly
+# straddles two cache lines (64 bytes: 15 times in 16, 32 bytes: 7 in 16), and the L1 serves
+# two lines a cycle (measured: a 16-row block of 13 columns runs 7% faster on an aligned A;
+# loading, adding to and storing misaligned C vectors takes 2 cycles each, aligned ones 1)
+SPLIT_ACCESSES = {512: 2.0, 256: 1.5}       # by vector width in bits
+
+
+def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
+                 group: int, quads: int = 0, dot: int = 0, pairs: bool = False
+                 ) -> tuple[float, float, float]:
+    """(FMAs, all vector instructions, L1 accesses) of one k-step."""
+    full = vectors - (1 if tail_rows else 0)
+    if pairs:         # per two steps: 2 columns of A, their 2 unpacks, a B pair a column
+        split = SPLIT_ACCESSES[target.vector_bits]
+        fmas, ops, loads = cols, cols + 1, (2 * split + cols) / 2
+        if tail_rows:   # the tail's FMAs, blends of B, and A's 2 loads and 1 or 3 shuffles
+            tails = -(-cols // group)
+            fmas += tails / 2
+            ops += tails / 2 + (cols - tails) / 2 + (1.5 if tail_rows > 2 else 0.5)
+            loads += 1
+        return fmas, ops, loads
+    if dot:           # the tail's FMAs, B's loads and A's tail: once for their k-steps
+        steps = dot_steps(dot)
+        fmas = full * cols + cols / steps
+        b_loads = cols * (SPLIT_ACCESSES[target.vector_bits] if dot == 1 else 1)
+        loads = (full * SPLIT_ACCESSES[target.vector_bits] + (cols if full else 0)
+                 + (b_loads + 1) / steps)
+        return fmas, fmas, loads
+    fmas = _accumulators(vectors, cols, group)
+    shuffles = 0 if group == 1 else cols - -(-cols // group)       # blends of B
+    if group > 1 and target.masks:                         # vpermps of A
+        shuffles += 1
+    shuffles += quads                                      # vshufps of B's quads
+    loads = (full * SPLIT_ACCESSES[target.vector_bits] + (1 if tail_rows else 0)
+             + cols - quads + quads / 4)
+    return fmas, fmas + shuffles, loads
+
+
+# A block stores all its accumulators at once; past about 16 vector stores the burst stalls
+# the next block on a core that splits zmm in halves (Zen 4: 13 zmm stores cost 9 cycles
+# beyond the FMAs, 26 cost 47; full-width cores are not measured and not priced so). So, on
+# Zen 4 the model takes blocks of one zmm and 20-24 columns (embedded broadcasts) over 2 x 14
+# where K is short: same-day A/B, M, N in 8..64 at K in {16, 64}, the 13% of shapes whose
+# blocking changes gain 2.7 points of peak on average (32x40x16 90 -> 95%, 48x57x16 85 -> 94%).
+STORE_BURST_UNITS = 16
+STORE_BURST_CYCLES = 2.0
+
+
+def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group: int, k: int,
+                  br: int, overlap: bool = False, quads: int = 0, dot: int = 0,
+                  pairs: bool = False) -> float:
+    """One register block: k-steps of target.micro.fma_pipes FMAs a cycle (a vector wider
+    than the core's full-rate width counts once per half, as do its loads and stores), 4
+    vector instructions a cycle, 4 cycles of FMA latency per accumulator chain, load_ports
+    L1 accesses a cycle shared with the update of C (a load and a store per vector of C),
+    which the next block's FMAs overlap unless its stores come in a burst of more than
+    STORE_BURST_UNITS; plus the batch loop and the block's set-up, and for
+    a packed tail the latency only a long K hides: AVX-512's vpermps (5 cycles) before the
+    first FMA, and the shares of a group's columns added to their vector one after another
+    (AVX-512: masked adds, 2 cycles each; AVX2: a chain of blends into one vector, then one
+    add). AVX2 masked stores (vmaskmovps, a lone masked tail's) are microcoded on AMD cores:
+    each costs micro.masked_store_cycles that nothing overlaps. An overlapping tail is a
+    whole vector like the others. A dot tail's accumulators take one FMA a vector of k-steps
+    (without full vectors, their chains allow that many more cycles a step), and sum each
+    column's lanes after the K loop (4 to 6 shuffles and adds) before C's rows are added
+    (in pieces of 4, 2 and 1 floats). Step pairs: each accumulator takes one FMA every two
+    steps, and each column's two are summed into one vector (3 instructions) before C's, a
+    tail vector's (priced at 5: summed and moved to where a packed tail's shares sit; a
+    vector a column takes 3, two columns at once) before its rows of C are added. In a block
+    without a tail a quad column's shuffle counts QUAD_SHUFFLE_FMA_SHARE of an FMA."""
+    micro = target.micro
+    passes = micro.passes(target.vector_bits)
+    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads, dot,
+                                           pairs)
+    split = SPLIT_ACCESSES[target.vector_bits]
+    full = vectors - (1 if tail_rows else 0)
+    masked_stores = reduce = 0
+    if not tail_rows:
+        tail_update = 0
+    elif dot:                    # C's rows in pieces of 4, 2 and 1 floats, loaded and stored
+        tail_update = 2 * ((tail_rows >= 4) + (tail_rows % 4 >= 2) + tail_rows % 2)
+        reduce = cols * {1: 6, 2: 6, 4: 4, 8: 0}[dot]
+    elif overlap:
+        tail_update, loads = 2 * split, loads - 1 + split
+    elif target.masks or group > 1 or pairs:
+        tail_update = 2
+    else:
+        tail_update, masked_stores = 2, cols
+    update = cols * (2 * full * split + tail_update)
+    steps = k * br
+    chain = dot_steps(dot) if dot and not full else PAIR_STEPS if pairs else 1
+    fma_pipe_ops = fmas + (0 if tail_rows else QUAD_SHUFFLE_FMA_SHARE) * quads
+    compute = steps * max(fma_pipe_ops * passes / micro.fma_pipes, vector_ops * passes / 4,
+                          4.0 / chain)
+    vector_loads = split if pairs else loads - cols + quads * 3 / 4   # the rest: B elements
+    memory = (steps * (loads + (passes - 1) * vector_loads) + update * passes) / micro.load_ports
+    if group == 1:
+        latency = 0
+    elif target.masks:
+        latency = 5 + 2 * min(group, cols)
+    else:
+        latency = 3 + min(group, cols)
+    if dot:
+        latency = 8
+    if pairs:        # each column's two vectors into one, a tail's pairs summed and moved
+        tails = -(-cols // group) if tail_rows else 0
+        reduce = cols * 3 + tails * 5
+    burst = 0.0
+    if micro.full_rate_bits < 512:                  # measured where zmm stores go in halves
+        stores = cols + tails if pairs else _accumulators(vectors, cols, group)
+        burst = max(0, stores - STORE_BURST_UNITS) * STORE_BURST_CYCLES
+    return (max(compute, memory) + 4 * br + 12 + latency + reduce / 4 + burst
+            + masked_stores * micro.masked_store_cycles)
+
+
+def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
+                element_bytes: int = 4, dottable: int = 0) -> set[tuple[int, bool, int]]:
+    """(group, overlap, dot) choices for a block row: masked, packed (pack_group columns a
+    vector), (AVX2, two or more vectors) an overlapping whole tail vector, or where
+    dot_tail_share gives a share (`dottable`), dot products along K (with AVX-512 masks only in
+    a block of no full vector: beside full ones they were measured against AVX2 tails only,
+    on Zen 4)."""
+    modes = {(1, False, 0)}
+    if packable:
+        modes.add((pack_group(target, vectors, tail_rows, element_bytes), False, 0))
+    if tail_rows and vectors > 1 and not target.masks:
+        modes.add((1, True, 0))
+    if tail_rows and dottable and (vectors == 1 or not target.masks):
+        modes.add((1, False, dottable))
+    return modes
+
+
+def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
+             packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS,
+             quadable: bool = False, dottable: int = 0, pairable: bool = False,
+             pairs_only: bool = False
+             ) -> tuple[float, int, int, int, int, bool, int, int, int, bool] | None:
+    """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks, pairs)
+    for one block row of `vectors` vectors, at most col_limit columns a block (pairable: its
+    k-steps may go in pairs, see PAIR_STEPS): N as blocks of `cols`
+    and one narrower block of the rest, or as blocks of cols and of cols - 1 (a block of few
+    columns has too few accumulator chains to hide the FMA latency: 25 = 6 x 4 + 1 runs
+    slower than 4 x 4 + 3 x 3). On a tie the tail is not packed (no lane shuffles for
+    nothing), masked rather than overlapping or dot products, and B not read in quads nor
+    the k-steps taken in pairs (pairs_only: nothing else; None if they cannot be).
+    AVX-512 packs float32 tails only (its lane indices and masks are derived for 32-bit
+    lanes); AVX2 packs both, in 32-bit lanes."""
+    best = None
+    modes = set() if pairs_only else {
+        mode + (False,) for mode in _tail_modes(target, vectors, tail_rows, packable,
+                                                element_bytes, dottable)}
+    if pairable:
+        modes.add((pair_group(target, tail_rows) if tail_rows else 1, False, 0, True))
+    for group, overlap, dot, pairs in sorted(modes):
+        most = (quad_limit(target, vectors, tail_rows, overlap, k, element_bytes, group)
+                if quadable and not (dot or pairs) else 0)
+        for quads in range(most + 1):
+            widest = min(_max_cols(target, vectors, tail_rows, group, overlap, quads, dot,
+                                   pairs), col_limit)
+            if widest < max(quads, 1):
+                continue
+            fewest = -(-n // widest)
+            for cols in range(max(-(-n // fewest), quads), min(widest, n) + 1):
+                n_blocks, n_tail = divmod(n, cols)
+                splits = [(n_blocks, n_tail, 1)]
+                narrower = (cols - n_tail) % cols           # blocks of cols - 1 instead
+                if n_tail and cols > 2 and narrower * (cols - 1) <= n:
+                    splits.append(((n - narrower * (cols - 1)) // cols, cols - 1, narrower))
+                for blocks, tail, tail_blocks in splits:
+                    cycles = blocks * _block_cycles(target, vectors, cols, tail_rows, group, k,
+                                                    br, overlap, quads, dot, pairs)
+                    if tail:
+                        cycles += tail_blocks * _block_cycles(target, vectors, tail, tail_rows,
+                                                              group, k, br, overlap,
+                                                              min(quads, tail), dot, pairs)
+                    if best is None or cycles < best[0]:
+                        best = (cycles, cols, blocks, tail, group, overlap, quads, dot,
+                                tail_blocks, pairs)
+    return best
+
+
+def _row_partitions(total: int) -> Iterator[tuple[int, ...]]:
+    """Ways to cut `total` vectors into blocks: greedy by a height, and evenly balanced, each
+    also in reverse order (the last block carries the tail rows)."""
+    seen = set()
+    for height in range(1, min(MAX_VECTORS, total) + 1):
+        full, rest = divmod(total, height)
+        greedy = (height,) * full + ((rest,) if rest else ())
+        count = -(-total // height)
+        small, extra = divmod(total, count)
+        balanced = (small + 1,) * extra + (small,) * (count - extra)
+        for heights in (greedy, balanced, greedy[::-1], balanced[::-1]):
+            if heights not in seen:
+                seen.add(heights)
+                yield heights
+
+
+def plan(m: int, n: int, k: int, br: int, target: Target,
+         dtype: str = "float32", ld_b: int | None = None) -> tuple[Panel, ...]:
+    """The cheapest blocking of an M×N C by the cost model, as panels in row order (vectors
+    of target.lanes(element bytes) elements: 8 doubles a zmm, 4 a ymm); ld_b: B's leading
+    dimension in elements when known (see b_column_limit)."""
+    return _plan(m, n, k, br, target, dtype, ld_b)[1]
+
+
+def vector_targets(target: Target) -> tuple[Target, ...]:
+    """The register widths a kernel for `target` may use: AVX-512 also as 256-bit vectors
+    (EVEX ymm0..31, the same masks), which a core that splits 512-bit operations in halves
+    (Zen 4) runs at the same FLOPs a cycle with half the lanes wasted on a short tail."""
+    if target.masks and target.vector_bits == 512:
+        return target, replace(target, vector_bits=256)
+    return (target,)
+
+
+def unmasked_target(target: Target, m: int, element_bytes: int, k: int) -> Target:
+    """The target a kernel of M rows and K steps is generated for. On a core that runs
+    512-bit operations in halves (Zen 4), an AVX-512 kernel whose M leaves a tail takes the
+    AVX2 code instead (VEX ymm, tails overlapped or packed, no masks): the packed EVEX tails
+    run slower than the model says (their EVEX broadcast loads cost more than VEX ones), and
+    K = 1 stores C masked. Measured on Zen 4, M, N in 8..64 at K in {16, 64}: mean 74% of
+    peak all AVX-512, 83% so; K = 1 at 29% of the store bound, 99% so. A masked zmm tail
+    that leaves at most a fifth of its lanes empty (float32 tails of 13 to 15 rows, float64
+    of 7) stays AVX-512 where K > 1: it wastes less than AVX2's overlapping tail there
+    (Zen 4, N in {8, 24, 50}, K = 16: M = 61 81 -> 89%, M = 13 72 -> 75%, float64 M = 23
+    83 -> 88%). So does an M that fills more than half of one ymm, where K > 1: its masked
+    EVEX ymm needs no microcoded vmaskmovps store and has 32 registers (Zen 4, float32, N in
+    9..57, K in {4, 16, 64}: M = 5 8-38 -> 27-54% of peak, M = 7 7-52 -> 31-67%; float64
+    M = 3 16-52 -> 38-65%; float32 M <= 4 is as fast either way, as AVX2 dot tails or EVEX
+    ymm)."""
+    lanes = target.lanes(element_bytes)
+    tail = m % lanes
+    keep = (lanes - tail) * 5 <= lanes or lanes // 4 < m < lanes // 2
+    if (target.masks and target.micro.passes(target.vector_bits) > 1 and tail
+            and (k == 1 or not keep)):
+        return replace(target, vector_bits=256, registers=16, masks=0)
+    return target
+
+
+def wide_pair_target(target: Target, unmasked: Target, m: int, n: int, k: int,
+                     element_bytes: int) -> Target | None:
+    """AVX2 code with all of an AVX-512 core's 32 registers in step pairs (see PAIR_STEPS),
+    or None. Its blocks are nothing but such pairs (other blocks keep roles in the upper
+    registers that VEX cannot name), twice as wide as 16 registers allow; it is not
+    pipelined (no register set is spare), the 16-register code is, and the model prices
+    neither's update, so the choice is a measured rule, not the model's. Measured on Zen 4
+    against the 16-register code:
+    - an M of one whole vector and a tail of 1 to 4 rows (9..12), the tail in pairs too:
+      M = 9, 10, N in 8..64, K = 16 -1.6 to +9 points (mean +4), K = 64 +4 to +17 (9x50
+      75 -> 89%, 10x28 81 -> 92%); tails of 3 or 4 rows, whose update of C has a vector a
+      column, only where K >= PAIR_TAIL_LONG_K;
+    - an M of one whole vector (8) whose N fits one block of 32 registers but not of 16:
+      one block, no second one's update (N in 7..14, K = 16 -1.5 to +7, K = 64 -1 to +12;
+      8x8x64 90 -> 95%)."""
+    lanes = unmasked.lanes(element_bytes)
+    if not (target.registers > 16 and unmasked.registers == 16 and not unmasked.masks
+            and pair_steps_fit(unmasked, k, element_bytes) and m // lanes == 1):
+        return None
+    wide = replace(unmasked, registers=target.registers)
+    tail = m % lanes
+    if tail:
+        long_enough = share_lanes(unmasked, tail) < 4 or k >= PAIR_TAIL_LONG_K
+        return wide if tail in PAIR_TAIL_ROWS and long_enough else None
+    one_block = _max_cols(unmasked, 1, 0, 1, pairs=True) < n <= _max_cols(wide, 1, 0, 1,
+                                                                          pairs=True)
+    return wide if one_block else None
+
+
+def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
+           ld_b: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
+    """The vector width (as a Target) and blocking the cost model finds cheapest for
+    target.micro (see unmasked_target); on a tie the wider. Step pairs in 32 registers where
+    wide_pair_target gives their target."""
+    unmasked = unmasked_target(target, m, precision(dtype).bytes, k)
+    paired = wide_pair_target(target, unmasked, m, n, k, precision(dtype).bytes)
+    if paired is not None:
+        return paired, _plan(m, n, k, br, paired, dtype, ld_b)[1]
+    best = None
+    for candidate in vector_targets(unmasked):
+        cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b)
+        if best is None or cycles < best[0]:
+            best = (cycles, candidate, panels)
+    return best[1], best[2]
+
+
+def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
+          ld_b: int | None = None) -> tuple[float, tuple[Panel, ...]]:
+    elements = precision(dtype)
+    col_limit = b_column_limit(target, None if ld_b is None else ld_b * elements.bytes)
+    lanes = target.lanes(elements.bytes)
+    vectors_total = -(-m // lanes)
+    tail_rows = m % lanes
+    dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
+    col_limit = min(col_limit, COLUMNS_PER_BASE * base_registers(br, bool(dottable)))
+    pairable = pair_steps_fit(target, k, elements.bytes)
+    pairs_only = not target.masks and target.registers > 16        # see wide_pair_target
+    sweeps = {}
+    best = None
+    for heights in _row_partitions(vectors_total):
+        groups = []                      # [height, count, masked], consecutive equal heights
+        for height in heights:
+            if groups and groups[-1][0] == height:
+                groups[-1][1] += 1
+            else:
+                groups.append([height, 1, False])
+        if tail_rows:                    # the last block carries the masked rows
+            height, count, _ = groups[-1]
+            groups[-1:] = ([[height, count - 1, False]] if count > 1 else []) + [[height, 1, True]]
+        cycles, panels = 0.0, []
+        for height, count, masked in groups:
+            rows = tail_rows if masked else 0
+            key = (height, rows)
+            if key not in sweeps:
+                sweeps[key] = _sweep_n(target, height, rows, n, k, br,
+                                       elements is FLOAT32 or not target.masks, elements.bytes,
+                                       col_limit, quadable=height == vectors_total,
+                                       dottable=dottable,
+                                       pairable=pairable and (
+                                           height == 1 and not rows or pairs_only
+                                           and height == 2 and rows in PAIR_TAIL_ROWS)
+                                       and vectors_total - (1 if tail_rows else 0) == 1,
+                                       pairs_only=pairs_only)
+            if sweeps[key] is None:      # no blocking of this row: not a partition for it
+                break
+            (sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks,
+             pairs) = sweeps[key]
+            cycles += count * sweep_cycles
+            panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap,
+                                quads, dot, tail_blocks, pairs))
+        else:
+            if best is None or cycles < best[0]:
+                best = (cycles, tuple(panels))
+    assert best is not None, f"no blocking of {m}x{n}x{k} for {target}"
+    return best
+
+
+# A block whose loads of A outrun what L2 refills into L1 (bytes a cycle, with B's and C's
+# lines beside them) slows down once A's panel (its rows over all of K) no longer stays in
+# L1 from one column block to the next. Zen 4: AVX2 blocks of 3 vectors x 4 columns load 16
+# bytes of A a cycle: 70x60x64 94% of peak, 70x60x500 75%; the K loop run in chunks (C added
+# back between chunks) whose A panel and B columns fill at most 3/8 of L1 brings them back:
+# 70x60x500 in 4 chunks 87%, in 5 (the 3/8 rule) 91%, in 10 89%. AVX-512's 2 zmm x 12 columns
+# (5 bytes a cycle) stay at 99% at K = 500 unchunked.
+L2_REFILL_BYTES = 8.0
+L1_CHUNK_SHARE = 3 / 8
+MIN_K_CHUNK = 32
+
+
+def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
+             element_bytes: int = 4) -> int:
+    """How many equal chunks the kernel's K loop runs in (1: one K loop; see L2_REFILL_BYTES):
+    the fewest whose A panel and B columns fit L1_CHUNK_SHARE of L1, where a panel with two or
+    more column blocks loads A faster than L2_REFILL_BYTES a cycle; chunks of whole vectors of
+    a dot tail's k-steps and of whole step pairs; 1 with a batch (br > 1) or where no divisor
+    of K leaves chunks of MIN_K_CHUNK steps or more."""
+    if br > 1:
+        return 1
+    unit = max([dot_steps(panel.dot) for panel in panels if panel.dot]
+               + [PAIR_STEPS for panel in panels if panel.pairs], default=1)
+    micro = target.micro
+    budget = int(micro.l1_bytes * L1_CHUNK_SHARE)
+    vector_bytes = target.vector_bits // 8
+    step_bytes = 0
+    for panel in panels:
+        if panel.n_blocks + (panel.tail_blocks if panel.n_tail else 0) < 2:
+            continue
+        fmas = _step_counts(target, panel.vectors, panel.cols, panel.tail_rows, panel.group,
+                            panel.quads)[0]
+        cycles = fmas * micro.passes(target.vector_bits) / micro.fma_pipes
+        a_bytes = panel.vectors * vector_bytes
+        if a_bytes / cycles > L2_REFILL_BYTES and a_bytes * k > budget:
+            step_bytes = max(step_bytes, a_bytes + panel.cols * element_bytes)
+    if not step_bytes:
+        return 1
+    for chunks in range(-(-k * step_bytes // budget), k // MIN_K_CHUNK + 1):
+        if k % chunks == 0 and k // chunks % unit == 0:
+            return chunks
+    return 1
+
+
+# general registers a kernel has past its six arguments (brgemm.POOL): the K counter, 3 * ld_b,
+# a batch's three (count, A step, B step), a dot tail's walker and B's base pointers
+POOL_REGISTERS = 9
+
+
+def base_registers(br: int, dot: bool) -> int:
+    """General registers a kernel has for B's base pointers: the argument register of B, and
+    what the pool leaves after the K counter, 3 * ld_b, a batch's three and a dot tail's
+    walker."""
+    return 1 + POOL_REGISTERS - 2 - (3 if br > 1 else 0) - (1 if dot else 0)
