@@ -9,6 +9,11 @@ cost, measured and printed, dominates at 50², as numpy's call overhead does for
 Targets at 2048² (issue 3): identity/copy, relu/np.maximum, add/np.add >= 0.9; transposed
 identity/copy >= 0.5.
 
+Operands sit where numpy's allocator may put them, not on cache lines: the inputs 16 bytes
+and the output 32 bytes past a 64-byte boundary (numpy promises 16-byte alignment, and
+which one a large array gets varied from run to run, moving a streamed 2048² output's
+bandwidth by 2x before the streamed sweeps kept their non-temporal stores to whole lines).
+
     python -m benchmarks.x86_eltwise [--sizes 50 64 512 2048] [--variants avx512 avx2]
                                      [--dtype float64]
 """
@@ -41,12 +46,25 @@ def _bound(code, *arguments):
     return lambda: function.call(*values)
 
 
+INPUT_OFFSET, OUTPUT_OFFSET = 16, 32      # bytes past a 64-byte boundary (see the doc)
+
+
+def _placed(values, offset):
+    """A Fortran-ordered copy of `values` starting `offset` bytes past a 64-byte boundary."""
+    buffer = np.empty(values.nbytes + 128, np.uint8)
+    start = -buffer.ctypes.data % 64 + offset
+    placed = buffer[start:start + values.nbytes].view(values.dtype)
+    placed = placed.reshape(values.shape[::-1]).T
+    placed[...] = values
+    return placed
+
+
 def _functions(size, variants, rng, dtype="float32"):
     """{(who, measure): (callable, bytes moved per call)} at size x size."""
     m = n = size
-    a = np.asfortranarray(rng.standard_normal((m, n)).astype(dtype))
-    b = np.asfortranarray(rng.standard_normal((m, n)).astype(dtype))
-    out = np.empty_like(a)
+    a = _placed(rng.standard_normal((m, n)).astype(dtype), INPUT_OFFSET)
+    b = _placed(rng.standard_normal((m, n)).astype(dtype), INPUT_OFFSET)
+    out = _placed(np.zeros((m, n), dtype), OUTPUT_OFFSET)
     unary_bytes, binary_bytes = 2 * a.nbytes, 3 * a.nbytes
     zero = a.dtype.type(0)
     extra = {} if dtype == "float32" else {"dtype": dtype}   # the generators' float32 form

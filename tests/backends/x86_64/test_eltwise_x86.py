@@ -21,7 +21,6 @@ from einjit.backends.x86_64.unary import TRANSPOSED_STREAM_ALWAYS_BYTES
 from einjit.runtime.host import host_isa
 
 import support
-from support import CANARY
 
 pytestmark = pytest.mark.skipif(host_isa() != "x86_64", reason="runs x86-64 code natively")
 
@@ -45,27 +44,31 @@ class Output:
     """A rows x cols column-major output with leading dimension ld, starting `shift` elements
     past a 64-byte boundary, in a canary-filled buffer."""
 
-    def __init__(self, rows, cols, ld, shift=0):
+    def __init__(self, rows, cols, ld, shift=0, dtype=np.float32):
         self.rows, self.cols, self.ld = rows, cols, ld
         extent = (cols - 1) * ld + rows
-        self.buffer = np.full(extent + 2 * PADDING + 16, CANARY, dtype=np.uint32)
-        start = PADDING + (-(self.buffer.ctypes.data // 4 + PADDING) % 16) + shift
-        self.array = self.buffer[start:start + extent].view(np.float32)
+        size = np.dtype(dtype).itemsize
+        line = 64 // size
+        self.canary = support.canary(dtype)
+        self.buffer = np.full(extent + 2 * PADDING + line, self.canary,
+                              dtype=np.uint32 if size == 4 else np.uint64)
+        start = PADDING + (-(self.buffer.ctypes.data // size + PADDING) % line) + shift
+        self.array = self.buffer[start:start + extent].view(dtype)
         self.inside = np.zeros(self.buffer.size, dtype=bool)
         offsets = start + np.arange(rows)[:, None] + ld * np.arange(cols)[None, :]
         self.inside[offsets.ravel()] = True
 
     def matrix(self):
         """The sub-matrix, after checking that nothing outside it was written."""
-        outside = np.flatnonzero(~self.inside & (self.buffer != CANARY))
+        outside = np.flatnonzero(~self.inside & (self.buffer != self.canary))
         assert outside.size == 0, f"wrote outside the output at buffer offsets {outside[:8]}"
         return support.column_major(self.array, self.rows, self.cols, self.ld)
 
 
-def column_major(rng, rows, cols, ld=None):
+def column_major(rng, rows, cols, ld=None, dtype=np.float32):
     """A random rows x cols column-major operand with leading dimension ld (data, view)."""
     ld = ld or rows
-    data = rng.standard_normal((cols - 1) * ld + rows).astype(np.float32)
+    data = rng.standard_normal((cols - 1) * ld + rows).astype(dtype)
     return data, support.column_major(data, rows, cols, ld)
 
 
@@ -184,24 +187,30 @@ def test_mid_size_transpose_streams_only_conflicting_strides(variant, ld_extra):
 
 # ---------------------------------------------------------------- streamed plain outputs
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m, n", STREAMED_COLUMNS)
-def test_streamed_columns_every_alignment(variant, m, n):
-    """Large plain outputs stream from their first 64-byte aligned row (ld % 16 == 0)."""
-    assert 4 * m * n >= COLUMN_STREAM_MIN_BYTES, "too small to reach the streaming path"
+def test_streamed_columns_every_alignment(variant, m, n, dtype):
+    """Large plain outputs stream the whole cache lines from their first 64-byte aligned row
+    (ld a multiple of a line): at every shift past a line the peel, the streamed lines and
+    the cached rest (whole vectors and a tail) write each element once, and nothing else."""
+    size = np.dtype(dtype).itemsize
+    line = 64 // size
+    assert size * m * n >= COLUMN_STREAM_MIN_BYTES, "too small to reach the streaming path"
     rng = np.random.default_rng(m)
-    a_data, a = column_major(rng, m, n)
-    b_data, b = column_major(rng, m, n)
-    for extra in (0, 16, 3):
-        ld = -(-m // 16) * 16 + extra
-        for shift in (0, 1, 8, 15):
-            out = Output(m, n, ld, shift)
-            einjit.unary("identity", m, n)(a_data, out.array, m, ld)
+    a_data, a = column_major(rng, m, n, dtype=dtype)
+    b_data, b = column_major(rng, m, n, dtype=dtype)
+    name = np.dtype(dtype).name
+    for extra in (0, line, 3):
+        ld = -(-m // line) * line + extra
+        for shift in sorted({0, 1, line // 2, line // 2 + 1, line - 1}):
+            out = Output(m, n, ld, shift, dtype)
+            einjit.unary("identity", m, n, dtype=name)(a_data, out.array, m, ld)
             assert np.array_equal(out.matrix(), a), f"identity ld={ld} shift={shift}"
-            out = Output(m, n, ld, shift)
-            einjit.binary("sub", m, n)(a_data, b_data, out.array, m, m, ld)
+            out = Output(m, n, ld, shift, dtype)
+            einjit.binary("sub", m, n, dtype=name)(a_data, b_data, out.array, m, m, ld)
             assert np.array_equal(out.matrix(), a - b), f"sub ld={ld} shift={shift}"
-        out = Output(m, n, ld, 9)
-        einjit.unary("zero", m, n)(a_data, out.array, m, ld)
+        out = Output(m, n, ld, line // 2 + 1, dtype)
+        einjit.unary("zero", m, n, dtype=name)(a_data, out.array, m, ld)
         assert not out.matrix().any()
 
 
