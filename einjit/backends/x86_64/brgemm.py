@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from einjit.backends import Target
+from einjit.backends import LINE_BYTES, Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.blocking import (
@@ -131,8 +131,15 @@ class _Generator:
         self.spare_bank = 16 if target.registers >= 32 and self.target.registers <= 16 else 0
         self.chunks = k_chunks(self.target, self.panels, k, br, elements.bytes)
         # chunks read C back between them: such a kernel never streams (its C traffic is
-        # small beside its K anyway), and so computes the same bits with stream or without
-        self.stream, self.streaming = stream and self.chunks == 1, False
+        # small beside its K anyway), and so computes the same bits with stream or without.
+        # C streams only in whole cache lines: every block row whole lines tall, no tail. A
+        # line written partly by non-temporal stores (the rest by the next block row's, much
+        # later, or by a tail's cached store) ran 3-4x slower than cached stores (Zen 4,
+        # M = 48..72, N = 65536, K = 8: 5 against 19-23 GB/s of C)
+        whole_lines = all(not panel.tail_rows
+                          and panel.vectors * self.target.vector_bits % (8 * LINE_BYTES) == 0
+                          for panel in self.panels)
+        self.stream, self.streaming = stream and self.chunks == 1 and whole_lines, False
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
         pool = list(POOL)
         self.counter = pool.pop(0)                 # K counter, scratch between blocks
@@ -176,11 +183,10 @@ class _Generator:
         if self.dot:
             self._copy_a_tail()
         if self.stream:
-            # non-temporal stores need vector-aligned addresses: C and ld_c (bytes) aligned,
-            # else the cached body
+            # whole lines: C and ld_c (bytes) line-aligned, else the cached body
             cached, done = asm.label(), asm.label()
             asm(enc.mov_rr(self.counter, C_PTR), enc.or_rr(self.counter, LDC),
-                enc.and_ri(self.counter, self.target.vector_bits // 8 - 1))
+                enc.and_ri(self.counter, LINE_BYTES - 1))
             asm.jcc("ne", cached)
             self.streaming = True
             for panel in self.panels:
@@ -1130,11 +1136,12 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     accumulate=False: C := the sum, C never read (the accumulators start at +0: the bits
     C += gives on a zeroed C).
 
-    stream=True (only with accumulate=False): when C and ld_c are vector-aligned at run time,
-    C's whole vectors are stored non-temporally (no read for ownership, not kept in the
-    caches: for outputs far larger than the caches); the caller issues the sfence before
-    other threads read C. The K = 1 outer-product kernel, and a kernel whose K runs in chunks
-    (k_chunks: it reads C back between them), store as usual.
+    stream=True (only with accumulate=False): when every block row of the blocking is whole
+    cache lines tall (no tail rows) and C and ld_c are 64-byte aligned at run time, C is
+    stored non-temporally, whole lines only (no read for ownership, not kept in the caches:
+    for outputs far larger than the caches); the caller issues the sfence before other
+    threads read C. The K = 1 outer-product kernel, a kernel whose K runs in chunks
+    (k_chunks: it reads C back between them) and any other blocking store as usual.
 
     ld_b: the leading dimension of B (elements) the caller will pass, when it is known now;
     the blocking then keeps B's columns within L1's ways (b_column_limit). Calls with any

@@ -267,11 +267,25 @@ def _streamed_c(shape, variant, dtype, micro, stream, misalign):
 @pytest.mark.parametrize("micro", ["zen4", "zen5"])
 @pytest.mark.parametrize("variant", _variants())
 def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
-    """stream=True: whole aligned vectors of C go out with non-temporal stores (the code has
-    them); tails and misaligned C take the cached stores. Either way C holds the bits of the
-    cached kernel and nothing outside C is written."""
+    """stream=True: C goes out with non-temporal stores (the code has them) exactly where
+    every block row is whole cache lines tall and has no tail, so no line is written partly
+    so; other blockings and misaligned C take the cached stores. Either way C holds the bits
+    of the cached kernel and nothing outside C is written."""
+    streams = set()
     for shape in (SHAPES + AWKWARD + DOTS[-3:] + PAIRS[:3] + PAIR_TAILS[:5] + WIDE_PAIRS[:2]
-                  + PIPELINED[:3] + PIPELINED[6:9] + [(128, 64, 32, 1), (64, 9, 16, 2)]):
+                  + PIPELINED[:3] + PIPELINED[6:9] + [(128, 64, 32, 1), (64, 9, 16, 2),
+                                                     (16, 8, 16, 1), (64, 8, 16, 1)]):
+        m, n, k, br = shape
+        chosen, panels = choose(m, n, k, br, target(variant, micro), dtype)
+        whole_lines = all(not p.tail_rows and p.vectors * chosen.vector_bits % 512 == 0
+                          for p in panels)
+        # the outer product (K = 1, no batch) and a K in chunks never stream
+        whole_lines &= k * br > 1 and k_chunks(chosen, panels, k, br,
+                                               np.dtype(dtype).itemsize) == 1
+        listing = disassemble(generate_brgemm(target(variant, micro), m, n, k, br, dtype,
+                                              accumulate=False, stream=True), "x86_64")
+        assert ("vmovntp" in listing) == whole_lines, shape
+        streams.add(whole_lines)
         for misalign in (0, 1):
             streamed, start, ld_c = _streamed_c(shape, variant, dtype, micro, True, misalign)
             cached, _, _ = _streamed_c(shape, variant, dtype, micro, False, misalign)
@@ -284,9 +298,7 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
                 outside[start + j * ld_c:start + j * ld_c + m] = False
             assert np.array_equal(bits(streamed[outside]),
                                   np.full(outside.sum(), bits(canary_buffer(1, dtype))[0])), shape
-    listing = disassemble(generate_brgemm(target(variant, micro), 64, 8, 16, 1, dtype,
-                                          accumulate=False, stream=True), "x86_64")
-    assert "vmovntp" in listing
+    assert streams == {True, False}, "the shapes must include streamed and cached blockings"
 
 
 def _all_choices(variant, dtype):
