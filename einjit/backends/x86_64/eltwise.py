@@ -292,18 +292,19 @@ class ColumnSweep:
     (masked). Full groups run in a loop over a byte index when there are at least two of
     them; the leftover vectors and the tail follow as straight-line code.
 
-    Streaming path (streaming=True, m >= 16): taken at run time when the output's ld is a
-    multiple of 16 and its pointer 4-byte aligned, so every output column reaches a 64-byte
-    boundary at the same row q < 16. Rows 0..15 are processed first with their stores masked
-    to the rows below q, then from row q whole cache lines with non-temporal stores (no
-    read-for-ownership, no cache pollution: worth it for outputs much larger than the caches),
-    then the rest of the column with cached stores (whole vectors, a masked tail); the counts
-    are computed at run time, once (the rest's vectors once a column). No line is written
-    partly by non-temporal stores: one that was (the last line of a column, its other half
-    the next column's first rows) halved the bandwidth (Zen 4, 2048², the output 32 or 48
-    bytes past a line: identity 48 -> 25 GiB/s, zero 70 -> 19 GiB/s).
+    Streaming path (streaming=True, m >= a line's elements L: 16 floats, 8 doubles): taken
+    at run time when the output's ld is a multiple of L and its pointer element-aligned, so
+    every output column reaches a 64-byte boundary at the same row q < L. Rows 0..L-1 are
+    processed first with their stores masked to the rows below q, then from row q whole
+    cache lines with non-temporal stores (no read-for-ownership, no cache pollution: worth
+    it for outputs much larger than the caches), then the rest of the column with cached
+    stores (whole vectors, a masked tail); the counts are computed at run time, once (the
+    rest's vectors once a column). No line is written partly by non-temporal stores: one
+    that was (the last line of a column, its other half the next column's first rows) halved
+    the bandwidth (Zen 4, 2048², the output 32 or 48 bytes past a line: identity 48 -> 25
+    GiB/s, zero 70 -> 19 GiB/s).
 
-    masks: the mask registers to use, 1 for the static path, 1 + 16 // lanes with streaming;
+    masks: the mask registers to use, 1 for the static path, 1 + L // lanes with streaming;
     temp: a vector register free while the sweep sets its masks up.
     """
 
