@@ -27,6 +27,18 @@ FMA = {"float32": e.vfmadd231ps, "float64": e.vfmadd231pd}
 ELEMENT_BYTES = {"float32": 4, "float64": 8}
 
 
+def placed(values, offset, boundary=64):
+    """A Fortran-ordered copy of `values` starting `offset` bytes past a `boundary`-byte
+    boundary (64: a cache line, 4096: a page), so that where an operand sits is the same in
+    every run, not wherever the allocator put it."""
+    buffer = np.empty(values.nbytes + boundary + offset, np.uint8)
+    start = -buffer.ctypes.data % boundary + offset
+    result = buffer[start:start + values.nbytes].view(values.dtype)
+    result = result.reshape(values.shape[::-1]).T
+    result[...] = values
+    return result
+
+
 def best_seconds(function, repetitions=7):
     """The shortest of `repetitions` timed calls of function()."""
     best = float("inf")

@@ -28,7 +28,7 @@ import numpy as np
 from einjit import BINARY_OPS, UNARY_OPS
 from einjit.backends.x86_64 import VARIANTS, cpu, generate_binary, generate_unary
 
-from .harness import GIB, JitFunction, seconds_per_call, write_result
+from .harness import GIB, JitFunction, placed, seconds_per_call, write_result
 
 SIZES = (50, 64, 512, 2048)
 RATIOS = (("identity/copy", "identity", "copy"), ("relu/np.maximum", "relu", "relu"),
@@ -49,22 +49,12 @@ def _bound(code, *arguments):
 INPUT_OFFSET, OUTPUT_OFFSET = 16, 32      # bytes past a 64-byte boundary (see the doc)
 
 
-def _placed(values, offset):
-    """A Fortran-ordered copy of `values` starting `offset` bytes past a 64-byte boundary."""
-    buffer = np.empty(values.nbytes + 128, np.uint8)
-    start = -buffer.ctypes.data % 64 + offset
-    placed = buffer[start:start + values.nbytes].view(values.dtype)
-    placed = placed.reshape(values.shape[::-1]).T
-    placed[...] = values
-    return placed
-
-
 def _functions(size, variants, rng, dtype="float32"):
     """{(who, measure): (callable, bytes moved per call)} at size x size."""
     m = n = size
-    a = _placed(rng.standard_normal((m, n)).astype(dtype), INPUT_OFFSET)
-    b = _placed(rng.standard_normal((m, n)).astype(dtype), INPUT_OFFSET)
-    out = _placed(np.zeros((m, n), dtype), OUTPUT_OFFSET)
+    a = placed(rng.standard_normal((m, n)).astype(dtype), INPUT_OFFSET)
+    b = placed(rng.standard_normal((m, n)).astype(dtype), INPUT_OFFSET)
+    out = placed(np.zeros((m, n), dtype), OUTPUT_OFFSET)
     unary_bytes, binary_bytes = 2 * a.nbytes, 3 * a.nbytes
     zero = a.dtype.type(0)
     extra = {} if dtype == "float32" else {"dtype": dtype}   # the generators' float32 form

@@ -38,6 +38,7 @@ from .harness import (
     best_seconds,
     cold_ms,
     fma_peak_gflops,
+    placed,
     write_result,
 )
 from .progress import progress_bar
@@ -49,6 +50,16 @@ SMALL_K = (16, 64)                         # ... at these K
 FP64_SIZES = range(16, 65, 8)              # FP64 mean over M, N >= 16 (paired shapes)
 FP64_K = (64, 128)
 BATCH_SHAPES = [(16, 16, 16), (32, 32, 32), (64, 64, 64), (64, 64, 128), (48, 24, 64)]
+# Operands sit at the same place in every run (harness.placed): 16 bytes past a page boundary,
+# where numpy's allocator starts large arrays, A and B a quarter and a half page further on
+# (their loads then share no page offset with C's stores). Where numpy put a small C varied
+# from run to run, and a C that straddled a page boundary made its shape 20-30% slower
+# (Zen 4, 9x8x16: a vector store split over two 4 KiB pages costs about 33 cycles, measured
+# beside FMAs; a split load nothing): the grid's minimum was the allocator's luck. The cost
+# is measured apart, on SPLIT_SHAPE with a column of C across a page boundary.
+PAGE = 4096
+C_OFFSET, A_OFFSET, B_OFFSET = 16, 16 + PAGE // 4, 16 + PAGE // 2
+SPLIT_SHAPE = (9, 8, 16)
 
 
 class GemmTimer:
@@ -62,20 +73,21 @@ class GemmTimer:
     def peak(self, seconds=0.02):
         return fma_peak_gflops(self.variant, seconds=seconds, dtype=self.dtype)
 
-    def gflops(self, m, n, k, br=1, seconds=0.001, repetitions=3):
+    def gflops(self, m, n, k, br=1, seconds=0.001, repetitions=3, c_offset=C_OFFSET):
         if self.dtype == "float32":    # the generator's float32 form, as every caller uses it
             code = generate_brgemm(VARIANTS[self.variant], m, n, k, br)
         else:
             code = generate_brgemm(VARIANTS[self.variant], m, n, k, br, dtype=self.dtype)
         kernel = JitFunction(code, 8)
-        operands, args = self._operands(m, n, k, br)
+        operands, args = self._operands(m, n, k, br, c_offset)
         per_call = self.driver.seconds_per_call(kernel.memory.address, args, seconds, repetitions)
         return 2.0 * m * n * k * br / per_call / 1e9
 
-    def _operands(self, m, n, k, br):
-        a = self.rng.uniform(-1, 1, br * m * k).astype(self.dtype)
-        b = self.rng.uniform(-1, 1, br * k * n).astype(self.dtype)
-        c = np.zeros(m * n, self.dtype)
+    def _operands(self, m, n, k, br, c_offset=C_OFFSET):
+        """Random A and B and a zero C, each placed past a page boundary (see PAGE)."""
+        a = placed(self.rng.uniform(-1, 1, br * m * k).astype(self.dtype), A_OFFSET, PAGE)
+        b = placed(self.rng.uniform(-1, 1, br * k * n).astype(self.dtype), B_OFFSET, PAGE)
+        c = placed(np.zeros(m * n, self.dtype), c_offset, PAGE)
         return (a, b, c), (a.ctypes.data, b.ctypes.data, c.ctypes.data, m, k, m, m * k, k * n)
 
     def store_percent(self, m, n, seconds=0.001, repetitions=3):
@@ -106,14 +118,15 @@ class GemmTimer:
         return 100 * best["stores"] / best["kernel"]
 
 
-def paired_percent(timer, m, n, k, br, rounds=5):
+def paired_percent(timer, m, n, k, br, rounds=5, c_offset=C_OFFSET):
     """The kernel's best GFLOPS over `rounds` rounds as a percentage of the best FMA peak
     measured in the same rounds, each right before the kernel: the machine is shared, and a
     busy spell only ever slows a measurement down."""
     peaks, kernels = [], []
     for _ in range(rounds):
         peaks.append(timer.peak())
-        kernels.append(timer.gflops(m, n, k, br, seconds=0.01, repetitions=5))
+        kernels.append(timer.gflops(m, n, k, br, seconds=0.01, repetitions=5,
+                                    c_offset=c_offset))
     return 100 * max(kernels) / max(peaks)
 
 
@@ -189,6 +202,17 @@ def small_sizes_lines(best):
     return lines
 
 
+def page_split_lines(timer):
+    """SPLIT_SHAPE placed as the grid places it and with C's column 1 starting 16 bytes
+    before a page boundary (its first vector store split over two pages), each paired."""
+    m, n, k = SPLIT_SHAPE
+    split_offset = PAGE - 16 - m * np.dtype(timer.dtype).itemsize
+    as_grid = paired_percent(timer, m, n, k, 1)
+    split = paired_percent(timer, m, n, k, 1, c_offset=split_offset)
+    return [f"  {m}x{n}x{k} with a column of C across a page boundary: {split:.1f}% of peak, "
+            f"{as_grid:.1f}% placed as in the grid (paired; see PAGE)"]
+
+
 def fp64_lines(variant):
     """Issue 10's FP64 figures: 64^3 and the mean over M, N >= 16, K >= 64, each shape a
     median of rounds against the FP64 peak measured right before it."""
@@ -212,6 +236,7 @@ def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True):
     grid = [(m, n, k, 1, g, percent, bound) for (m, n, k), (percent, g, bound) in best.items()]
     batched = [(m, n, k, paired_percent(timer, m, n, k, 16)) for m, n, k in BATCH_SHAPES]
     headline = paired_percent(timer, 64, 64, 64, 1)
+    split = page_split_lines(timer)
     peak = max(peaks)
 
     out = io.StringIO()
@@ -236,6 +261,7 @@ def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True):
         row = [percent for m, n, kk, br, g, percent, _ in grid if kk == k]
         lines.append(f"  K={k:<4} mean over the {len(row)} sizes: {statistics.mean(row):5.1f}%")
     lines += small_sizes_lines(best)
+    lines += split
     lines += [f"  BRGEMM {m}x{n}x{k} batch 16: {percent:.1f}% of peak (paired as above)"
               for m, n, k, percent in batched]
     if dtype == "float32" and fp64:
