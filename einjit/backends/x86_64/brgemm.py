@@ -50,9 +50,9 @@ into the kernel's stack frame first (dot_tail_share). Where a block row loads A 
 L2 refills L1 and A's panel (its rows over all of K) outgrows L1, each block row sweeps its
 columns once per chunk of K, the chunk's panel staying in L1 across the column blocks
 (k_chunks; C is added back between chunks). Where code planned for 16 vector registers runs
-on a core with 32 (AVX2 code on Zen 4's AVX-512), runs of blocks alternate two sets of
-accumulators and carry each block's update of C into the next block's K loop
-(_Generator._pipelined). K = 1 with a batch of one is generated apart (_OuterProduct): C's
+on a core with 32 (AVX2 code on Zen 4's AVX-512), a row's blocks (both widths of N's
+split) alternate two sets of accumulators and carry each block's update of C into the next
+block's K loop (_Generator._pipelined). K = 1 with a batch of one is generated apart (_OuterProduct): C's
 stores bound it, not FMAs.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
@@ -315,24 +315,45 @@ class _Generator:
 
     def _columns(self, panel: Panel, accumulate: bool, k: int) -> None:
         """One row of blocks across all columns, k steps of K from A_ROW and B_ORIGIN."""
-        asm, scratch = self.asm, self.counter
-        asm(enc.mov_rm(scratch, B_ORIGIN), enc.mov_mr(B_COL, scratch),
+        asm = self.asm
+        asm(enc.mov_rm(self.counter, B_ORIGIN), enc.mov_mr(B_COL, self.counter),
             enc.mov_rm(C_PTR, C_ROW))
-        runs = [(panel.n_blocks, panel.cols), (panel.tail_blocks if panel.n_tail else 0,
-                                               panel.n_tail)]
-        for run, (blocks, cols) in enumerate(runs):
-            if not blocks:
+        sequences = self._sequences(panel) if self._pipelines(panel) else [self._runs(panel)]
+        for index, sequence in enumerate(sequences):
+            if self._pipelines(panel) and sum(blocks for blocks, _ in sequence) > 1:
+                self._pipelined(panel, sequence, accumulate, k)
                 continue
-            if blocks > 1 and self._pipelines(panel):
-                self._pipelined(panel, blocks, cols, accumulate, k)
-                continue
-            last = not any(later for later, _ in runs[run + 1:])
-            if blocks == 1 and last:
-                self._block(panel, cols, accumulate, k)
-                continue
-            with asm.counted_loop(N_COUNT, blocks, align=1, scratch=scratch):
-                self._block(panel, cols, accumulate, k)
-                self._next_columns(cols)      # past the last block: harmless, reset per row
+            for position, (blocks, cols) in enumerate(sequence):
+                last = index == len(sequences) - 1 and position == len(sequence) - 1
+                self._run(panel, blocks, cols, accumulate, k, last)
+
+    def _run(self, panel: Panel, blocks: int, cols: int, accumulate: bool, k: int,
+             last: bool) -> None:
+        """`blocks` blocks of `cols` columns, each updating C after its K loop (last: the
+        row's last run; its single block moves nothing on)."""
+        if blocks == 1 and last:
+            self._block(panel, cols, accumulate, k)
+            return
+        with self.asm.counted_loop(N_COUNT, blocks, align=1, scratch=self.counter):
+            self._block(panel, cols, accumulate, k)
+            self._next_columns(cols)          # past the last block: harmless, reset per row
+
+    @staticmethod
+    def _runs(panel: Panel) -> list[tuple[int, int]]:
+        """The panel's runs of blocks in a row, as (blocks, columns)."""
+        return [(blocks, cols) for blocks, cols in ((panel.n_blocks, panel.cols),
+                                                    (panel.tail_blocks if panel.n_tail else 0,
+                                                     panel.n_tail)) if blocks]
+
+    @classmethod
+    def _sequences(cls, panel: Panel) -> list[list[tuple[int, int]]]:
+        """The runs as sequences of pipelined blocks (see _pipelined): both runs in one
+        where their blocks hold the same roles, else each alone (a run of fewer columns
+        than the panel's quads holds fewer quads)."""
+        runs = cls._runs(panel)
+        if len({min(panel.quads, cols) for _, cols in runs}) == 1:
+            return [runs]
+        return [[run] for run in runs]
 
     def _pipelines(self, panel: Panel) -> bool:
         """Whether runs of the panel's blocks are pipelined (see _pipelined): a bank of
@@ -342,32 +363,48 @@ class _Generator:
                                           or panel.pairs)
         return bool(self.spare_bank and self.br == 1 and self.chunks == 1 and not masked)
 
-    def _pipelined(self, panel: Panel, blocks: int, cols: int, accumulate: bool,
+    def _pipelined(self, panel: Panel, runs: list[tuple[int, int]], accumulate: bool,
                    k: int) -> None:
-        """A run of `blocks` blocks whose accumulators alternate between two register sets:
-        each block's update of C is spread over the next block's first k-steps, where the
-        next block's FMAs hide it, instead of stalling them as a burst of stores after the
-        K loop (measured on Zen 4, 3x4 ymm blocks, K = 16: 92 -> 98% of peak). C_PTR stays
-        on a block until its update is out; only the run's last block updates in a burst."""
+        """The panel's runs of (blocks, columns) as one sequence of blocks whose accumulators
+        alternate between two register sets: each block's update of C is spread over the
+        next block's first k-steps, where the next block's FMAs hide it, instead of stalling
+        them as a burst of stores after the K loop (measured on Zen 4, 3x4 ymm blocks,
+        K = 16: 92 -> 98% of peak), the last block of a run into the first of the next, of
+        other columns. C_PTR stays on a block until its update is out; only the last block
+        updates in a burst."""
         asm, phases = self.asm, (0, 1) if accumulate else (1,)
-        sets = [self._registers(panel, cols, bank, carried=True) for bank in (0, self.spare_bank)]
-        # each carried update ends moving C_PTR on to the block computed meanwhile
-        updates = [self._update_code(regs, phases) + [self._c_columns(cols)] for regs in sets]
-        self._compute(panel, sets[0], k)
-        self._next_columns(cols, c=False)
-        pairs, odd = divmod(blocks - 1, 2)
+        sets: dict[tuple[int, int], _VectorRegisters] = {}
+        widest = frozenset(self._registers(panel, max(cols for _, cols in runs)).accumulators())
 
-        def carrying(s: int) -> None:
-            self._compute(panel, sets[s], k, carry=updates[1 - s])
+        def registers(s: int, cols: int) -> _VectorRegisters:
+            if (s, cols) not in sets:
+                sets[s, cols] = self._registers(panel, cols, (0, self.spare_bank)[s],
+                                                carried=True, widest=widest)
+            return sets[s, cols]
+
+        def block(s: int, cols: int, previous: tuple[int, int] | None) -> None:
+            # a carried update ends moving C_PTR on to the block computed meanwhile
+            carry = None if previous is None else (
+                self._update_code(registers(*previous), phases)
+                + [self._c_columns(previous[1])])
+            self._compute(panel, registers(s, cols), k, carry=carry)
             self._next_columns(cols, c=False)
-        if pairs:
-            with asm.counted_loop(N_COUNT, pairs, align=1, scratch=self.counter):
-                carrying(1)
-                carrying(0)
-        if odd:
-            carrying(1)
-        self._update_c(sets[odd], phases)
-        self._next_columns(cols, b=False)
+
+        previous = None                  # (set, columns) of the block before
+        for blocks, cols in runs:
+            s = 0 if previous is None else 1 - previous[0]
+            block(s, cols, previous)
+            previous, blocks = (s, cols), blocks - 1
+            pairs, odd = divmod(blocks, 2)
+            if pairs:
+                with asm.counted_loop(N_COUNT, pairs, align=1, scratch=self.counter):
+                    block(1 - s, cols, (s, cols))
+                    block(s, cols, (1 - s, cols))
+            if odd:
+                block(1 - s, cols, (s, cols))
+                previous = (1 - s, cols)
+        self._update_c(registers(*previous), phases)
+        self._next_columns(previous[1], b=False)
 
     def _move_chunk(self, steps: int) -> None:
         """A_ROW, B_ORIGIN and a dot tail's origin `steps` k-steps on (A_PTR is free
@@ -404,10 +441,11 @@ class _Generator:
         self._update_c(regs, phases=(0, 1) if accumulate else (1,))
 
     def _registers(self, panel: Panel, cols: int, bank: int = 0,
-                   carried: bool = False) -> _VectorRegisters:
+                   carried: bool = False, widest: frozenset[int] = frozenset()
+                   ) -> _VectorRegisters:
         return _VectorRegisters(self.target, panel.vectors, cols, panel.tail_rows, panel.group,
                                 self.p, panel.overlap, min(panel.quads, cols), panel.dot,
-                                panel.pairs, bank, carried)
+                                panel.pairs, bank, carried, widest)
 
     def _compute(self, panel: Panel, regs: _VectorRegisters, k: int,
                  carry: list[bytes] | None = None) -> None:
@@ -651,7 +689,8 @@ class _VectorRegisters:
 
     def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
                  elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0,
-                 dot: int = 0, pairs: bool = False, bank: int = 0, carried: bool = False):
+                 dot: int = 0, pairs: bool = False, bank: int = 0, carried: bool = False,
+                 widest: frozenset[int] = frozenset()):
         self.p, self.overlap, self.dot, self.pairs = elements, overlap, dot, pairs
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
@@ -702,13 +741,14 @@ class _VectorRegisters:
         # first (a dot tail's, its A register). An update carried into the next block's K
         # loop (see _Generator._pipelined) takes the registers of the two lowest
         # accumulators, which neither set then uses: the lower set's move to the top two
-        # upper registers no accumulator of the upper set holds. So both scratch registers
-        # stay VEX-encodable (vblendps, vbroadcastf128).
+        # upper registers no accumulator of an upper set holds (`widest`: the accumulators of
+        # the sequence's widest block, whose registers every narrower one's are a prefix
+        # of). So both scratch registers stay VEX-encodable (vblendps, vbroadcastf128).
         self.gathered = self.broadcast
         self.spare = self.a[0] if self.a and not dot else self.a_tail
         if carried:
             held = sorted(self.accumulators())
-            free = [16 + r for r in range(16) if r not in held]
+            free = [16 + r for r in range(16) if r not in held and r not in widest]
             assert len(free) >= 2 and held[-1] < 16, "no spare registers for a carried update"
             self.gathered, self.spare = held[:2]
             if not bank:

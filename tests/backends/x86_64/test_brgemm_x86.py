@@ -26,6 +26,7 @@ from einjit.backends.x86_64.blocking import (
     MAX_COLS,
     MIN_K_CHUNK,
     PAIR_TAIL_LONG_K,
+    Panel,
     _max_cols,
     b_column_limit,
     choose,
@@ -80,8 +81,8 @@ def choices(tgt, m, n, k, br, dtype="float32"):
     generator = _Generator(Assembler(), tgt, m, n, k, br, precision(dtype))
     chosen, panels = generator.target, generator.panels
     words = {f"{chosen.vector_bits}-bit"}
-    if any(generator._pipelines(panel) and (panel.n_blocks > 1
-                                            or panel.n_tail and panel.tail_blocks > 1)
+    if any(generator._pipelines(panel)
+           and any(sum(blocks for blocks, _ in run) > 1 for run in generator._sequences(panel))
            for panel in panels):
         words.add("pipelined")
     for panel in panels:
@@ -205,10 +206,12 @@ WIDE_PAIRS = [(8, 7, 64, 1), (8, 8, 16, 2), (8, 11, 2, 1), (8, 13, 30, 3), (8, 1
 # runs of blocks pipelined on a split-512 AVX-512 core (each block's C update carried into the
 # next block's K loop): odd and even runs, two panels and two widths, beside a dot panel, step
 # pairs, quads, packed tails of shares 1, 2 and 4, overlapping tails, a K shorter than the
-# update (the rest after the loop)
+# update (the rest after the loop); one block and one of other columns, a wider block's
+# update carried into a narrower one's (dot panels of 14, 14 and 12 columns) and back
 PIPELINED = [(24, 24, 16, 1), (24, 20, 16, 1), (40, 40, 16, 1), (25, 24, 16, 1), (8, 64, 64, 1),
              (8, 24, 16, 1), (17, 40, 16, 1), (26, 50, 16, 1), (12, 40, 16, 1), (20, 17, 3, 1),
-             (24, 20, 2, 1), (23, 30, 16, 1), (26, 30, 16, 1), (17, 30, 16, 1)]
+             (24, 20, 2, 1), (23, 30, 16, 1), (26, 30, 16, 1), (17, 30, 16, 1), (11, 9, 16, 1),
+             (11, 13, 16, 1), (25, 40, 16, 1), (17, 9, 16, 1), (41, 9, 16, 1)]
 MICRO_NAMES = list(MICROS)
 
 
@@ -427,6 +430,17 @@ def test_the_pipelined_shapes_pipeline():
     listing = disassemble(generate_brgemm(target("avx512", "zen4"), *PIPELINED[0]), "x86_64")
     assert re.search(r"ymm(1[6-9]|2\d|3[01])\b", listing)
     assert "zmm" not in listing
+
+
+def test_a_row_pipelines_both_runs_as_one_sequence_where_their_roles_agree():
+    """A row's run of blocks and its narrower tail run pipeline as one sequence (the update
+    of the run's last block carried into the tail block's K loop), unless the tail run has
+    fewer columns than the panel's quads and so other registers in their roles."""
+    def panel(cols, n_tail, quads):
+        return Panel(1, 1, 0, cols, 3, n_tail, quads=quads)
+    assert _Generator._sequences(panel(6, 4, 3)) == [[(3, 6), (1, 4)]]
+    assert _Generator._sequences(panel(6, 2, 3)) == [[(3, 6)], [(1, 2)]]
+    assert _Generator._sequences(panel(6, 0, 3)) == [[(3, 6)]]
 
 
 @pytest.mark.parametrize("variant", _variants())
