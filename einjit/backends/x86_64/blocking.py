@@ -13,7 +13,8 @@ the measured rules the model does not price: `unmasked_target` (on such a core a
 tail takes the AVX2 code unless its masked zmm tail is nearly full) and `wide_pair_target`
 (step pairs in all 32 registers). `b_column_limit` keeps a block's columns of B within L1's
 ways; `quad_limit`, `dot_tail_share` and `PAIR_STEPS` say where B's quads, dot tails and
-step pairs may go; `k_chunks` runs K in chunks where A's panel outgrows L1.
+step pairs may go; `k_chunks` and `batch_chunks` run K or the batch in chunks where A's
+panel outgrows L1.
 """
 from __future__ import annotations
 
@@ -593,19 +594,13 @@ L1_CHUNK_SHARE = 3 / 8
 MIN_K_CHUNK = 32
 
 
-def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
-             element_bytes: int = 4) -> int:
-    """How many equal chunks the kernel's K loop runs in (1: one K loop; see L2_REFILL_BYTES):
-    the fewest whose A panel and B columns fit L1_CHUNK_SHARE of L1, where a panel with two or
-    more column blocks loads A faster than L2_REFILL_BYTES a cycle; chunks of whole vectors of
-    a dot tail's k-steps and of whole step pairs; 1 with a batch (br > 1) or where no divisor
-    of K leaves chunks of MIN_K_CHUNK steps or more."""
-    if br > 1:
-        return 1
-    unit = max([dot_steps(panel.dot) for panel in panels if panel.dot]
-               + [PAIR_STEPS for panel in panels if panel.pairs], default=1)
+def _panel_step_bytes(target: Target, panels: tuple[Panel, ...], steps: int,
+                      element_bytes: int) -> int:
+    """Bytes of A and B a k-step of the hungriest block row loads (see L2_REFILL_BYTES), or
+    0 if none needs chunks: a row of two or more column blocks that loads A faster than L2
+    refills L1 and whose A panel over `steps` k-steps outgrows L1_CHUNK_SHARE of L1."""
     micro = target.micro
-    budget = int(micro.l1_bytes * L1_CHUNK_SHARE)
+    budget = micro.l1_bytes * L1_CHUNK_SHARE
     vector_bytes = target.vector_bits // 8
     step_bytes = 0
     for panel in panels:
@@ -615,14 +610,54 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
                             panel.quads)[0]
         cycles = fmas * micro.passes(target.vector_bits) / micro.fma_pipes
         a_bytes = panel.vectors * vector_bytes
-        if a_bytes / cycles > L2_REFILL_BYTES and a_bytes * k > budget:
+        if a_bytes / cycles > L2_REFILL_BYTES and a_bytes * steps > budget:
             step_bytes = max(step_bytes, a_bytes + panel.cols * element_bytes)
+    return step_bytes
+
+
+def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
+             element_bytes: int = 4) -> int:
+    """How many equal chunks the kernel's K loop runs in (1: one K loop; see L2_REFILL_BYTES):
+    the fewest whose A panel and B columns fit L1_CHUNK_SHARE of L1, where a panel with two or
+    more column blocks loads A faster than L2_REFILL_BYTES a cycle; chunks of whole vectors of
+    a dot tail's k-steps and of whole step pairs; 1 with a batch (br > 1: see batch_chunks)
+    or where no divisor of K leaves chunks of MIN_K_CHUNK steps or more."""
+    if br > 1:
+        return 1
+    step_bytes = _panel_step_bytes(target, panels, k, element_bytes)
     if not step_bytes:
         return 1
+    unit = max([dot_steps(panel.dot) for panel in panels if panel.dot]
+               + [PAIR_STEPS for panel in panels if panel.pairs], default=1)
+    budget = int(target.micro.l1_bytes * L1_CHUNK_SHARE)
     for chunks in range(-(-k * step_bytes // budget), k // MIN_K_CHUNK + 1):
         if k % chunks == 0 and k // chunks % unit == 0:
             return chunks
     return 1
+
+
+# The same for a batch: its block rows read A's panels of every batch entry, and past L1 they
+# come from L2 again for each column block. Zen 4, AVX2 3x4 blocks (16 bytes of A a cycle):
+# 64x64x64 batch 16 at 99 GFLOPS, batch 2 at 107, batch 1 at 113 (48x24x64: 97, 112, 114);
+# the batch in chunks of entries whose panels fit L1_CHUNK_SHARE (C added back between them)
+# runs like the small batches.
+
+
+def batch_chunks(target: Target, panel: Panel, k: int, br: int, element_bytes: int = 4) -> int:
+    """How many equal chunks of batch entries a panel's rows run (1: the whole batch at
+    once): where k_chunks' rule finds its A panels over the batch outgrowing L1, the fewest
+    chunks (a divisor of br) whose entries' panels and B columns fit L1_CHUNK_SHARE of L1, one
+    entry a chunk at least. Not for dot tails and step pairs, which load less of A a step
+    than the rule counts (Zen 4, chunked as the rule said: 9x64x64 batch 8 in pairs 6% slower,
+    17x64x64 batch 8 with a dot tail 2%)."""
+    if br == 1 or panel.dot or panel.pairs:
+        return 1
+    step_bytes = _panel_step_bytes(target, (panel,), k * br, element_bytes)
+    if not step_bytes:
+        return 1
+    entries = max(1, int(target.micro.l1_bytes * L1_CHUNK_SHARE) // (k * step_bytes))
+    return next(chunks for chunks in range(1, br + 1) if br % chunks == 0
+                and br // chunks <= entries)
 
 
 # general registers a kernel has past its six arguments (brgemm.POOL): the K counter, 3 * ld_b,

@@ -47,12 +47,13 @@ unpacked into lanes of rows and steps, B's two elements by one 8-byte broadcast
 or 1 columns a vector, in all 32 registers (wide_pair_target). Float32 tails of 1 to 7 rows
 in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows copied
 into the kernel's stack frame first (dot_tail_share). Where a block row loads A faster than
-L2 refills L1 and A's panel (its rows over all of K) outgrows L1, each block row sweeps its
-columns once per chunk of K, the chunk's panel staying in L1 across the column blocks
-(k_chunks; C is added back between chunks). Where code planned for 16 vector registers runs
-on a core with 32 (AVX2 code on Zen 4's AVX-512), a row's blocks (both widths of N's
-split) alternate two sets of accumulators and carry each block's update of C into the next
-block's K loop (_Generator._pipelined). K = 1 with a batch of one is generated apart (_OuterProduct): C's
+L2 refills L1 and A's panel (its rows over all of K, and over the batch) outgrows L1, each
+block row sweeps its columns once per chunk of K (k_chunks) or of batch entries
+(batch_chunks), the chunk's panels staying in L1 across the column blocks (C is added back
+between chunks). Where code planned for 16 vector registers runs on a core with 32 (AVX2
+code on Zen 4's AVX-512), a row's blocks (both widths of N's split) alternate two sets of
+accumulators and carry each block's update of C into the next block's K loop
+(_Generator._pipelined). K = 1 with a batch of one is generated apart (_OuterProduct): C's
 stores bound it, not FMAs.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
@@ -70,6 +71,7 @@ from einjit.backends.x86_64.blocking import (
     PAIR_STEPS,
     POOL_REGISTERS,
     Panel,
+    batch_chunks,
     choose,
     dot_steps,
     k_chunks,
@@ -129,7 +131,11 @@ class _Generator:
         # code planned for 16 vector registers on a core with 32: the upper 16 hold a second
         # set of accumulators (see _pipelined)
         self.spare_bank = 16 if target.registers >= 32 and self.target.registers <= 16 else 0
-        self.chunks = k_chunks(self.target, self.panels, k, br, elements.bytes)
+        # where A's panels outgrow L1: K in chunks (a kernel without a batch, every panel
+        # alike) or, per panel, its batch
+        self.chunks = {panel: k_chunks(self.target, self.panels, k, br, elements.bytes)
+                       if br == 1 else batch_chunks(self.target, panel, k, br, elements.bytes)
+                       for panel in self.panels}
         # chunks read C back between them: such a kernel never streams (its C traffic is
         # small beside its K anyway), and so computes the same bits with stream or without.
         # C streams only in whole cache lines: every block row whole lines tall, no tail. A
@@ -139,7 +145,8 @@ class _Generator:
         whole_lines = all(not panel.tail_rows
                           and panel.vectors * self.target.vector_bits % (8 * LINE_BYTES) == 0
                           for panel in self.panels)
-        self.stream, self.streaming = stream and self.chunks == 1 and whole_lines, False
+        chunked = any(chunks > 1 for chunks in self.chunks.values())
+        self.stream, self.streaming = stream and not chunked and whole_lines, False
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
         pool = list(POOL)
         self.counter = pool.pop(0)                 # K counter, scratch between blocks
@@ -294,21 +301,22 @@ class _Generator:
     # -- loops over blocks (their counters live in red-zone slots: no register is left)
 
     def _panel(self, panel: Panel) -> None:
-        """The panel's blocks, row by row. K in chunks (self.chunks > 1): each row of blocks
-        sweeps its columns once per chunk, A_ROW and B_ORIGIN moved a chunk on in between
-        and back after the last; the first chunk ends as the kernel does (adding C or
-        setting it), the others add to the C the previous one stored."""
+        """The panel's blocks, row by row. K or the batch in chunks (self.chunks): each
+        row of blocks sweeps its columns once per chunk, A_ROW and B_ORIGIN moved a chunk
+        on in between and back after the last; the first chunk ends as the kernel does
+        (adding C or setting it), the others add to the C the previous one stored."""
         asm, scratch = self.asm, self.counter
         row_bytes = panel.vectors * self.target.vector_bits // 8
-        chunk = self.k // self.chunks
+        chunks = self.chunks[panel]
+        steps = self.k // chunks if self.br == 1 else self.k      # a sweep's K steps
         with asm.counted_loop(M_COUNT, panel.blocks, align=1, scratch=scratch):
-            self._columns(panel, self.accumulate, chunk)
-            if self.chunks > 1:
-                self._move_chunk(chunk)
-                with asm.counted_loop(CHUNK_COUNT, self.chunks - 1, align=1, scratch=scratch):
-                    self._columns(panel, True, chunk)
-                    self._move_chunk(chunk)
-                self._move_chunk(-self.k)
+            self._columns(panel, self.accumulate, steps)
+            if chunks > 1:
+                self._move_chunk(1, chunks)
+                with asm.counted_loop(CHUNK_COUNT, chunks - 1, align=1, scratch=scratch):
+                    self._columns(panel, True, steps)
+                    self._move_chunk(1, chunks)
+                self._move_chunk(-chunks, chunks)
             for slot in (A_ROW, C_ROW):
                 asm(enc.mov_rm(scratch, slot), enc.add_ri(scratch, row_bytes),
                     enc.mov_mr(slot, scratch))
@@ -361,7 +369,8 @@ class _Generator:
         is not stored by vmaskmovps (VEX only: no upper register can be its source)."""
         masked = panel.tail_rows and not (panel.overlap or panel.dot or panel.group > 1
                                           or panel.pairs)
-        return bool(self.spare_bank and self.br == 1 and self.chunks == 1 and not masked)
+        return bool(self.spare_bank and self.br == 1 and self.chunks[panel] == 1
+                    and not masked)
 
     def _pipelined(self, panel: Panel, runs: list[tuple[int, int]], accumulate: bool,
                    k: int) -> None:
@@ -406,18 +415,31 @@ class _Generator:
         self._update_c(registers(*previous), phases)
         self._next_columns(previous[1], b=False)
 
-    def _move_chunk(self, steps: int) -> None:
-        """A_ROW, B_ORIGIN and a dot tail's origin `steps` k-steps on (A_PTR is free
-        here: it is a scratch)."""
-        scratch = self.counter
-        self.asm(enc.imul_rri(scratch, LDA, steps), enc.mov_rm(A_PTR, A_ROW),
-                 enc.add_rr(A_PTR, scratch), enc.mov_mr(A_ROW, A_PTR),
-                 enc.mov_rm(A_PTR, B_ORIGIN), enc.add_ri(A_PTR, steps * self.p.bytes),
-                 enc.mov_mr(B_ORIGIN, A_PTR))
+    def _move_chunk(self, count: int, chunks: int) -> None:
+        """A_ROW, B_ORIGIN and a dot tail's origin `count` of `chunks` chunks on (back if
+        negative): K's, or the batch's entries (by their strides: a_step and b_step plus
+        what the K loop moves). A_PTR is free here: a scratch."""
+        scratch, p = self.counter, self.p
+        if self.br == 1:
+            steps = count * (self.k // chunks)
+            self.asm(enc.imul_rri(scratch, LDA, steps), enc.mov_rm(A_PTR, A_ROW),
+                     enc.add_rr(A_PTR, scratch), enc.mov_mr(A_ROW, A_PTR),
+                     enc.mov_rm(A_PTR, B_ORIGIN), enc.add_ri(A_PTR, steps * p.bytes),
+                     enc.mov_mr(B_ORIGIN, A_PTR))
+        else:
+            _, a_step, b_step = self.batch
+            entries = count * (self.br // chunks)
+            steps = entries * self.k                     # a dot tail's copied k-steps
+            self.asm(enc.imul_rri(scratch, LDA, self.k), enc.add_rr(scratch, a_step),
+                     enc.imul_rri(scratch, scratch, entries), enc.mov_rm(A_PTR, A_ROW),
+                     enc.add_rr(A_PTR, scratch), enc.mov_mr(A_ROW, A_PTR),
+                     enc.mov_rr(scratch, b_step), enc.add_ri(scratch, self.k * p.bytes),
+                     enc.imul_rri(scratch, scratch, entries), enc.mov_rm(A_PTR, B_ORIGIN),
+                     enc.add_rr(A_PTR, scratch), enc.mov_mr(B_ORIGIN, A_PTR))
         if self.dot:
             share = self.dot.dot
             self.asm(enc.mov_rm(A_PTR, self.dot_origin),
-                     enc.add_ri(A_PTR, steps * share * self.p.bytes),
+                     enc.add_ri(A_PTR, steps * share * p.bytes),
                      enc.mov_mr(self.dot_origin, A_PTR))
 
     def _next_columns(self, cols: int, b: bool = True, c: bool = True) -> None:
@@ -467,7 +489,7 @@ class _Generator:
             self._k_loop(regs, bases, k, carry)
         else:
             batch_counter, a_step, b_step = self.batch
-            with asm.counted_loop(batch_counter, self.br):
+            with asm.counted_loop(batch_counter, self.br // self.chunks[panel]):
                 self._k_loop(regs, bases, k)
                 asm(enc.add_rr(A_PTR, a_step), *(enc.add_rr(base, b_step) for base in bases))
 

@@ -29,6 +29,7 @@ from einjit.backends.x86_64.blocking import (
     Panel,
     _max_cols,
     b_column_limit,
+    batch_chunks,
     choose,
     dot_tail_share,
     k_chunks,
@@ -180,6 +181,10 @@ OUTER = [(m, n, 1, 1) for m, n in ((1, 1), (5, 9), (8, 3), (12, 4), (17, 5), (25
                                    (64, 13), (65, 2), (121, 9))]
 # large K beside M tails: Zen 4 runs them as AVX2 blocks whose K loop goes in chunks
 CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1)]
+# batches whose A panels outgrow L1 on Zen 4's AVX2 blocks: chunks of one entry and of
+# several, a prime batch, two panels and a panel with a dot tail (not chunked) beside one
+BATCH_CHUNKED = [(64, 64, 64, 4), (48, 24, 64, 16), (70, 60, 64, 5), (64, 40, 32, 6),
+                 (25, 40, 64, 4), (57, 40, 64, 6)]
 # AVX2 blocks of one vector of A reading B in quads: K a multiple of 4 and not (the steps
 # left run alone), batches, masked (M < 8, a K too long for a dot tail's frame) and packed
 # tails, a long K
@@ -218,8 +223,9 @@ MICRO_NAMES = list(MICROS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
-@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS
-                         + PAIR_TAILS + WIDE_PAIRS + PIPELINED, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS
+                         + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED,
+                         ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
     case.call(Compiled(*shape, variant, dtype, micro))
@@ -233,8 +239,8 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     """accumulate=False: C := the batch's sum without reading C (it starts as NaN), bit for
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
-    for shape in (SHAPES + AWKWARD + OUTER + CHUNKED + QUADS + DOTS + PAIRS + PAIR_TAILS
-                  + WIDE_PAIRS + PIPELINED):
+    for shape in (SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS + DOTS + PAIRS
+                  + PAIR_TAILS + WIDE_PAIRS + PIPELINED):
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -282,9 +288,10 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
         chosen, panels = choose(m, n, k, br, target(variant, micro), dtype)
         whole_lines = all(not p.tail_rows and p.vectors * chosen.vector_bits % 512 == 0
                           for p in panels)
-        # the outer product (K = 1, no batch) and a K in chunks never stream
-        whole_lines &= k * br > 1 and k_chunks(chosen, panels, k, br,
-                                               np.dtype(dtype).itemsize) == 1
+        # the outer product (K = 1, no batch) and K or a batch in chunks never stream
+        size = np.dtype(dtype).itemsize
+        whole_lines &= (k * br > 1 and k_chunks(chosen, panels, k, br, size) == 1
+                        and all(batch_chunks(chosen, p, k, br, size) == 1 for p in panels))
         listing = disassemble(generate_brgemm(target(variant, micro), m, n, k, br, dtype,
                                               accumulate=False, stream=True), "x86_64")
         assert ("vmovntp" in listing) == whole_lines, shape
@@ -627,6 +634,26 @@ def test_large_k_runs_in_chunks_where_a_outruns_l2(variant, dtype):
     if variant == "avx512" and dtype == "float32":
         chosen, panels = choose(64, 60, 500, 1, tgt, dtype)
         assert k_chunks(chosen, panels, 500, 1) == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_batch_runs_in_chunks_where_its_a_panels_outgrow_l1(dtype):
+    """Zen 4's AVX2 blocks run a batch whose A panels outgrow L1 in equal chunks of entries
+    (the cases above check their results), a dot-tail panel never; a batch of one, AVX-512's
+    zmm blocks and small batches do not."""
+    size = np.dtype(dtype).itemsize
+    for m, n, k, br in BATCH_CHUNKED:
+        chosen, panels = choose(m, n, k, br, target("avx2", "zen4"), dtype)
+        chunks = [batch_chunks(chosen, panel, k, br, size) for panel in panels]
+        assert any(count > 1 for count in chunks), (m, n, k, br)
+        assert all(br % count == 0 for count in chunks), (m, n, k, br, chunks)
+        assert all(count == 1 for count, panel in zip(chunks, panels) if panel.dot)
+        assert all(batch_chunks(chosen, panel, k, 1, size) == 1 for panel in panels)
+    chosen, panels = choose(64, 64, 64, 16, target("avx2", "zen4"), dtype)
+    assert all(batch_chunks(chosen, panel, 64, 16, size) in (8, 16) for panel in panels)
+    assert all(batch_chunks(chosen, panel, 16, 2, size) == 1 for panel in panels)
+    chosen, panels = choose(64, 64, 64, 16, target("avx512", "zen4"), dtype)
+    assert all(batch_chunks(chosen, panel, 64, 16, size) == 1 for panel in panels)
 
 
 def test_b_column_limit_keeps_b_columns_within_the_l1_ways():
