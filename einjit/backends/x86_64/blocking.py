@@ -640,7 +640,9 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
 # come from L2 again for each column block. Zen 4, AVX2 3x4 blocks (16 bytes of A a cycle):
 # 64x64x64 batch 16 at 99 GFLOPS, batch 2 at 107, batch 1 at 113 (48x24x64: 97, 112, 114);
 # the batch in chunks of entries whose panels fit L1_CHUNK_SHARE (C added back between them)
-# runs like the small batches.
+# runs like the small batches. How much an unchunked batch loses depends on A's pitch, a
+# run-time argument, so the rule chunks regardless: 24x64x64 batch 8, unchunked / chunked,
+# ld_a = 70 (280-byte columns, off the line grid) 89 / 110 GFLOPS, ld_a = 24 116 / 114.
 
 
 def batch_chunks(target: Target, panel: Panel, k: int, br: int, element_bytes: int = 4) -> int:
