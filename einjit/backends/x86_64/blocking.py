@@ -594,13 +594,18 @@ L1_CHUNK_SHARE = 3 / 8
 MIN_K_CHUNK = 32
 
 
+def _chunk_budget(target: Target) -> int:
+    """Bytes of L1 a chunk's A panels and B columns may fill (L1_CHUNK_SHARE)."""
+    return int(target.micro.l1_bytes * L1_CHUNK_SHARE)
+
+
 def _panel_step_bytes(target: Target, panels: tuple[Panel, ...], steps: int,
                       element_bytes: int) -> int:
     """Bytes of A and B a k-step of the hungriest block row loads (see L2_REFILL_BYTES), or
     0 if none needs chunks: a row of two or more column blocks that loads A faster than L2
     refills L1 and whose A panel over `steps` k-steps outgrows L1_CHUNK_SHARE of L1."""
     micro = target.micro
-    budget = micro.l1_bytes * L1_CHUNK_SHARE
+    budget = _chunk_budget(target)
     vector_bytes = target.vector_bits // 8
     step_bytes = 0
     for panel in panels:
@@ -629,7 +634,7 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
         return 1
     unit = max([dot_steps(panel.dot) for panel in panels if panel.dot]
                + [PAIR_STEPS for panel in panels if panel.pairs], default=1)
-    budget = int(target.micro.l1_bytes * L1_CHUNK_SHARE)
+    budget = _chunk_budget(target)
     for chunks in range(-(-k * step_bytes // budget), k // MIN_K_CHUNK + 1):
         if k % chunks == 0 and k // chunks % unit == 0:
             return chunks
@@ -657,7 +662,7 @@ def batch_chunks(target: Target, panel: Panel, k: int, br: int, element_bytes: i
     step_bytes = _panel_step_bytes(target, (panel,), k * br, element_bytes)
     if not step_bytes:
         return 1
-    entries = max(1, int(target.micro.l1_bytes * L1_CHUNK_SHARE) // (k * step_bytes))
+    entries = max(1, _chunk_budget(target) // (k * step_bytes))
     return next(chunks for chunks in range(1, br + 1) if br % chunks == 0
                 and br // chunks <= entries)
 

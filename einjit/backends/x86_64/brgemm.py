@@ -133,9 +133,12 @@ class _Generator:
         self.spare_bank = 16 if target.registers >= 32 and self.target.registers <= 16 else 0
         # where A's panels outgrow L1: K in chunks (a kernel without a batch, every panel
         # alike) or, per panel, its batch
-        self.chunks = {panel: k_chunks(self.target, self.panels, k, br, elements.bytes)
-                       if br == 1 else batch_chunks(self.target, panel, k, br, elements.bytes)
-                       for panel in self.panels}
+        if br == 1:
+            k_chunked = k_chunks(self.target, self.panels, k, br, elements.bytes)
+            self.chunks = dict.fromkeys(self.panels, k_chunked)
+        else:
+            self.chunks = {panel: batch_chunks(self.target, panel, k, br, elements.bytes)
+                           for panel in self.panels}
         # chunks read C back between them: such a kernel never streams (its C traffic is
         # small beside its K anyway), and so computes the same bits with stream or without.
         # C streams only in whole cache lines: every block row whole lines tall, no tail. A
@@ -326,9 +329,10 @@ class _Generator:
         asm = self.asm
         asm(enc.mov_rm(self.counter, B_ORIGIN), enc.mov_mr(B_COL, self.counter),
             enc.mov_rm(C_PTR, C_ROW))
-        sequences = self._sequences(panel) if self._pipelines(panel) else [self._runs(panel)]
+        pipelines = self._pipelines(panel)
+        sequences = self._sequences(panel) if pipelines else [self._runs(panel)]
         for index, sequence in enumerate(sequences):
-            if self._pipelines(panel) and sum(blocks for blocks, _ in sequence) > 1:
+            if pipelines and sum(blocks for blocks, _ in sequence) > 1:
                 self._pipelined(panel, sequence, accumulate, k)
                 continue
             for position, (blocks, cols) in enumerate(sequence):
