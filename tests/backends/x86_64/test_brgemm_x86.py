@@ -86,6 +86,9 @@ def choices(tgt, m, n, k, br, dtype="float32"):
            and any(sum(blocks for blocks, _ in run) > 1 for run in generator._sequences(panel))
            for panel in panels):
         words.add("pipelined")
+    if any(generator.skewing[panel] and blocks > 1 and cols <= k
+           for panel in panels for blocks, cols in generator._runs(panel)):
+        words.add("skewed")
     for panel in panels:
         if panel.tail_rows:
             words.add("pair tail" if panel.pairs else "packed" if panel.group > 1
@@ -217,6 +220,11 @@ PIPELINED = [(24, 24, 16, 1), (24, 20, 16, 1), (40, 40, 16, 1), (25, 24, 16, 1),
              (8, 24, 16, 1), (17, 40, 16, 1), (26, 50, 16, 1), (12, 40, 16, 1), (20, 17, 3, 1),
              (24, 20, 2, 1), (23, 30, 16, 1), (26, 30, 16, 1), (17, 30, 16, 1), (11, 9, 16, 1),
              (11, 13, 16, 1), (25, 40, 16, 1), (17, 9, 16, 1), (41, 9, 16, 1)]
+# 16-register AVX2 runs of blocks with skewed columns: two blocks and many, a tail run skewed
+# too, two base pointers of B (6 columns), an overlapping tail, K equal to the columns (no
+# K loop after the head) and K short and odd
+SKEWED = [(24, 24, 16, 1), (24, 8, 16, 1), (14, 8, 16, 1), (16, 24, 16, 1), (24, 12, 4, 1),
+          (16, 60, 6, 1), (40, 40, 16, 1), (23, 30, 16, 1), (20, 17, 5, 1), (30, 36, 8, 1)]
 MICRO_NAMES = list(MICROS)
 
 
@@ -224,7 +232,7 @@ MICRO_NAMES = list(MICROS)
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
 @pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS
-                         + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED,
+                         + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED,
                          ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
@@ -240,7 +248,7 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
     for shape in (SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS + DOTS + PAIRS
-                  + PAIR_TAILS + WIDE_PAIRS + PIPELINED):
+                  + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED):
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -282,7 +290,7 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
     of the cached kernel and nothing outside C is written."""
     streams = set()
     for shape in (SHAPES + AWKWARD + DOTS[-3:] + PAIRS[:3] + PAIR_TAILS[:5] + WIDE_PAIRS[:2]
-                  + PIPELINED[:3] + PIPELINED[6:9] + [(128, 64, 32, 1), (64, 9, 16, 2),
+                  + PIPELINED[:3] + PIPELINED[6:9] + SKEWED[:4] + [(128, 64, 32, 1), (64, 9, 16, 2),
                                                      (16, 8, 16, 1), (64, 8, 16, 1)]):
         m, n, k, br = shape
         chosen, panels = choose(m, n, k, br, target(variant, micro), dtype)
@@ -314,7 +322,7 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
 def _all_choices(variant, dtype):
     return {word for micro in MICRO_NAMES
             for shape in (SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS
-                          + PIPELINED)
+                          + PIPELINED + SKEWED)
             for word in choices(target(variant, micro), *shape, dtype)}
 
 
@@ -330,7 +338,7 @@ def test_the_cases_above_make_every_choice(variant, dtype):
     if variant == "avx512":
         expected |= {"256-bit", "pipelined"} | ({"pair tail"} if dtype == "float32" else set())
     else:
-        expected |= {"overlap"}
+        expected |= {"overlap", "skewed"}
     if dtype == "float32" or variant == "avx2":
         expected |= {"packed"}
     if dtype == "float32":
@@ -437,6 +445,43 @@ def test_the_pipelined_shapes_pipeline():
     listing = disassemble(generate_brgemm(target("avx512", "zen4"), *PIPELINED[0]), "x86_64")
     assert re.search(r"ymm(1[6-9]|2\d|3[01])\b", listing)
     assert "zmm" not in listing
+
+
+def test_the_skewed_shapes_skew():
+    """Each SKEWED case skews a run of blocks as the AVX2 variant (16 registers, no spare
+    bank), float32 and float64, and never with a batch loop, as AVX-512 (Zen 4's AVX2 code
+    there pipelines) or where K is shorter than a block's columns."""
+    for shape in SKEWED:
+        m, n, k, _ = shape
+        for micro in ("zen3", "zen4"):
+            for dtype in ("float32", "float64"):
+                assert "skewed" in choices(target("avx2", micro), *shape, dtype), shape
+            assert "skewed" not in choices(target("avx2", micro), m, n, k, 2), shape
+        assert "skewed" not in choices(target("avx512", "zen4"), *shape), shape
+    assert "skewed" not in choices(target("avx2", "zen4"), 24, 8, 3, 1)
+
+
+@pytest.mark.parametrize("variant", _variants())
+@pytest.mark.parametrize("shape", [SKEWED[0], SKEWED[3], SKEWED[7], CHUNKED[0], BATCH_CHUNKED[0],
+                                   BATCH_CHUNKED[2]], ids=lambda s: "x".join(map(str, s)))
+def test_specials_reach_only_their_own_elements(variant, shape):
+    """inf and NaN in A and B reach only the C elements their own products sum into, in
+    kernels that split or reorder K: skewed runs (each column starts K at its own step, the
+    head of a block reads the previous block's B), K in chunks and the batch in chunks (C
+    read back between chunks)."""
+    m, n, k, br = shape
+    case = Case(m, n, k, br, seed=11)
+    a = Case._matrix(case.a, (br - 1) * case.stride_a, m, k, case.ld_a)    # the last entry
+    b = Case._matrix(case.b, 0, k, n, case.ld_b)                            # the first
+    a[m - 1, k - 1], a[1, 2] = np.inf, np.nan
+    b[0, n - 1], b[k - 1, 1] = -np.inf, np.nan
+    with np.errstate(invalid="ignore"):
+        case.product = case.batch_product()
+    case.call(Compiled(*shape, variant, micro="zen4"))
+    case.verify()
+    bad = ~np.isfinite(case.product)
+    assert bad.any() and not bad.all()
+    assert np.array_equal(~np.isfinite(case._c_matrix()), bad)
 
 
 def test_a_row_pipelines_both_runs_as_one_sequence_where_their_roles_agree():
