@@ -53,8 +53,11 @@ block row sweeps its columns once per chunk of K (k_chunks) or of batch entries
 between chunks). Where code planned for 16 vector registers runs on a core with 32 (AVX2
 code on Zen 4's AVX-512), a row's blocks (both widths of N's split) alternate two sets of
 accumulators and carry each block's update of C into the next block's K loop
-(_Generator._pipelined). K = 1 with a batch of one is generated apart (_OuterProduct): C's
-stores bound it, not FMAs.
+(_Generator._pipelined). With 16 registers (the AVX2 variant) a run of blocks of whole
+vectors is skewed instead (_Generator._skewed): column j of each block starts K at step j,
+so a block's first k-steps finish the previous block's columns and update their C one
+column a step. K = 1 with a batch of one is generated apart (_OuterProduct): C's stores bound
+it, not FMAs.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
 base+3L (through a register holding 3L) and base+4L, where L is ld_b in bytes.
@@ -455,6 +458,19 @@ class _Generator:
         count = -(-cols // COLUMNS_PER_BASE)
         current, previous = self.bases[:count], self.previous_bases[:count]
 
+        # each head step's pieces, built once for the three kinds of head: A's column k,
+        # then per column its update (column `step` only), its FMAs on the previous block's
+        # B, or (from the column `step` on, zeroed first) on this block's
+        heads, a_column = [], b"".join(self._a_column(regs))
+        for step in range(cols):
+            old = [code for j in range(step + 1, cols)
+                   for code in self._column_step(regs, previous, j, step)]
+            new = [code for j in range(step + 1)
+                   for code in ([_zero(acc) for acc in regs.acc[j]] if j == step else [])
+                   + self._column_step(regs, current, j, step)]
+            heads.append((a_column, b"".join(self._column_update(regs, step, phases)),
+                          b"".join(old), b"".join(new)))
+
         def cycle(first: bool, drain: bool) -> None:
             asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
             if not first:
@@ -463,18 +479,15 @@ class _Generator:
             for bases in (current, () if first else previous):
                 for base, following in zip(bases, bases[1:]):
                     asm(enc.lea(following, Mem(base, LDB, 4)), enc.add_rr(following, LDB))
-            for step in range(cols):
-                code = self._a_column(regs) if step < cols - 1 or not drain else []
-                for j in range(cols):
-                    if j == step and not first:
-                        code += self._column_update(regs, j, phases)
-                    if j > step and not first:
-                        code += self._column_step(regs, previous, j, step)
-                    elif j <= step and not drain:
-                        if j == step:
-                            code += [_zero(acc) for acc in regs.acc[j]]
-                        code += self._column_step(regs, current, j, step)
-                asm(code)
+            for step, (a_column, update, old, new) in enumerate(heads):
+                if not first:
+                    asm(update)
+                if not (drain and step == cols - 1):
+                    asm(a_column)
+                if not first:
+                    asm(old)
+                if not drain:
+                    asm(new)
             if not first:
                 asm(self._c_columns(cols))
             if not drain:
@@ -667,7 +680,7 @@ class _Generator:
         if step is not None and j in regs.quad_of:
             quad = regs.quad_of[j]
             return enc.vshufps(dst, quad, quad, 0x55 * step, self.target.vector_bits)
-        mem = self._b_address(bases, j).offset((step or 0) * self.p.bytes)
+        mem = self._b_address(bases, j, (step or 0) * self.p.bytes)
         return _broadcast(dst, mem, self.target.vector_bits, self.p)
 
     def _k_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...],
@@ -777,13 +790,14 @@ class _Generator:
                      _fma(accs[-1], regs.a_tail, b_reg, 256, False)]
         return b"".join(code)
 
-    def _b_address(self, bases: tuple[Reg, ...], j: int) -> Mem:
+    def _b_address(self, bases: tuple[Reg, ...], j: int, disp: int = 0) -> Mem:
+        """Column j of B, `disp` bytes past the bases."""
         base, offset = bases[j // COLUMNS_PER_BASE], j % COLUMNS_PER_BASE
         if offset == 0:
-            return Mem(base)
+            return Mem(base, disp=disp)
         if offset == 3:
-            return Mem(base, self.ldb3)
-        return Mem(base, LDB, offset)
+            return Mem(base, self.ldb3, disp=disp)
+        return Mem(base, LDB, offset, disp)
 
 
 class _VectorRegisters:
