@@ -168,8 +168,11 @@ class _Generator:
         assert len(pool) >= bases - 1, "too few general registers for B's bases"
         self.bases = (B_BASE,) + tuple(pool[:bases - 1])
         # a skewed run (see _skewed) also reads the previous block's columns of B
-        self.skewing = {panel: self._skewable(panel) and len(pool) >= 2 * bases - 1
-                        for panel in self.panels}
+        self.skewing = {panel: self._skewable(panel) for panel in self.panels}
+        if len(pool) < 2 * bases - 1 or not any(
+                self._skews(panel, blocks, cols, k)
+                for panel in self.panels for blocks, cols in self._runs(panel)):
+            self.skewing = dict.fromkeys(self.panels, False)
         self.previous_bases = tuple(pool[bases - 1:2 * bases - 1]) if any(
             self.skewing.values()) else ()
 
@@ -345,7 +348,7 @@ class _Generator:
                 continue
             for position, (blocks, cols) in enumerate(sequence):
                 last = index == len(sequences) - 1 and position == len(sequence) - 1
-                if self.skewing[panel] and blocks > 1 and cols <= k:
+                if self._skews(panel, blocks, cols, k):
                     self._skewed(panel, blocks, cols, accumulate, k)
                 else:
                     self._run(panel, blocks, cols, accumulate, k, last)
@@ -431,44 +434,72 @@ class _Generator:
         self._next_columns(previous[1], b=False)
 
     def _skewable(self, panel: Panel) -> bool:
-        """Whether runs of the panel's blocks may be skewed (see _skewed): 16-register AVX2
-        code with no spare bank (it pipelines instead), no batch loop, K not in chunks, and
-        blocks of whole vectors and a broadcast B element a column (an overlapping tail, no
-        mask, packing, quads, dot tail or step pairs)."""
-        plain = not (panel.quads or panel.dot or panel.pairs or panel.group > 1
-                     or panel.tail_rows and not panel.overlap)
+        """Whether runs of the panel's blocks may be skewed (see _skewed): AVX2 code with no
+        spare bank (it pipelines instead), no batch loop, K not in chunks, and no mask, quads
+        or dot tail; a tail in step pairs only where it is packed (its vector a column has
+        two columns' rows summed at once)."""
+        lone_pair_tails = panel.pairs and panel.tail_rows and panel.group == 1
+        plain = not (panel.quads or panel.dot or lone_pair_tails or panel.tail_rows
+                     and not (panel.overlap or panel.group > 1 or panel.pairs))
         return bool(plain and not self.target.masks and not self.spare_bank and self.br == 1
                     and self.chunks[panel] == 1)
 
+    def _slots(self, panel: Panel, cols: int) -> list[range]:
+        """A skewed block's slots: its columns one by one, or a packed tail's groups."""
+        width = panel.group if panel.group > 1 else 1
+        return [range(first, min(first + width, cols)) for first in range(0, cols, width)]
+
+    def _skews(self, panel: Panel, blocks: int, cols: int, k: int) -> bool:
+        """Whether a run of `blocks` blocks of `cols` columns is skewed: two blocks or more,
+        two slots or more, and a head no longer than K."""
+        slots = len(self._slots(panel, cols))
+        unit = PAIR_STEPS if panel.pairs else 1
+        return self.skewing[panel] and blocks > 1 and 1 < slots and slots * unit <= k
+
     def _skewed(self, panel: Panel, blocks: int, cols: int, accumulate: bool, k: int) -> None:
-        """`blocks` blocks of `cols` columns whose columns are skewed: column j of a block
-        takes its k-steps from step j on (j, ..., K-1, then 0, ..., j-1), so every column
-        still meets A's column k at step k, and one block's first `cols` k-steps (its head,
-        unrolled) finish the previous block's last columns: at step j column j of the
-        previous block is done and updates C, between the FMAs of the others, then starts
-        over in this block. No burst of every column's stores after the K loop for the next
-        block's FMAs to wait behind (Zen 4, AVX2 3x4 blocks, whole rows at K = 16: 92.5 ->
-        95.5% of peak in a JIT'd loop; two or more steps between columns' updates gained
-        less). The first block's head starts its columns one a step; a last head (the
-        drain) finishes the last block's. C_PTR stays on the previous block until its head
-        is over; the sums' order along K differs from column to column."""
+        """`blocks` blocks of `cols` columns whose columns are skewed: the block's slots (its
+        columns, or a packed tail's groups of columns, which share an accumulator) take
+        their k-steps from their own step on: slot s from step s (in step pairs, pair s) to
+        K-1, then 0 to s-1. Every column still meets A's column k at step k, and a block's
+        first steps (its head, unrolled) finish the previous block's later slots: at step s
+        slot s of the previous block is done, sums its step pairs, updates C and starts
+        over, between the FMAs of the others. No burst of a whole block's update after the
+        K loop for the next block's FMAs to wait behind (Zen 4, AVX2 3x4 blocks, whole rows
+        at K = 16: 92.5 -> 95.5% of peak in a JIT'd loop; two or more steps between slots'
+        updates gained less). The first block's head starts its slots one a step; a last
+        head (the drain) finishes the last block's. C_PTR stays on the previous block until
+        its head is over. The update comes first in its step, while A's and B's registers
+        (its scratch) are free; the sums' order along K differs from slot to slot."""
         asm, p = self.asm, self.p
         regs = self._registers(panel, cols)
         phases = (0, 1) if accumulate else (1,)
         count = -(-cols // COLUMNS_PER_BASE)
         current, previous = self.bases[:count], self.previous_bases[:count]
+        slots = self._slots(panel, cols)
+        unit = PAIR_STEPS if panel.pairs else 1
 
-        # each head step's pieces, built once for the three kinds of head: A's column k,
-        # then per column its update (column `step` only), its FMAs on the previous block's
-        # B, or (from the column `step` on, zeroed first) on this block's
-        heads, a_column = [], b"".join(self._a_column(regs))
-        for step in range(cols):
-            old = [code for j in range(step + 1, cols)
-                   for code in self._column_step(regs, previous, j, step)]
-            new = [code for j in range(step + 1)
-                   for code in ([_zero(acc) for acc in regs.acc[j]] if j == step else [])
-                   + self._column_step(regs, current, j, step)]
-            heads.append((a_column, b"".join(self._column_update(regs, step, phases)),
+        def column(bases: tuple[Reg, ...], j: int, step: int) -> list[bytes]:
+            if panel.pairs:
+                return self._pair_column(regs, bases, j, step * p.bytes)
+            return self._column_step(regs, bases, j, step)
+
+        def zeroed(slot: range) -> list[bytes]:
+            packed = regs.packed_acc[slot.start // regs.group:][:1] if regs.packed_acc else []
+            return [_zero(acc) for j in slot for acc in regs.acc[j]] + [
+                _zero(acc) for acc in packed]
+
+        # each head step's pieces, built once for the three kinds of head: A's part, the
+        # update of slot s, the FMAs of later slots on the previous block's B, and (slot s
+        # zeroed first) those of slot s and earlier on this block's
+        heads = []
+        a_part = b"".join(self._pair_a(regs) if panel.pairs else self._a_column(regs))
+        for s_index, slot in enumerate(slots):
+            step = s_index * unit
+            old = [code for later in slots[s_index + 1:] for j in later
+                   for code in column(previous, j, step)]
+            new = zeroed(slot) + [code for earlier in slots[:s_index + 1] for j in earlier
+                                  for code in column(current, j, step)]
+            heads.append((a_part, b"".join(self._update_code(regs, phases, slot)),
                           b"".join(old), b"".join(new)))
 
         def cycle(first: bool, drain: bool) -> None:
@@ -479,11 +510,11 @@ class _Generator:
             for bases in (current, () if first else previous):
                 for base, following in zip(bases, bases[1:]):
                     asm(enc.lea(following, Mem(base, LDB, 4)), enc.add_rr(following, LDB))
-            for step, (a_column, update, old, new) in enumerate(heads):
+            for s_index, (a_part, update, old, new) in enumerate(heads):
                 if not first:
                     asm(update)
-                if not (drain and step == cols - 1):
-                    asm(a_column)
+                if not (drain and s_index == len(slots) - 1):
+                    asm(a_part)
                 if not first:
                     asm(old)
                 if not drain:
@@ -491,8 +522,9 @@ class _Generator:
             if not first:
                 asm(self._c_columns(cols))
             if not drain:
-                asm(*(enc.add_ri(base, cols * p.bytes) for base in current))
-                self._k_loop(regs, current, k - cols)
+                head_bytes = len(slots) * unit * p.bytes
+                asm(*(enc.add_ri(base, head_bytes) for base in current))
+                self._k_loop(regs, current, k - len(slots) * unit)
                 self._next_columns(cols, c=False)
 
         cycle(first=True, drain=False)
@@ -502,20 +534,6 @@ class _Generator:
         else:
             cycle(first=False, drain=False)
         cycle(first=False, drain=True)
-
-    def _column_update(self, regs: _VectorRegisters, j: int,
-                       phases: tuple[int, ...]) -> list[bytes]:
-        """Column j of the block at C_PTR: its accumulators += C, then C := them (see
-        _update_code; no dot lanes, step pairs or packed tail here)."""
-        walker = self.counter
-        code = [enc.mov_rr(walker, C_PTR) if j == 0 else enc.imul_rri(walker, LDC, j)]
-        if j:
-            code.append(enc.add_rr(walker, C_PTR))
-        for phase in phases:
-            move = self._moves(regs, phase)[0]
-            code.extend(move(acc, Mem(walker, disp=regs.offset(i)), i)
-                        for i, acc in enumerate(regs.acc[j]))
-        return code
 
     def _move_chunk(self, count: int, chunks: int) -> None:
         """A_ROW, B_ORIGIN and a dot tail's origin `count` of `chunks` chunks on (back if
@@ -598,8 +616,10 @@ class _Generator:
     def _update_c(self, regs: _VectorRegisters, phases: tuple[int, ...]) -> None:
         self.asm(self._update_code(regs, phases))
 
-    def _update_code(self, regs: _VectorRegisters, phases: tuple[int, ...]) -> list[bytes]:
-        """After the K loop, phase 0: the accumulators += C; phase 1: C := the accumulators.
+    def _update_code(self, regs: _VectorRegisters, phases: tuple[int, ...],
+                     columns: range | None = None) -> list[bytes]:
+        """After the K loop, phase 0: the accumulators += C; phase 1: C := the accumulators
+        (of `columns` only: a skewed slot's, see _skewed; None: every column).
         C is added at the end, not loaded first: no FMA then waits for a load of C, which
         may wait for a store of C still on its way to the cache (the previous call's, or the
         previous chunk's). Measured on Zen 4, K = 16: 16x16 76 -> 98% of peak, 8x24 68 ->
@@ -609,11 +629,15 @@ class _Generator:
         before its neighbour's store. The walker is the K counter: free outside the K loop."""
         walker = self.counter
         next_column = enc.add_rr(walker, LDC)
-        code = regs.sum_dot_lanes() if regs.dot else regs.sum_pairs() if regs.pairs else []
+        columns = columns or range(regs.cols)
+        code = (regs.sum_dot_lanes() if regs.dot else regs.sum_pairs(columns) if regs.pairs
+                else [])
         for move, move_packed in (self._moves(regs, phase) for phase in phases):
-            code.append(enc.mov_rr(walker, C_PTR))
-            for j, accs in enumerate(regs.acc):
-                if j:
+            code += ([enc.imul_rri(walker, LDC, columns.start), enc.add_rr(walker, C_PTR)]
+                     if columns.start else [enc.mov_rr(walker, C_PTR)])
+            for j in columns:
+                accs = regs.acc[j]
+                if j > columns.start:
                     code.append(next_column)
                 # a column's vectors of C (in step pairs the second accumulator is scratch)
                 code.extend(move(acc, Mem(walker, disp=regs.offset(i)), i)
@@ -687,29 +711,11 @@ class _Generator:
                 step: int | None = None) -> bytes:
         """One k: load A's column and move A on, then every column's FMAs (B `step` steps
         past the bases, see _b_element). Nothing for a dot tail alone (no full vector)."""
-        width, p = self.target.vector_bits, self.p
         if not regs.a:
             return b""
         code = self._a_column(regs)
         for j in range(regs.cols):
-            accs = regs.acc[j]
-            if regs.group > 1:
-                q, s = regs.packed_position(j)
-                first, last = j % regs.group == 0, s == 0
-                # a group's first element goes straight into the packed B vector
-                b_reg = regs.packed_b if first else regs.broadcast
-                code.append(self._b_element(regs, bases, j, b_reg, step))
-                code.extend(_fma(acc, a_reg, b_reg, width, False, p)
-                            for acc, a_reg in zip(accs, regs.a))
-                if not first:
-                    code.append(regs.blend(s))
-                if last:
-                    code.append(_fma(regs.packed_acc[q], regs.a[-1], regs.packed_b, width, False,
-                                     p))
-            elif regs.broadcast is None:              # AVX-512, one vector: no quads here
-                code.append(_fma(accs[0], regs.a[0], self._b_address(bases, j), width, True, p))
-            else:
-                code += self._column_step(regs, bases, j, step)
+            code += self._column_step(regs, bases, j, step)
         return b"".join(code)
 
     def _a_column(self, regs: _VectorRegisters) -> list[bytes]:
@@ -723,42 +729,71 @@ class _Generator:
 
     def _column_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...], j: int,
                      step: int | None) -> list[bytes]:
-        """Column j's FMAs of a k-step: B[k, j] broadcast (see _b_element), one FMA a
-        vector of A."""
-        width = self.target.vector_bits
+        """Column j's FMAs of a k-step (B `step` steps past the bases, see _b_element): one
+        a vector of A; in a packed tail's group, B's element blended into the group's packed
+        B vector, and after a group's last column the packed tail's FMA."""
+        width, p, accs = self.target.vector_bits, self.p, regs.acc[j]
+        if regs.group > 1:
+            q, s = regs.packed_position(j)
+            first, last = j % regs.group == 0, s == 0
+            # a group's first element goes straight into the packed B vector
+            b_reg = regs.packed_b if first else regs.broadcast
+            code = [self._b_element(regs, bases, j, b_reg, step),
+                    *(_fma(acc, a_reg, b_reg, width, False, p)
+                      for acc, a_reg in zip(accs, regs.a))]
+            if not first:
+                code.append(regs.blend(s))
+            if last:
+                code.append(_fma(regs.packed_acc[q], regs.a[-1], regs.packed_b, width, False,
+                                 p))
+            return code
+        if regs.broadcast is None:              # AVX-512, one vector: no quads here
+            return [_fma(accs[0], regs.a[0], self._b_address(bases, j), width, True, p)]
         return [self._b_element(regs, bases, j, regs.broadcast, step),
-                *(_fma(acc, a_reg, regs.broadcast, width, False, self.p)
-                  for acc, a_reg in zip(regs.acc[j], regs.a))]
+                *(_fma(acc, a_reg, regs.broadcast, width, False, p)
+                  for acc, a_reg in zip(accs, regs.a))]
 
     def _pair_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
         """Two k-steps of a block in pairs (see PAIR_STEPS): A's columns k and k+1 unpacked
         into rows {0, 1, 4, 5} and {2, 3, 6, 7} of both steps, A moved on two steps, then
         every column's B[k..k+1, j] repeated over a vector and its two FMAs."""
+        return b"".join([*self._pair_a(regs),
+                         *(code for j in range(regs.cols)
+                           for code in self._pair_column(regs, bases, j, 0))])
+
+    def _pair_a(self, regs: _VectorRegisters) -> list[bytes]:
+        """A's part of a step pair: its tail rows (if any), columns k and k+1 unpacked, A
+        moved on two steps."""
         low, high = regs.a
         b_reg = regs.broadcast
         code = [self._pair_tail_a(regs)] if regs.packed_acc else []
-        code += [enc.vmovups_load(low, Mem(A_PTR), 256),
-                 enc.vmovups_load(b_reg, Mem(A_PTR, LDA), 256),
-                 enc.vunpckhps(high, low, b_reg, 256), enc.vunpcklps(low, low, b_reg, 256),
-                 enc.lea(A_PTR, Mem(A_PTR, LDA, 2))]
-        for j, accs in enumerate(regs.acc):
-            if not regs.packed_acc:
-                code += [_broadcast_rows(b_reg, self._b_address(bases, j), PAIR_STEPS),
-                         _fma(accs[0], low, b_reg, 256, False),
-                         _fma(accs[1], high, b_reg, 256, False)]
-                continue
-            # a tail in pairs: a group's first B pair goes straight into the packed B vector
-            q, s = regs.packed_position(j)
-            first = regs.group > 1 and j % regs.group == 0
-            pair = regs.packed_b if first else b_reg
-            code += [_broadcast_rows(pair, self._b_address(bases, j), PAIR_STEPS),
-                     _fma(accs[0], low, pair, 256, False), _fma(accs[1], high, pair, 256, False)]
-            if regs.group > 1 and not first:
-                code.append(regs.blend(s))
-            if s == 0:
-                code.append(_fma(regs.packed_acc[q], regs.a_tail,
-                                 regs.packed_b if regs.group > 1 else b_reg, 256, False))
-        return b"".join(code)
+        return code + [enc.vmovups_load(low, Mem(A_PTR), 256),
+                       enc.vmovups_load(b_reg, Mem(A_PTR, LDA), 256),
+                       enc.vunpckhps(high, low, b_reg, 256), enc.vunpcklps(low, low, b_reg, 256),
+                       enc.lea(A_PTR, Mem(A_PTR, LDA, 2))]
+
+    def _pair_column(self, regs: _VectorRegisters, bases: tuple[Reg, ...], j: int,
+                     disp: int) -> list[bytes]:
+        """Column j's part of a step pair, B `disp` bytes past the bases: its B pair, two
+        FMAs, its share of a packed tail's B and, for a group's last column, the tail's FMA."""
+        low, high = regs.a
+        b_reg, accs = regs.broadcast, regs.acc[j]
+        mem = self._b_address(bases, j, disp)
+        if not regs.packed_acc:
+            return [_broadcast_rows(b_reg, mem, PAIR_STEPS), _fma(accs[0], low, b_reg, 256, False),
+                    _fma(accs[1], high, b_reg, 256, False)]
+        # a tail in pairs: a group's first B pair goes straight into the packed B vector
+        q, s = regs.packed_position(j)
+        first = regs.group > 1 and j % regs.group == 0
+        pair = regs.packed_b if first else b_reg
+        code = [_broadcast_rows(pair, mem, PAIR_STEPS),
+                _fma(accs[0], low, pair, 256, False), _fma(accs[1], high, pair, 256, False)]
+        if regs.group > 1 and not first:
+            code.append(regs.blend(s))
+        if s == 0:
+            code.append(_fma(regs.packed_acc[q], regs.a_tail,
+                             regs.packed_b if regs.group > 1 else b_reg, 256, False))
+        return code
 
     def _pair_tail_a(self, regs: _VectorRegisters) -> bytes:
         """regs.a_tail := A's tail rows (the last p = regs.share) of columns k and k+1, lane
@@ -962,15 +997,17 @@ class _VectorRegisters:
             return _store_column(mem, src, self.tail_rows, self.gathered)
         return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
 
-    def sum_pairs(self) -> list[bytes]:
-        """Each column of a block in step pairs: its rows 0..7 in order in its first
+    def sum_pairs(self, columns: range) -> list[bytes]:
+        """Each of `columns` of a block in step pairs (whole groups of a packed tail; every
+        column where the tail has a vector a column): its rows 0..7 in order in its first
         accumulator, each the sum of its two steps' lanes (the second is scratch after)."""
-        code = [op for low, high in self.acc for op in self._sum_steps(low, high)]
+        code = [op for j in columns for op in self._sum_steps(*self.acc[j])]
         if self.group == 1 and self.packed_acc:
             return code + self._sum_pair_rows()
         # a tail's: share c's row r (lanes 2(pc + r) + q) summed into upper lane 4 + pc + r,
         # where a packed tail has it (see store_packed); halves' sums at lanes 0, 1 first
-        for tail in self.packed_acc:
+        for tail in self.packed_acc[columns.start // self.group:
+                                    -(-columns.stop // self.group)]:
             code += [*self._sum_steps(tail, tail),
                      enc.vinsertf128(self.gathered, tail, tail, 1),
                      enc.vunpcklpd(tail, self.gathered, tail, 256)]

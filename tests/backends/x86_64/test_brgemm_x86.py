@@ -86,10 +86,13 @@ def choices(tgt, m, n, k, br, dtype="float32"):
            and any(sum(blocks for blocks, _ in run) > 1 for run in generator._sequences(panel))
            for panel in panels):
         words.add("pipelined")
-    if any(generator.skewing[panel] and blocks > 1 and cols <= k
-           for panel in panels for blocks, cols in generator._runs(panel)):
-        words.add("skewed")
     for panel in panels:
+        if any(generator._skews(panel, blocks, cols, k) for blocks, cols in generator._runs(panel)):
+            words.add("skewed")
+            if panel.group > 1:
+                words.add("skewed packed")
+            if panel.pairs:
+                words.add("skewed pairs")
         if panel.tail_rows:
             words.add("pair tail" if panel.pairs else "packed" if panel.group > 1
                       else "overlap" if panel.overlap else "dot" if panel.dot else "masked")
@@ -225,6 +228,12 @@ PIPELINED = [(24, 24, 16, 1), (24, 20, 16, 1), (40, 40, 16, 1), (25, 24, 16, 1),
 # K loop after the head) and K short and odd
 SKEWED = [(24, 24, 16, 1), (24, 8, 16, 1), (14, 8, 16, 1), (16, 24, 16, 1), (24, 12, 4, 1),
           (16, 60, 6, 1), (40, 40, 16, 1), (23, 30, 16, 1), (20, 17, 5, 1), (30, 36, 8, 1)]
+# skewed slots of a packed tail's group (AVX2 float32: 8, 2 columns a vector, two widths) and
+# skewed step pairs (AVX2: a block of one vector, and one beside a dot tail's panel; Zen 4's
+# AVX-512: wide pairs with their tail packed 4 and 2 columns a vector)
+SKEWED_PACKED = [(9, 50, 16, 1), (12, 40, 16, 1), (19, 30, 16, 1), (26, 30, 16, 1)]
+SKEWED_PAIRS = [(8, 24, 64, 1), (9, 24, 64, 1)]
+SKEWED_WIDE_PAIRS = [(9, 36, 16, 1), (10, 40, 16, 1), (9, 24, 64, 1)]
 MICRO_NAMES = list(MICROS)
 
 
@@ -232,7 +241,8 @@ MICRO_NAMES = list(MICROS)
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
 @pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS
-                         + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED,
+                         + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED
+                         + SKEWED_PACKED + SKEWED_PAIRS + SKEWED_WIDE_PAIRS,
                          ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
@@ -248,7 +258,8 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
     for shape in (SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS + DOTS + PAIRS
-                  + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED):
+                  + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED + SKEWED_PACKED
+                  + SKEWED_PAIRS + SKEWED_WIDE_PAIRS):
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -322,7 +333,8 @@ def test_streaming_c_stores_the_same_bits_aligned_or_not(variant, micro, dtype):
 def _all_choices(variant, dtype):
     return {word for micro in MICRO_NAMES
             for shape in (SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS
-                          + PIPELINED + SKEWED)
+                          + PIPELINED + SKEWED + SKEWED_PACKED + SKEWED_PAIRS
+                          + SKEWED_WIDE_PAIRS)
             for word in choices(target(variant, micro), *shape, dtype)}
 
 
@@ -333,16 +345,19 @@ def test_the_cases_above_make_every_choice(variant, dtype):
     register widths on AVX-512, every kind of tail (AVX-512 packs float32 tails only; the
     split-512 cores' AVX2 code packs float64 tails too), outer products, N in blocks of two
     widths, B in quads, dot tails and k-steps in pairs (AVX2 code, float32), pipelined runs
-    of blocks (AVX2 code on an AVX-512 core)."""
+    of blocks (AVX2 code on an AVX-512 core), skewed ones (plain, packed, in step pairs)."""
     expected = {"outer", "masked", "two widths", f"{VARIANTS[variant].vector_bits}-bit"}
     if variant == "avx512":
-        expected |= {"256-bit", "pipelined"} | ({"pair tail"} if dtype == "float32" else set())
+        expected |= {"256-bit", "pipelined"} | ({"pair tail", "skewed", "skewed pairs"}
+                                                if dtype == "float32" else set())
     else:
         expected |= {"overlap", "skewed"}
     if dtype == "float32" or variant == "avx2":
         expected |= {"packed"}
     if dtype == "float32":
         expected |= {"quads", "dot", "pairs"}
+        if variant == "avx2":
+            expected |= {"skewed packed", "skewed pairs"}
     assert expected <= _all_choices(variant, dtype)
 
 
@@ -450,7 +465,8 @@ def test_the_pipelined_shapes_pipeline():
 def test_the_skewed_shapes_skew():
     """Each SKEWED case skews a run of blocks as the AVX2 variant (16 registers, no spare
     bank), float32 and float64, and never with a batch loop, as AVX-512 (Zen 4's AVX2 code
-    there pipelines) or where K is shorter than a block's columns."""
+    there pipelines) or where K is shorter than a block's columns; SKEWED_PACKED skew a
+    packed tail's groups, SKEWED_PAIRS and SKEWED_WIDE_PAIRS (AVX-512 on Zen 4) step pairs."""
     for shape in SKEWED:
         m, n, k, _ = shape
         for micro in ("zen3", "zen4"):
@@ -459,11 +475,19 @@ def test_the_skewed_shapes_skew():
             assert "skewed" not in choices(target("avx2", micro), m, n, k, 2), shape
         assert "skewed" not in choices(target("avx512", "zen4"), *shape), shape
     assert "skewed" not in choices(target("avx2", "zen4"), 24, 8, 3, 1)
+    for shape in SKEWED_PACKED:
+        assert "skewed packed" in choices(target("avx2", "zen4"), *shape), shape
+    for shape in SKEWED_PAIRS:
+        assert "skewed pairs" in choices(target("avx2", "zen4"), *shape), shape
+    for shape in SKEWED_WIDE_PAIRS:
+        assert {"skewed pairs", "pair tail"} <= choices(target("avx512", "zen4"), *shape), shape
 
 
 @pytest.mark.parametrize("variant", _variants())
-@pytest.mark.parametrize("shape", [SKEWED[0], SKEWED[3], SKEWED[7], CHUNKED[0], BATCH_CHUNKED[0],
-                                   BATCH_CHUNKED[2]], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [SKEWED[0], SKEWED[3], SKEWED[7], *SKEWED_PACKED[:2],
+                                   *SKEWED_PAIRS, SKEWED_WIDE_PAIRS[0], CHUNKED[0],
+                                   BATCH_CHUNKED[0], BATCH_CHUNKED[2]],
+                         ids=lambda s: "x".join(map(str, s)))
 def test_specials_reach_only_their_own_elements(variant, shape):
     """inf and NaN in A and B reach only the C elements their own products sum into, in
     kernels that split or reorder K: skewed runs (each column starts K at its own step, the
