@@ -93,6 +93,8 @@ def choices(tgt, m, n, k, br, dtype="float32"):
                 words.add("skewed packed")
             if panel.pairs:
                 words.add("skewed pairs")
+            if panel.tail_rows and not (panel.overlap or panel.group > 1 or panel.pairs):
+                words.add("skewed masked")
         if panel.tail_rows:
             words.add("pair tail" if panel.pairs else "packed" if panel.group > 1
                       else "overlap" if panel.overlap else "dot" if panel.dot else "masked")
@@ -234,6 +236,8 @@ SKEWED = [(24, 24, 16, 1), (24, 8, 16, 1), (14, 8, 16, 1), (16, 24, 16, 1), (24,
 SKEWED_PACKED = [(9, 50, 16, 1), (12, 40, 16, 1), (19, 30, 16, 1), (26, 30, 16, 1)]
 SKEWED_PAIRS = [(8, 24, 64, 1), (9, 24, 64, 1)]
 SKEWED_WIDE_PAIRS = [(9, 36, 16, 1), (10, 40, 16, 1), (9, 24, 64, 1)]
+# skewed masked tails of two or more vectors: AVX-512 zmm, AVX2 vmaskmovps (cheap-masks)
+SKEWED_MASKED = [(62, 25, 16, 1), (61, 25, 16, 1), (47, 9, 4, 1)]
 MICRO_NAMES = list(MICROS)
 
 
@@ -242,7 +246,7 @@ MICRO_NAMES = list(MICROS)
 @pytest.mark.parametrize("variant", _variants())
 @pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS
                          + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED
-                         + SKEWED_PACKED + SKEWED_PAIRS + SKEWED_WIDE_PAIRS,
+                         + SKEWED_PACKED + SKEWED_PAIRS + SKEWED_WIDE_PAIRS + SKEWED_MASKED,
                          ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
@@ -259,7 +263,7 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
     for shape in (SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS + DOTS + PAIRS
                   + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED + SKEWED_PACKED
-                  + SKEWED_PAIRS + SKEWED_WIDE_PAIRS):
+                  + SKEWED_PAIRS + SKEWED_WIDE_PAIRS + SKEWED_MASKED):
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -334,7 +338,7 @@ def _all_choices(variant, dtype):
     return {word for micro in MICRO_NAMES
             for shape in (SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS
                           + PIPELINED + SKEWED + SKEWED_PACKED + SKEWED_PAIRS
-                          + SKEWED_WIDE_PAIRS)
+                          + SKEWED_WIDE_PAIRS + SKEWED_MASKED)
             for word in choices(target(variant, micro), *shape, dtype)}
 
 
@@ -345,19 +349,18 @@ def test_the_cases_above_make_every_choice(variant, dtype):
     register widths on AVX-512, every kind of tail (AVX-512 packs float32 tails only; the
     split-512 cores' AVX2 code packs float64 tails too), outer products, N in blocks of two
     widths, B in quads, dot tails and k-steps in pairs (AVX2 code, float32), pipelined runs
-    of blocks (AVX2 code on an AVX-512 core), skewed ones (plain, packed, in step pairs)."""
+    of blocks (AVX2 code on an AVX-512 core), skewed ones (plain, masked, packed, in step
+    pairs)."""
     expected = {"outer", "masked", "two widths", f"{VARIANTS[variant].vector_bits}-bit"}
+    expected |= {"skewed", "skewed masked"}
     if variant == "avx512":
-        expected |= {"256-bit", "pipelined"} | ({"pair tail", "skewed", "skewed pairs"}
-                                                if dtype == "float32" else set())
+        expected |= {"256-bit", "pipelined"} | ({"pair tail"} if dtype == "float32" else set())
     else:
-        expected |= {"overlap", "skewed"}
+        expected |= {"overlap"}
     if dtype == "float32" or variant == "avx2":
-        expected |= {"packed"}
+        expected |= {"packed", "skewed packed"}
     if dtype == "float32":
-        expected |= {"quads", "dot", "pairs"}
-        if variant == "avx2":
-            expected |= {"skewed packed", "skewed pairs"}
+        expected |= {"quads", "dot", "pairs", "skewed pairs"}
     assert expected <= _all_choices(variant, dtype)
 
 
@@ -466,7 +469,8 @@ def test_the_skewed_shapes_skew():
     """Each SKEWED case skews a run of blocks as the AVX2 variant (16 registers, no spare
     bank), float32 and float64, and never with a batch loop, as AVX-512 (Zen 4's AVX2 code
     there pipelines) or where K is shorter than a block's columns; SKEWED_PACKED skew a
-    packed tail's groups, SKEWED_PAIRS and SKEWED_WIDE_PAIRS (AVX-512 on Zen 4) step pairs."""
+    packed tail's groups, SKEWED_PAIRS and SKEWED_WIDE_PAIRS (AVX-512 on Zen 4) step pairs,
+    SKEWED_MASKED masked tails below full vectors."""
     for shape in SKEWED:
         m, n, k, _ = shape
         for micro in ("zen3", "zen4"):
@@ -481,6 +485,11 @@ def test_the_skewed_shapes_skew():
         assert "skewed pairs" in choices(target("avx2", "zen4"), *shape), shape
     for shape in SKEWED_WIDE_PAIRS:
         assert {"skewed pairs", "pair tail"} <= choices(target("avx512", "zen4"), *shape), shape
+    for shape in SKEWED_MASKED[:2]:
+        assert "skewed masked" in choices(target("avx512", "zen4"), *shape), shape
+    assert "skewed masked" in choices(target("avx2", "cheap-masks"), *SKEWED_MASKED[2])
+    # a lone masked vector spans into the next column: never skewed
+    assert "skewed" not in choices(target("avx512", "zen4"), 13, 40, 64, 1)
 
 
 @pytest.mark.parametrize("variant", _variants())
