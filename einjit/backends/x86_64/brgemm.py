@@ -53,10 +53,10 @@ block row sweeps its columns once per chunk of K (k_chunks) or of batch entries
 between chunks). Where code planned for 16 vector registers runs on a core with 32 (AVX2
 code on Zen 4's AVX-512), a row's blocks (both widths of N's split) alternate two sets of
 accumulators and carry each block's update of C into the next block's K loop
-(_Generator._pipelined). With 16 registers (the AVX2 variant) a run of blocks of whole
-vectors is skewed instead (_Generator._skewed): column j of each block starts K at step j,
-so a block's first k-steps finish the previous block's columns and update their C one
-column a step. K = 1 with a batch of one is generated apart (_OuterProduct): C's stores bound
+(_Generator._pipelined). Other runs (16 registers, AVX-512 code, wide step pairs) are
+skewed instead (_Generator._skewed): slot s of each block (a column, or a packed tail's
+group) starts K at step s, so a block's first k-steps finish the previous block's slots and
+update their C one slot a step. K = 1 with a batch of one is generated apart (_OuterProduct): C's stores bound
 it, not FMAs.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
