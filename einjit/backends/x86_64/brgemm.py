@@ -56,8 +56,8 @@ accumulators and carry each block's update of C into the next block's K loop
 (_Generator._pipelined). Other runs (16 registers, AVX-512 code, wide step pairs) are
 skewed instead (_Generator._skewed): slot s of each block (a column, or a packed tail's
 group) starts K at step s, so a block's first k-steps finish the previous block's slots and
-update their C one slot a step. K = 1 with a batch of one is generated apart (_OuterProduct): C's stores bound
-it, not FMAs.
+update their C one slot a step. K = 1 with a batch of one is generated apart
+(_OuterProduct): C's stores bound it, not FMAs.
 
 Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
 base+3L (through a register holding 3L) and base+4L, where L is ld_b in bytes.
@@ -434,10 +434,10 @@ class _Generator:
         self._next_columns(previous[1], b=False)
 
     def _skewable(self, panel: Panel) -> bool:
-        """Whether runs of the panel's blocks may be skewed (see _skewed): AVX2 code with no
-        spare bank (it pipelines instead), no batch loop, K not in chunks, and no mask, quads
-        or dot tail; a tail in step pairs only where it is packed (its vector a column has
-        two columns' rows summed at once)."""
+        """Whether runs of the panel's blocks may be skewed (see _skewed): no spare bank
+        (16-register code on a core with 32 pipelines instead), no batch loop, K not in
+        chunks, no quads or dot tail, no lone masked vector, and a tail in step pairs only
+        where it is packed (its vector a column sums two columns' rows at once)."""
         lone_pair_tails = panel.pairs and panel.tail_rows and panel.group == 1
         # a masked vector starting a column's rows spans into the next column, whose load
         # of C then waits for its store (Zen 4, AVX-512 13x40x64: 82 -> 68% of peak skewed)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from einjit.errors import EncodingError
 
@@ -116,6 +117,9 @@ class Mem:
 
 Operand = int | Mem    # a register number or a memory operand
 Encoder = Callable[..., bytes]
+# the scalar encoders a generator calls over and over with the same operands (pointer moves,
+# strides): memoized, per type (True is not the register 1); errors are never cached
+_memoized = lru_cache(maxsize=4096, typed=True)
 
 
 # ---------------------------------------------------------------- field packers
@@ -209,6 +213,7 @@ def _check_reg_or_mem(instr: str, name: str, src: object) -> None:
         _check_gpr(f"{instr} {name}", src)
 
 
+@_memoized
 def mov_rr(dst: int, src: int) -> bytes:
     _check_regs("mov_rr", dst=dst, src=src)
     return _legacy(b"\x89", src, dst)
@@ -226,6 +231,7 @@ def mov_ri(dst: int, imm: int) -> bytes:
     return _opcode_plus_reg(0xB8, dst, w=True) + (imm & ((1 << 64) - 1)).to_bytes(8, "little")
 
 
+@_memoized
 def mov_rm(dst: int, mem: Mem) -> bytes:
     """dst := qword [mem]."""
     _check_gpr("mov_rm dst", dst)
@@ -233,6 +239,7 @@ def mov_rm(dst: int, mem: Mem) -> bytes:
     return _legacy(b"\x8b", dst, mem)
 
 
+@_memoized
 def mov_mr(mem: Mem, src: int) -> bytes:
     """qword [mem] := src."""
     _check_mem("mov_mr mem", mem)
@@ -240,6 +247,7 @@ def mov_mr(mem: Mem, src: int) -> bytes:
     return _legacy(b"\x89", src, mem)
 
 
+@_memoized
 def lea(dst: int, mem: Mem) -> bytes:
     _check_gpr("lea dst", dst)
     _check_mem("lea mem", mem)
@@ -249,6 +257,7 @@ def lea(dst: int, mem: Mem) -> bytes:
 _ALU_EXTENSIONS = {"add": 0, "or": 1, "and": 4, "sub": 5, "xor": 6, "cmp": 7}
 
 
+@_memoized
 def _alu_ri(operation: str, dst: int, imm: int) -> bytes:
     instr = f"{operation}_ri"
     _check_gpr(f"{instr} dst", dst)
@@ -261,6 +270,7 @@ def _alu_ri(operation: str, dst: int, imm: int) -> bytes:
     return _legacy(b"\x81", ext, dst, imm=imm32)
 
 
+@_memoized
 def _alu_rr(operation: str, dst: int, src: Operand) -> bytes:
     instr = f"{operation}_rr"
     _check_gpr(f"{instr} dst", dst)
@@ -332,6 +342,7 @@ def imul_rr(dst: int, src: Operand) -> bytes:
     return _legacy(b"\x0f\xaf", dst, src)
 
 
+@_memoized
 def imul_rri(dst: int, src: Operand, imm: int) -> bytes:
     """dst := src * imm (src register or Mem)."""
     _check_gpr("imul_rri dst", dst)
