@@ -447,21 +447,25 @@ class _Generator:
         return bool(plain and not self.spare_bank and self.br == 1
                     and self.chunks[panel] == 1)
 
-    def _slots(self, panel: Panel, cols: int) -> list[range]:
-        """A skewed block's slots: its columns one by one, or a packed tail's groups."""
-        width = panel.group if panel.group > 1 else 1
+    def _slots(self, panel: Panel, cols: int, k: int) -> list[range]:
+        """A skewed block's slots: its columns one by one, or a packed tail's groups, or as
+        many of either as a head no longer than K needs (a slot takes a step, or a pair)."""
+        unit = PAIR_STEPS if panel.pairs else 1
+        base = panel.group if panel.group > 1 else 1
+        width = base
+        while -(-cols // width) * unit > k:
+            width += base
         return [range(first, min(first + width, cols)) for first in range(0, cols, width)]
 
     def _skews(self, panel: Panel, blocks: int, cols: int, k: int) -> bool:
         """Whether a run of `blocks` blocks of `cols` columns is skewed: two blocks or more,
-        two slots or more, and a head no longer than K."""
-        slots = len(self._slots(panel, cols))
-        unit = PAIR_STEPS if panel.pairs else 1
-        return self.skewing[panel] and blocks > 1 and 1 < slots and slots * unit <= k
+        two slots or more."""
+        return self.skewing[panel] and blocks > 1 and len(self._slots(panel, cols, k)) > 1
 
     def _skewed(self, panel: Panel, blocks: int, cols: int, accumulate: bool, k: int) -> None:
         """`blocks` blocks of `cols` columns whose columns are skewed: the block's slots (its
-        columns, or a packed tail's groups of columns, which share an accumulator) take
+        columns, or a packed tail's groups of columns, which share an accumulator; wider
+        where the head would outgrow K, see _slots) take
         their k-steps from their own step on: slot s from step s (in step pairs, pair s) to
         K-1, then 0 to s-1. Every column still meets A's column k at step k, and a block's
         first steps (its head, unrolled) finish the previous block's later slots: at step s
@@ -478,7 +482,7 @@ class _Generator:
         phases = (0, 1) if accumulate else (1,)
         count = -(-cols // COLUMNS_PER_BASE)
         current, previous = self.bases[:count], self.previous_bases[:count]
-        slots = self._slots(panel, cols)
+        slots = self._slots(panel, cols, k)
         unit = PAIR_STEPS if panel.pairs else 1
         self._load_tail_roles(regs)          # nothing in the run overwrites them
 

@@ -238,6 +238,9 @@ SKEWED_PAIRS = [(8, 24, 64, 1), (9, 24, 64, 1)]
 SKEWED_WIDE_PAIRS = [(9, 36, 16, 1), (10, 40, 16, 1), (9, 24, 64, 1)]
 # skewed masked tails of two or more vectors: AVX-512 zmm, AVX2 vmaskmovps (cheap-masks)
 SKEWED_MASKED = [(62, 25, 16, 1), (61, 25, 16, 1), (47, 9, 4, 1)]
+# slots of two or more columns, for a head within K: AVX-512 zmm blocks of 20 and more
+# columns at K = 16, short K
+SKEWED_WIDE_SLOTS = [(16, 60, 16, 1), (48, 57, 16, 1), (24, 8, 3, 1), (40, 40, 2, 1)]
 MICRO_NAMES = list(MICROS)
 
 
@@ -246,7 +249,8 @@ MICRO_NAMES = list(MICROS)
 @pytest.mark.parametrize("variant", _variants())
 @pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS
                          + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED
-                         + SKEWED_PACKED + SKEWED_PAIRS + SKEWED_WIDE_PAIRS + SKEWED_MASKED,
+                         + SKEWED_PACKED + SKEWED_PAIRS + SKEWED_WIDE_PAIRS + SKEWED_MASKED
+                         + SKEWED_WIDE_SLOTS,
                          ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
@@ -263,7 +267,7 @@ def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype)
     products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
     for shape in (SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS + DOTS + PAIRS
                   + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED + SKEWED_PACKED
-                  + SKEWED_PAIRS + SKEWED_WIDE_PAIRS + SKEWED_MASKED):
+                  + SKEWED_PAIRS + SKEWED_WIDE_PAIRS + SKEWED_MASKED + SKEWED_WIDE_SLOTS):
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
@@ -467,8 +471,8 @@ def test_the_pipelined_shapes_pipeline():
 
 def test_the_skewed_shapes_skew():
     """Each SKEWED case skews a run of blocks as the AVX2 variant (16 registers, no spare
-    bank), float32 and float64, and never with a batch loop, as AVX-512 (Zen 4's AVX2 code
-    there pipelines) or where K is shorter than a block's columns; SKEWED_PACKED skew a
+    bank), float32 and float64, and never with a batch loop; no PIPELINED case skews on
+    Zen 4 as AVX-512 (its AVX2 code has a spare bank there); SKEWED_PACKED skew a
     packed tail's groups, SKEWED_PAIRS and SKEWED_WIDE_PAIRS (AVX-512 on Zen 4) step pairs,
     SKEWED_MASKED masked tails below full vectors."""
     for shape in SKEWED:
@@ -477,8 +481,8 @@ def test_the_skewed_shapes_skew():
             for dtype in ("float32", "float64"):
                 assert "skewed" in choices(target("avx2", micro), *shape, dtype), shape
             assert "skewed" not in choices(target("avx2", micro), m, n, k, 2), shape
+    for shape in PIPELINED:        # a spare bank pipelines instead
         assert "skewed" not in choices(target("avx512", "zen4"), *shape), shape
-    assert "skewed" not in choices(target("avx2", "zen4"), 24, 8, 3, 1)
     for shape in SKEWED_PACKED:
         assert "skewed packed" in choices(target("avx2", "zen4"), *shape), shape
     for shape in SKEWED_PAIRS:
@@ -515,6 +519,29 @@ def test_specials_reach_only_their_own_elements(variant, shape):
     bad = ~np.isfinite(case.product)
     assert bad.any() and not bad.all()
     assert np.array_equal(~np.isfinite(case._c_matrix()), bad)
+
+
+def test_a_skewed_head_is_no_longer_than_k():
+    """A skewed block's slots are its columns (or a packed tail's groups), widened to as
+    many as keep the head (a step a slot, a pair in step pairs) within K."""
+    generator = _Generator(Assembler(), target("avx2", "zen4"), 24, 8, 16, 1)
+    panel = generator.panels[0]
+    assert generator._slots(panel, 4, 16) == [range(0, 1), range(1, 2), range(2, 3),
+                                              range(3, 4)]
+    assert generator._slots(panel, 4, 3) == [range(0, 2), range(2, 4)]
+    assert generator._slots(panel, 4, 1) == [range(0, 4)]
+    packed, paired = dataclasses.replace(panel, group=2), dataclasses.replace(panel, pairs=True)
+    assert generator._slots(packed, 5, 2) == [range(0, 4), range(4, 5)]
+    assert generator._slots(paired, 6, 4) == [range(0, 3), range(3, 6)]
+    for shape in SKEWED_WIDE_SLOTS:
+        m, n, k, br = shape
+        variant = "avx512" if k == 16 else "avx2"
+        generator = _Generator(Assembler(), target(variant, "zen4"), m, n, k, br)
+        widths = {len(slot) for panel in generator.panels
+                  for blocks, cols in generator._runs(panel)
+                  if generator._skews(panel, blocks, cols, k)
+                  for slot in generator._slots(panel, cols, k)}
+        assert widths and max(widths) > 1, shape
 
 
 def test_a_row_pipelines_both_runs_as_one_sequence_where_their_roles_agree():
