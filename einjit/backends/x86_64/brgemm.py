@@ -492,9 +492,9 @@ class _Generator:
             return self._column_step(regs, bases, j, step)
 
         def zeroed(slot: range) -> list[bytes]:
-            packed = regs.packed_acc[slot.start // regs.group:][:1] if regs.packed_acc else []
-            return [_zero(acc) for j in slot for acc in regs.acc[j]] + [
-                _zero(acc) for acc in packed]
+            packed = regs.packed_acc[slot.start // regs.group:-(-slot.stop // regs.group)]
+            return [_zero(acc) for acc in [*(acc for j in slot for acc in regs.acc[j]),
+                                           *packed]]
 
         # each head step's pieces, built once for the three kinds of head: A's part, the
         # update of slot s, the FMAs of later slots on the previous block's B, and (slot s

@@ -239,8 +239,9 @@ SKEWED_WIDE_PAIRS = [(9, 36, 16, 1), (10, 40, 16, 1), (9, 24, 64, 1)]
 # skewed masked tails of two or more vectors: AVX-512 zmm, AVX2 vmaskmovps (cheap-masks)
 SKEWED_MASKED = [(62, 25, 16, 1), (61, 25, 16, 1), (47, 9, 4, 1)]
 # slots of two or more columns, for a head within K: AVX-512 zmm blocks of 20 and more
-# columns at K = 16, short K
-SKEWED_WIDE_SLOTS = [(16, 60, 16, 1), (48, 57, 16, 1), (24, 8, 3, 1), (40, 40, 2, 1)]
+# columns at K = 16, short K (AVX2: packed tails, two groups a slot, in 36x33x2 and 18x31x3)
+SKEWED_WIDE_SLOTS = [(16, 60, 16, 1), (48, 57, 16, 1), (24, 8, 3, 1), (40, 40, 2, 1),
+                     (36, 33, 2, 1), (18, 31, 3, 1)]
 MICRO_NAMES = list(MICROS)
 
 
