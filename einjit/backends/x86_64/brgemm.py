@@ -465,12 +465,12 @@ class _Generator:
     def _skewed(self, panel: Panel, blocks: int, cols: int, accumulate: bool, k: int) -> None:
         """`blocks` blocks of `cols` columns whose columns are skewed: the block's slots (its
         columns, or a packed tail's groups of columns, which share an accumulator; wider
-        where the head would outgrow K, see _slots) take
-        their k-steps from their own step on: slot s from step s (in step pairs, pair s) to
-        K-1, then 0 to s-1. Every column still meets A's column k at step k, and a block's
-        first steps (its head, unrolled) finish the previous block's later slots: at step s
-        slot s of the previous block is done, sums its step pairs, updates C and starts
-        over, between the FMAs of the others. No burst of a whole block's update after the
+        where the head would outgrow K, see _slots) take their k-steps from their own step
+        on: slot s from step s (in step pairs, pair s) to K-1, then 0 to s-1. Every column
+        still meets A's column k at step k, and a block's first steps (its head, unrolled)
+        finish the previous block's later slots: at step s slot s of the previous block is
+        done, sums its step pairs, updates C and starts over, between the FMAs of the
+        others. No burst of a whole block's update after the
         K loop for the next block's FMAs to wait behind (Zen 4, AVX2 3x4 blocks, whole rows
         at K = 16: 92.5 -> 95.5% of peak in a JIT'd loop; two or more steps between slots'
         updates gained less). The first block's head starts its slots one a step; a last

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 from einjit.errors import EncodingError
 
@@ -117,9 +117,21 @@ class Mem:
 
 Operand = int | Mem    # a register number or a memory operand
 Encoder = Callable[..., bytes]
-# the scalar encoders a generator calls over and over with the same operands (pointer moves,
-# strides): memoized, per type (True is not the register 1); errors are never cached
-_memoized = lru_cache(maxsize=4096, typed=True)
+
+
+def _memoized(encoder: Encoder) -> Encoder:
+    """The scalar encoders a generator calls over and over with the same operands (pointer
+    moves, strides), memoized per type (True is not the register 1). Errors are never
+    cached, and an unhashable operand goes to the encoder itself, whose checks name it."""
+    cached = lru_cache(maxsize=4096, typed=True)(encoder)
+
+    @wraps(encoder)
+    def encode(*operands):
+        try:
+            return cached(*operands)
+        except TypeError:
+            return encoder(*operands)
+    return encode
 
 
 # ---------------------------------------------------------------- field packers

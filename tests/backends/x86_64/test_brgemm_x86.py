@@ -343,7 +343,7 @@ def _all_choices(variant, dtype):
     return {word for micro in MICRO_NAMES
             for shape in (SHAPES + AWKWARD + OUTER + QUADS + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS
                           + PIPELINED + SKEWED + SKEWED_PACKED + SKEWED_PAIRS
-                          + SKEWED_WIDE_PAIRS + SKEWED_MASKED)
+                          + SKEWED_WIDE_PAIRS + SKEWED_MASKED + SKEWED_WIDE_SLOTS)
             for word in choices(target(variant, micro), *shape, dtype)}
 
 

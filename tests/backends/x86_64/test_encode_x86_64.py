@@ -91,6 +91,10 @@ def test_errors_are_value_errors():
     (lambda: encode.kmovw_kr(8, RAX), "kmovw_kr k"),
     (lambda: encode.kmovq_kr(1, 16), "kmovq_kr src"),
     (lambda: encode.add_rr(RAX, True), "add_rr src"),
+    # the memoized encoders: an unhashable operand is named like any other bad one
+    (lambda: encode.mov_rr([RAX], RCX), "mov_rr dst"),
+    (lambda: encode.add_ri(RAX, [1]), "add_ri imm"),
+    (lambda: encode.imul_rri(RAX, RCX, [3]), "imul_rri imm"),
 ])
 def test_general_operand_errors(thunk, match):
     with pytest.raises(EncodingError, match=match):
