@@ -310,6 +310,17 @@ def move_cases() -> None:
          "vmovss xmm3{k1}{z}, DWORD PTR [rax+8]")
     case(call("vmovss_store", M(0, disp=8), 3, mask=6), "vmovss DWORD PTR [rax+8]{k6}, xmm3")
     case(call("vmovss_load", 3, M(0, disp=8), evex=True), "{evex} vmovss xmm3, DWORD PTR [rax+8]")
+    for reg, a, mem, lane in ((0, 1, M(0), 0), (9, 9, M(12, disp=4), 1), (16, 3, M(4, disp=508), 2),
+                              (2, 31, M(13, 14, 4, 512), 3), (8, 8, M(5, disp=6), 1)):
+        case(call("vinsertps", reg, a, mem, lane << 4),
+             f"vinsertps {v(reg, 128)}, {v(a, 128)}, {mem.asm(32)}, {lane << 4}")
+        case(call("vinsertps", reg, a, 7, lane << 6 | lane << 4 | 0b1001),
+             f"vinsertps {v(reg, 128)}, {v(a, 128)}, xmm7, {lane << 6 | lane << 4 | 0b1001}")
+        case(call("vextractps", mem, reg, lane), f"vextractps {mem.asm(32)}, {v(reg, 128)}, {lane}")
+        case(call("vmovhps_load", reg, a, mem),
+             f"vmovhps {v(reg, 128)}, {v(a, 128)}, {mem.asm(64)}")
+        case(call("vmovhps_store", mem, reg), f"vmovhps {mem.asm(64)}, {v(reg, 128)}")
+        case(call("vmovddup", reg, mem), f"vmovddup {v(reg, 128)}, {mem.asm(64)}")
     for xmm, gpr in ((0, 0), (8, 1), (1, 9), (16, 15), (31, 4)):
         case(f"vmovd_xr({xmm}, {GPR_CONSTANTS[gpr]})", f"vmovd {v(xmm, 128)}, {GPR32[gpr]}")
         case(f"vmovd_rx({GPR_CONSTANTS[gpr]}, {xmm})", f"vmovd {GPR32[gpr]}, {v(xmm, 128)}")

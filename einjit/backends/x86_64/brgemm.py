@@ -31,9 +31,10 @@ double is simply two 32-bit lanes there.
 AVX-512's C update reads and writes each column's tail rows with their lane mask, at an
 address moved so that those lanes meet the column's tail rows; masked lanes are never
 accessed, and the moved span starts inside the column (its full vectors lie before the
-tail). AVX2's gathers each column's last `share` rows of C into their lanes (broadcast loads
-and blends), adds them with one vaddps, and stores each share from the bottom of an xmm
-(16, 8 or 4 bytes): no masked access.
+tail). AVX2's gathers each column's last `share` rows of C into their lanes (16 bytes by a
+broadcast or insert of a half; 8 or 4 into an xmm lane by a broadcast, vmovhps or vinsertps),
+adds them with one vaddps, and stores each share from its lane (vextractf128, vmovhps,
+vextractps; the lowest by vmovsd or vmovss): no masked access.
 
 The blocking (block shapes, how tails are held, the vector width, K chunks) is chosen per
 (M, N, K, batch) and per core in blocking.py: a cost model of this loop and a few measured
@@ -1019,13 +1020,13 @@ class _VectorRegisters:
         code = [op for j in columns for op in self._sum_steps(*self.acc[j])]
         if self.group == 1 and self.packed_acc:
             return code + self._sum_pair_rows()
-        # a tail's: share c's row r (lanes 2(pc + r) + q) summed into upper lane 4 + pc + r,
-        # where a packed tail has it (see store_packed); halves' sums at lanes 0, 1 first
+        # a tail's: share c's row r (lanes 2(pc + r) + q) summed into lane pc + r of its xmm,
+        # where add_packed and store_packed take it; halves' sums at lanes 0, 1 first
         for tail in self.packed_acc[columns.start // self.group:
                                     -(-columns.stop // self.group)]:
             code += [*self._sum_steps(tail, tail),
-                     enc.vinsertf128(self.gathered, tail, tail, 1),
-                     enc.vunpcklpd(tail, self.gathered, tail, 256)]
+                     enc.vextractf128(self.gathered, tail, 1),
+                     enc.vunpcklpd(tail, tail, self.gathered, 128)]
         return code
 
     def _sum_pair_rows(self) -> list[bytes]:
@@ -1086,26 +1087,21 @@ class _VectorRegisters:
     def add_packed(self, walker: Reg, q: int, s: int) -> bytes:
         """The lanes of the column s places before its group's end += C's tail rows of that
         column. AVX-512: a masked add. AVX2: the column's last `share` rows of C are gathered
-        into their lanes of the broadcast register (a broadcast load, then blends into it),
-        added to the packed vector at the group's last column: no masked access at all. A
-        share's rows above the tail (share > t) belong to the block's full vectors and hold
-        the same sums there (same A rows, same B element, same order), and every load of C
-        comes before the first store, so storing them twice is harmless."""
+        into their lanes (shares of 4 lanes: a broadcast or insert of 16 bytes; of 1 or 2:
+        see _add_lane), added to the packed vector at the group's last column: no masked
+        access at all. A share's rows above the tail (share > t) belong to the block's full
+        vectors and hold the same sums there (same A rows, same B element, same order), and
+        every load of C comes before the first store, so storing them twice is harmless."""
         acc = self.packed_acc[q]
         if self.indices is not None:
             return _add_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
-        mem, gathered, spare = Mem(walker, disp=self.share_offset()), self.gathered, self.spare
+        mem, gathered = Mem(walker, disp=self.share_offset()), self.gathered
         if self.pairs and self.group == 1:          # the column's rows in order in an xmm
             return self.p.add(acc, acc, mem, 128)
-        first = s == min(self.group, self.cols - q * self.group) - 1
-        if self.share == 4:
-            code = (enc.vbroadcastf128(gathered, mem) if first else
-                    enc.vinsertf128(gathered, gathered, mem, 1 if s == 0 else 0))
-        else:
-            load = enc.vbroadcastss if self.share == 1 else enc.vbroadcastsd
-            code = (load(gathered, mem, 256) if first else
-                    load(spare, mem, 256) + enc.vblendps(gathered, gathered, spare,
-                                                          self._share_lanes(s), 256))
+        if self.share < 4:
+            return self._add_lane(acc, mem, q, s)
+        code = (enc.vbroadcastf128(gathered, mem) if s == self._group_size(q) - 1 else
+                enc.vinsertf128(gathered, gathered, mem, 1 if s == 0 else 0))
         if s == 0:
             code += self.p.add(acc, acc, gathered, 256)
         return code
@@ -1119,22 +1115,49 @@ class _VectorRegisters:
         mem, spare = Mem(walker, disp=self.share_offset()), self.spare
         if self.pairs and self.group == 1:
             return enc.vmovups_store(mem, acc, 128)
-        lane = self.dwords - self.share * (s + 1)         # the share's lowest 32-bit lane
+        lane = self._lane(s)
         if self.share == 4:
             return enc.vextractf128(mem, acc, lane // 4)
         code, source = b"", acc
-        if lane >= 4:
-            code, source = enc.vextractf128(spare, acc, 1), spare
+        if lane >= 4:            # the upper half, in spare from its group's first column on
+            if lane == max(4, self._lane(self._group_size(q) - 1)):
+                code = enc.vextractf128(spare, acc, 1)
+            source = spare
         within = lane % 4
         if self.share == 2:
-            if within:
-                code += enc.vunpckhpd(spare, source, source, 128)
-                source = spare
-            return code + enc.vmovsd_store(mem, source)
-        if within:
-            code += enc.vshufps(spare, source, source, within, 128)
-            source = spare
-        return code + enc.vmovss_store(mem, source)
+            return code + (enc.vmovhps_store(mem, source) if within
+                           else enc.vmovsd_store(mem, source))
+        return code + (enc.vextractps(mem, source, within) if within
+                       else enc.vmovss_store(mem, source))
+
+    def _lane(self, s: int) -> int:
+        """AVX2: the lowest 32-bit lane of the column s places before its group's end (after
+        sum_pairs a tail in step pairs is an xmm)."""
+        return (4 if self.pairs else self.dwords) - self.share * (s + 1)
+
+    def _group_size(self, q: int) -> int:
+        return min(self.group, self.cols - q * self.group)
+
+    def _add_lane(self, acc: int, mem: Mem, q: int, s: int) -> bytes:
+        """add_packed for shares of 1 or 2 lanes: each column's rows of C loaded into its lanes
+        of an xmm (the lower half's in gathered, the upper's in spare; a half's first column
+        by a broadcast, the others by a lane insert), the halves joined and added to the
+        packed vector at the group's last column."""
+        lane, lowest = self._lane(s), self._lane(self._group_size(q) - 1)
+        half = self.gathered if lane < 4 else self.spare
+        if lane == (lowest if lane < 4 else max(4, lowest)):
+            code = (enc.vbroadcastss(half, mem, 128) if self.share == 1
+                    else enc.vmovddup(half, mem))
+        else:
+            code = (enc.vinsertps(half, half, mem, lane % 4 << 4) if self.share == 1
+                    else enc.vmovhps_load(half, half, mem))
+        if s:
+            return code
+        if self._lane(0) < 4:                           # a tail in step pairs: one xmm
+            return code + self.p.add(acc, acc, self.gathered, 128)
+        below = self.gathered if lowest < 4 else self.spare     # no lower lane: a copy
+        return (code + enc.vinsertf128(self.gathered, below, self.spare, 1)
+                + self.p.add(acc, acc, self.gathered, 256))
 
     def share_offset(self) -> int:
         """AVX2: byte offset within its column of the last `share` rows of the block."""

@@ -768,6 +768,48 @@ def vmovsd_store(mem: Mem, src: int, *, evex: bool = False) -> bytes:
     return _vector(_VMOVSD_STORE, 128, reg=src, vvvv=0, rm=mem, names={"src": src}, evex=evex)
 
 
+# single lanes of an xmm: a float into or out of lane i, 64 bits into or out of the upper half
+_VINSERTPS = _op("vinsertps", 0x21, 3, 1, widths=(128,), tuple_bytes=4)
+_VEXTRACTPS = _op("vextractps", 0x17, 3, 1, widths=(128,), tuple_bytes=4)
+_VMOVHPS_LOAD = _op("vmovhps_load", 0x16, 1, 0, widths=(128,), tuple_bytes=8)
+_VMOVHPS_STORE = _op("vmovhps_store", 0x17, 1, 0, widths=(128,), tuple_bytes=8)
+_VMOVDDUP = _op("vmovddup", 0x12, 1, 3, evex_w=1, widths=(128,), tuple_bytes=8)
+
+
+def vinsertps(dst: int, a: int, src: Operand, imm: int) -> bytes:
+    """xmm dst := a with lane imm[5:4] replaced by the float at src (Mem) or by lane imm[7:6]
+    of xmm src, then the lanes set in imm[3:0] zeroed."""
+    return _vector(_VINSERTPS, 128, reg=dst, vvvv=a, rm=src,
+                   names={"dst": dst, "a": a, "src": src}, imm=_imm8("vinsertps imm", imm))
+
+
+def vextractps(mem: Mem, src: int, lane: int) -> bytes:
+    """The float in lane 0..3 of xmm src to mem."""
+    _check_mem("vextractps mem", mem)
+    if type(lane) is not int or not 0 <= lane <= 3:
+        raise EncodingError(f"vextractps lane: {lane!r} is not 0..3")
+    return _vector(_VEXTRACTPS, 128, reg=src, vvvv=0, rm=mem, names={"src": src},
+                   imm=bytes((lane,)))
+
+
+def vmovhps_load(dst: int, a: int, mem: Mem) -> bytes:
+    """xmm dst := the low 64 bits of a, then the 64 bits at mem."""
+    _check_mem("vmovhps_load mem", mem)
+    return _vector(_VMOVHPS_LOAD, 128, reg=dst, vvvv=a, rm=mem, names={"dst": dst, "a": a})
+
+
+def vmovhps_store(mem: Mem, src: int) -> bytes:
+    """The upper 64 bits of xmm src to mem."""
+    _check_mem("vmovhps_store mem", mem)
+    return _vector(_VMOVHPS_STORE, 128, reg=src, vvvv=0, rm=mem, names={"src": src})
+
+
+def vmovddup(dst: int, mem: Mem) -> bytes:
+    """xmm dst := the 64 bits at mem, twice."""
+    _check_mem("vmovddup mem", mem)
+    return _vector(_VMOVDDUP, 128, reg=dst, vvvv=0, rm=mem, names={"dst": dst})
+
+
 def vmovd_xr(dst: int, src: int, *, evex: bool = False) -> bytes:
     """xmm dst := zero-extended low 32 bits of general register src."""
     _check_gpr("vmovd_xr src", src)

@@ -129,6 +129,12 @@ def test_general_operand_errors(thunk, match):
     (lambda: encode.vinsertf64x4(0, 1, 2, 1, mask=9), "vinsertf64x4 mask"),
     (lambda: encode.vpbroadcastd_gpr(0, 16, 512), "vpbroadcastd_gpr src"),
     (lambda: encode.vinsertf128(0, 1, 2, 256), "vinsertf128 imm"),
+    (lambda: encode.vinsertps(0, 1, Mem(RAX), 256), "vinsertps imm"),
+    (lambda: encode.vextractps(Mem(RAX), 1, 4), "vextractps lane"),
+    (lambda: encode.vextractps(2, 1, 0), "vextractps mem"),
+    (lambda: encode.vmovhps_load(0, 1, 2), "vmovhps_load mem"),
+    (lambda: encode.vmovhps_store(Mem(RAX), 32), "vmovhps_store src"),
+    (lambda: encode.vmovddup(0, RAX), "vmovddup mem"),
 ])
 def test_vector_operand_errors(thunk, match):
     with pytest.raises(EncodingError, match=match):
