@@ -437,22 +437,23 @@ class _Generator:
     def _skewable(self, panel: Panel) -> bool:
         """Whether runs of the panel's blocks may be skewed (see _skewed): no spare bank
         (16-register code on a core with 32 pipelines instead), no batch loop, K not in
-        chunks, no quads or dot tail, no lone masked vector, and a tail in step pairs only
-        where it is packed (its vector a column sums two columns' rows at once)."""
-        lone_pair_tails = panel.pairs and panel.tail_rows and panel.group == 1
+        chunks, no quads or dot tail, no lone masked vector."""
         # a masked vector starting a column's rows spans into the next column, whose load
         # of C then waits for its store (Zen 4, AVX-512 13x40x64: 82 -> 68% of peak skewed)
         spills = (panel.vectors == 1 and panel.tail_rows
                   and not (panel.overlap or panel.group > 1 or panel.pairs))
-        plain = not (panel.quads or panel.dot or lone_pair_tails or spills)
+        plain = not (panel.quads or panel.dot or spills)
         return bool(plain and not self.spare_bank and self.br == 1
                     and self.chunks[panel] == 1)
 
     def _slots(self, panel: Panel, cols: int, k: int) -> list[range]:
-        """A skewed block's slots: its columns one by one, or a packed tail's groups, or as
-        many of either as a head no longer than K needs (a slot takes a step, or a pair)."""
+        """A skewed block's slots: its columns one by one, or a packed tail's groups, or two
+        columns of a tail in step pairs of a vector a column (summed two at once, see
+        _sum_pair_rows), or as many of any as a head no longer than K needs (a slot takes a
+        step, or a pair)."""
         unit = PAIR_STEPS if panel.pairs else 1
-        base = panel.group if panel.group > 1 else 1
+        base = (panel.group if panel.group > 1
+                else PAIR_STEPS if panel.pairs and panel.tail_rows else 1)
         width = base
         while -(-cols // width) * unit > k:
             width += base
@@ -1019,7 +1020,7 @@ class _VectorRegisters:
         accumulator, each the sum of its two steps' lanes (the second is scratch after)."""
         code = [op for j in columns for op in self._sum_steps(*self.acc[j])]
         if self.group == 1 and self.packed_acc:
-            return code + self._sum_pair_rows()
+            return code + self._sum_pair_rows(columns)
         # a tail's: share c's row r (lanes 2(pc + r) + q) summed into lane pc + r of its xmm,
         # where add_packed and store_packed take it; halves' sums at lanes 0, 1 first
         for tail in self.packed_acc[columns.start // self.group:
@@ -1029,12 +1030,13 @@ class _VectorRegisters:
                      enc.vunpcklpd(tail, tail, self.gathered, 128)]
         return code
 
-    def _sum_pair_rows(self) -> list[bytes]:
-        """A tail in pairs of a vector a column (its last 4 rows, lane 2r + q): each
-        column's rows in order in its xmm, two columns at once (their even and odd steps
+    def _sum_pair_rows(self, columns: range) -> list[bytes]:
+        """A tail in pairs of a vector a column (its last 4 rows, lane 2r + q): each of
+        `columns`' rows in order in its xmm, two columns at once (their even and odd steps
         shuffled out of both, summed, the halves interleaved back per column; a last odd
         column with itself)."""
-        code, gathered, tails = [], self.gathered, self.packed_acc
+        code, gathered = [], self.gathered
+        tails = self.packed_acc[columns.start:columns.stop]
         for first, second in zip(tails[::2], [*tails[1::2], None]):
             code += [*self._sum_steps(first, second or first),   # rows 0, 1 | 2, 3 each
                      enc.vextractf128(gathered, first, 1)]

@@ -235,7 +235,9 @@ SKEWED = [(24, 24, 16, 1), (24, 8, 16, 1), (14, 8, 16, 1), (16, 24, 16, 1), (24,
 # AVX-512: wide pairs with their tail packed 4 and 2 columns a vector)
 SKEWED_PACKED = [(9, 50, 16, 1), (12, 40, 16, 1), (19, 30, 16, 1), (26, 30, 16, 1)]
 SKEWED_PAIRS = [(8, 24, 64, 1), (9, 24, 64, 1)]
-SKEWED_WIDE_PAIRS = [(9, 36, 16, 1), (10, 40, 16, 1), (9, 24, 64, 1)]
+SKEWED_WIDE_PAIRS = [(9, 36, 16, 1), (10, 40, 16, 1), (9, 24, 64, 1),
+                     # a tail of a vector a column: slots of two columns (one, odd)
+                     (11, 40, 64, 1), (12, 27, 48, 1)]
 # skewed masked tails of two or more vectors: AVX-512 zmm, AVX2 vmaskmovps (cheap-masks)
 SKEWED_MASKED = [(62, 25, 16, 1), (61, 25, 16, 1), (47, 9, 4, 1)]
 # slots of two or more columns, for a head within K: AVX-512 zmm blocks of 20 and more
@@ -499,7 +501,8 @@ def test_the_skewed_shapes_skew():
 
 @pytest.mark.parametrize("variant", _variants())
 @pytest.mark.parametrize("shape", [SKEWED[0], SKEWED[3], SKEWED[7], *SKEWED_PACKED[:2],
-                                   *SKEWED_PAIRS, SKEWED_WIDE_PAIRS[0], CHUNKED[0],
+                                   *SKEWED_PAIRS, SKEWED_WIDE_PAIRS[0], SKEWED_WIDE_PAIRS[4],
+                                   CHUNKED[0],
                                    BATCH_CHUNKED[0], BATCH_CHUNKED[2]],
                          ids=lambda s: "x".join(map(str, s)))
 def test_specials_reach_only_their_own_elements(variant, shape):
@@ -523,8 +526,9 @@ def test_specials_reach_only_their_own_elements(variant, shape):
 
 
 def test_a_skewed_head_is_no_longer_than_k():
-    """A skewed block's slots are its columns (or a packed tail's groups), widened to as
-    many as keep the head (a step a slot, a pair in step pairs) within K."""
+    """A skewed block's slots are its columns (or a packed tail's groups, or two columns of
+    a tail in step pairs of a vector a column), widened to as many as keep the head (a step
+    a slot, a pair in step pairs) within K."""
     generator = _Generator(Assembler(), target("avx2", "zen4"), 24, 8, 16, 1)
     panel = generator.panels[0]
     assert generator._slots(panel, 4, 16) == [range(0, 1), range(1, 2), range(2, 3),
@@ -534,6 +538,9 @@ def test_a_skewed_head_is_no_longer_than_k():
     packed, paired = dataclasses.replace(panel, group=2), dataclasses.replace(panel, pairs=True)
     assert generator._slots(packed, 5, 2) == [range(0, 4), range(4, 5)]
     assert generator._slots(paired, 6, 4) == [range(0, 3), range(3, 6)]
+    lone = dataclasses.replace(paired, tail_rows=3)          # tails summed two columns at once
+    assert generator._slots(lone, 5, 64) == [range(0, 2), range(2, 4), range(4, 5)]
+    assert generator._slots(lone, 9, 4) == [range(0, 6), range(6, 9)]
     for shape in SKEWED_WIDE_SLOTS:
         m, n, k, br = shape
         variant = "avx512" if k == 16 else "avx2"
