@@ -40,7 +40,10 @@ class Microarch:
     and stores of up to full_rate_bits a cycle. masked_store_cycles: cycles one AVX
     vmaskmovps/pd store occupies (microcoded on AMD cores: measured 12 on Zen 3).
     l1_ways, l1_sets: the L1 data cache's associativity and sets of 64-byte lines; addresses
-    l1_sets * 64 bytes apart compete for the same l1_ways lines."""
+    l1_sets * 64 bytes apart compete for the same l1_ways lines. pair_dot_min_k: a measured
+    rule for 16-register AVX2 code (x86_64 blocking.pair_dot_panels): entry t - 1 is the
+    shortest K at which an M of one whole vector and t tail rows runs as two panels, the
+    whole rows in step pairs and the tail as dot products; () where never."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
@@ -49,6 +52,7 @@ class Microarch:
     masked_store_cycles: float = 1.0
     l1_ways: int = 8
     l1_sets: int = 64
+    pair_dot_min_k: tuple[int, ...] = ()
 
     @property
     def l1_bytes(self) -> int:

@@ -514,15 +514,52 @@ def wide_pair_target(target: Target, unmasked: Target, m: int, n: int, k: int,
     return wide if one_block else None
 
 
+# Zen 3 (AVX2 alone: 16 registers and no spare set to pipeline C's updates with), M = 9, 10:
+# the 8 whole rows in step pairs and the tail rows as dot products along K, as two panels,
+# beat the one panel of a packed tail the model prefers there. Same-run A/B, best of 6
+# alternating rounds, N in 8..64: M = 9 at K = 32 +5 points of peak on average (9x64x32
+# 64 -> 76%), at K = 64 +8 (9x40x64 62 -> 83%); M = 10 at K = 64 +8 (10x40x64 77 -> 84%),
+# K = 128 +6, K = 32 within +-2. They lose at K = 16, for M = 11, 12 (their tails take dot
+# shares of 4 lanes: 11x40x64 65 -> 43%) and at N = 8 (a block of each: 9x8x64 67 -> 52%).
+PAIR_DOT_MIN_N = 16
+
+
+def pair_dot_panels(target: Target, m: int, n: int, k: int, br: int, element_bytes: int = 4,
+                    ld_b: int | None = None) -> tuple[Panel, Panel] | None:
+    """The two panels of the measured rule target.micro.pair_dot_min_k (see
+    PAIR_DOT_MIN_N), or None where it does not apply: 16-register AVX2 code, float32, no
+    batch, N >= PAIR_DOT_MIN_N, an M of one whole vector and t tail rows with K at least
+    pair_dot_min_k[t - 1] and a multiple of 8 // t (a dot share of t lanes, no padding)."""
+    tail = m - target.lanes(element_bytes)
+    min_k = target.micro.pair_dot_min_k
+    if not (target.registers == 16 and 1 <= tail <= len(min_k) and k >= min_k[tail - 1]
+            and br == 1 and n >= PAIR_DOT_MIN_N and pair_steps_fit(target, k, element_bytes)):
+        return None
+    if dot_tail_share(target, tail, k, br, element_bytes) != tail:    # as measured: no padding
+        return None
+    col_limit = _column_limit(target, ld_b, element_bytes, br, dot=True)
+    rows = _sweep_n(target, 1, 0, n, k, br, element_bytes=element_bytes, col_limit=col_limit,
+                    pairable=True, pairs_only=True)
+    tail_row = _sweep_n(target, 1, tail, n, k, br, packable=False, element_bytes=element_bytes,
+                        col_limit=col_limit, dottable=tail)
+    if rows is None or tail_row is None or not _panel(1, 1, tail, tail_row).dot:
+        return None
+    return _panel(1, 1, 0, rows), _panel(1, 1, tail, tail_row)
+
+
 def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
            ld_b: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
     """The vector width (as a Target) and blocking the cost model finds cheapest for
     target.micro (see unmasked_target); on a tie the wider. Step pairs in 32 registers where
-    wide_pair_target gives their target."""
-    unmasked = unmasked_target(target, m, precision(dtype).bytes, k)
-    paired = wide_pair_target(target, unmasked, m, n, k, precision(dtype).bytes)
+    wide_pair_target gives their target, the panels of pair_dot_panels where it gives them."""
+    element_bytes = precision(dtype).bytes
+    unmasked = unmasked_target(target, m, element_bytes, k)
+    paired = wide_pair_target(target, unmasked, m, n, k, element_bytes)
     if paired is not None:
         return paired, _plan(m, n, k, br, paired, dtype, ld_b)[1]
+    split = pair_dot_panels(unmasked, m, n, k, br, element_bytes, ld_b)
+    if split is not None:
+        return unmasked, split
     best = None
     for candidate in vector_targets(unmasked):
         cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b)
@@ -531,15 +568,29 @@ def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float3
     return best[1], best[2]
 
 
+def _column_limit(target: Target, ld_b: int | None, element_bytes: int, br: int,
+                  dot: bool) -> int:
+    """Most columns a block may have: B's pitch in L1 (b_column_limit) and the general
+    registers left for B's base pointers."""
+    col_limit = b_column_limit(target, None if ld_b is None else ld_b * element_bytes)
+    return min(col_limit, COLUMNS_PER_BASE * base_registers(br, dot))
+
+
+def _panel(count: int, vectors: int, tail_rows: int, sweep: tuple) -> Panel:
+    """The Panel of `count` block rows that a _sweep_n result describes."""
+    _, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks, pairs = sweep
+    return Panel(count, vectors, tail_rows, cols, n_blocks, n_tail, group, overlap, quads, dot,
+                 tail_blocks, pairs)
+
+
 def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
           ld_b: int | None = None) -> tuple[float, tuple[Panel, ...]]:
     elements = precision(dtype)
-    col_limit = b_column_limit(target, None if ld_b is None else ld_b * elements.bytes)
     lanes = target.lanes(elements.bytes)
     vectors_total = -(-m // lanes)
     tail_rows = m % lanes
     dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
-    col_limit = min(col_limit, COLUMNS_PER_BASE * base_registers(br, bool(dottable)))
+    col_limit = _column_limit(target, ld_b, elements.bytes, br, bool(dottable))
     pairable = pair_steps_fit(target, k, elements.bytes)
     pairs_only = not target.masks and target.registers > 16        # see wide_pair_target
     sweeps = {}
@@ -570,11 +621,8 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
                                        pairs_only=pairs_only)
             if sweeps[key] is None:      # no blocking of this row: not a partition for it
                 break
-            (sweep_cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks,
-             pairs) = sweeps[key]
-            cycles += count * sweep_cycles
-            panels.append(Panel(count, height, rows, cols, n_blocks, n_tail, group, overlap,
-                                quads, dot, tail_blocks, pairs))
+            cycles += count * sweeps[key][0]
+            panels.append(_panel(count, height, rows, sweeps[key]))
         else:
             if best is None or cycles < best[0]:
                 best = (cycles, tuple(panels))

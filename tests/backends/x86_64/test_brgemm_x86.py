@@ -25,6 +25,7 @@ from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.blocking import (
     MAX_COLS,
     MIN_K_CHUNK,
+    PAIR_DOT_MIN_N,
     PAIR_TAIL_LONG_K,
     Panel,
     _max_cols,
@@ -34,6 +35,7 @@ from einjit.backends.x86_64.blocking import (
     dot_tail_share,
     k_chunks,
     max_cols,
+    pair_dot_panels,
     plan,
     unmasked_target,
 )
@@ -244,6 +246,9 @@ SKEWED_MASKED = [(62, 25, 16, 1), (61, 25, 16, 1), (47, 9, 4, 1)]
 # columns at K = 16, short K (AVX2: packed tails, two groups a slot, in 36x33x2 and 18x31x3)
 SKEWED_WIDE_SLOTS = [(16, 60, 16, 1), (48, 57, 16, 1), (24, 8, 3, 1), (40, 40, 2, 1),
                      (36, 33, 2, 1), (18, 31, 3, 1)]
+# Zen 3's M = 9, 10 as two panels (blocking.pair_dot_panels): whole rows in step pairs, the
+# tail rows as dot products; N at the rule's least, blocks of two widths, K in chunks
+PAIR_DOTS = [(9, 16, 32, 1), (9, 40, 64, 1), (10, 17, 64, 1), (10, 64, 128, 1), (9, 23, 600, 1)]
 MICRO_NAMES = list(MICROS)
 
 
@@ -253,7 +258,7 @@ MICRO_NAMES = list(MICROS)
 @pytest.mark.parametrize("shape", SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS
                          + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED
                          + SKEWED_PACKED + SKEWED_PAIRS + SKEWED_WIDE_PAIRS + SKEWED_MASKED
-                         + SKEWED_WIDE_SLOTS,
+                         + SKEWED_WIDE_SLOTS + PAIR_DOTS,
                          ids=lambda s: "x".join(map(str, s)))
 def test_variant_matches_numpy(variant, micro, dtype, shape):
     case = Case(*shape, seed=sum(shape), dtype=dtype)
@@ -677,6 +682,28 @@ def test_zen3_avoids_masked_avx2_stores():
     for m in range(9, 65):
         for k in (1, 16, 64):
             assert "masked" not in choices(target("avx2", "zen3"), m, 40, k, 1), (m, k)
+
+
+def test_zen3_runs_m9_and_m10_as_pairs_and_a_dot_tail():
+    """On Zen 3 the PAIR_DOTS cases run their whole rows in step pairs and their tail rows
+    as dot products, two panels; the rule holds nowhere else: other cores, a batch, float64,
+    N below PAIR_DOT_MIN_N, K below the core's least for the tail or not a multiple of the
+    dot share's k-steps, M = 11."""
+    zen3, zen4 = target("avx2", "zen3"), target("avx2", "zen4")
+    for shape in PAIR_DOTS:
+        generator = _Generator(Assembler(), zen3, *shape, precision("float32"))
+        assert [(p.tail_rows, p.pairs, p.dot) for p in generator.panels] == [
+            (0, True, 0), (shape[0] - 8, False, shape[0] - 8)], shape
+        assert pair_dot_panels(zen3, *shape) is not None
+        assert pair_dot_panels(zen4, *shape) is None, shape
+    assert pair_dot_panels(zen3, 9, 40, 64, 2) is None
+    assert pair_dot_panels(zen3, 9, 40, 64, 1, element_bytes=8) is None
+    assert pair_dot_panels(zen3, 9, PAIR_DOT_MIN_N - 1, 64, 1) is None
+    for tail, least in enumerate(cpu.MICROARCHS["zen3"].pair_dot_min_k, 1):
+        assert pair_dot_panels(zen3, 8 + tail, 40, least, 1) is not None
+        assert pair_dot_panels(zen3, 8 + tail, 40, least - 8, 1) is None
+    assert pair_dot_panels(zen3, 9, 40, 68, 1) is None          # 68 = 8 * 8 + 4: share 4
+    assert pair_dot_panels(zen3, 11, 40, 64, 1) is None
 
 
 @pytest.mark.parametrize("micro", ["zen4", "zen5"])
