@@ -3,7 +3,8 @@
 For every M, N in 1..64 and K in {1, 16, 32, 64, 128} (a CSV like the seeds' gemm_perf.csv),
 plus BRGEMMs with batch 16, it times the generated kernel through the JIT'd repeat driver and
 reports GFLOPS and the percentage of the peak of a JIT'd FMA loop, measured before each row
-of N (the machine is shared: two passes, each shape's best, against the best peak). K = 1
+of N (the machine is shared: two passes or --passes, each shape's best, against the best
+peak). K = 1
 (outer products) is also set against a store-bandwidth bound timed in alternation with it: a
 JIT'd function called like the kernel, on the same C, that only stores C's n * ceil(m/lanes)
 whole vectors (vmovups) where the kernel stores them. Operands sit at fixed places (see
@@ -15,6 +16,7 @@ issue 10 follow: 64^3 and the mean over M, N >= 16, K >= 64 against the FP64 pea
 vfmadd231pd loop), each shape paired with a peak measured right before it.
 
     python -m benchmarks.x86_gemm [--variant avx2] [--sizes 8-64] [--k 1,16,64] [--dtype float64]
+                                  [--passes 4]
 
 --dtype float64 times the FP64 kernels against the FP64 peak over the whole grid.
 """
@@ -139,27 +141,27 @@ def generation_ms(m, n, k, br, variant):
     return cold, warm
 
 
-def measure_grid(timer, sizes, k_values, progress=print):
+def measure_grid(timer, sizes, k_values, progress=print, passes=2):
     """({(m, n, k): (percent of peak, GFLOPS, percent of the store bound or None)}, the FMA
-    peaks). Each shape's GFLOPS is the best of two passes over the grid, minutes apart (a
+    peaks). Each shape's GFLOPS is the best of `passes` passes over the grid, minutes apart (a
     burst of load from other processes on the shared machine otherwise drags down a run of
     neighbouring shapes); the FMA peak is measured before every row of N, interleaved with
     the kernels, and the best of them all is the reference: load only ever slows a
     measurement down. K = 1 is also timed against its store bound, shape by shape."""
     gflops, peaks, to_store = {}, [], {}
     start = time.perf_counter()
-    with progress_bar(2 * len(k_values) * len(sizes) ** 2, f"GEMM {timer.variant}") as bar:
-        for sweep in (1, 2):
+    with progress_bar(passes * len(k_values) * len(sizes) ** 2, f"GEMM {timer.variant}") as bar:
+        for sweep in range(1, passes + 1):
             for k in k_values:
                 for m in sizes:
                     peaks.append(timer.peak(seconds=0.01))
                     for n in sizes:
-                        bar.step(f"pass {sweep}/2 {m}x{n}x{k}")
+                        bar.step(f"pass {sweep}/{passes} {m}x{n}x{k}")
                         gflops[m, n, k] = max(gflops.get((m, n, k), 0.0), timer.gflops(m, n, k))
                         if k == 1:
                             to_store[m, n] = max(to_store.get((m, n), 0.0),
                                                  timer.store_percent(m, n))
-                progress(f"  {timer.variant}: pass {sweep}/2, K={k} done "
+                progress(f"  {timer.variant}: pass {sweep}/{passes}, K={k} done "
                          f"({time.perf_counter() - start:.0f} s)")
     peak = max(peaks)
     best = {(m, n, k): (100 * g / peak, g, to_store.get((m, n)) if k == 1 else None)
@@ -230,10 +232,10 @@ def fp64_lines(variant):
             f"(target >= 75%)"]
 
 
-def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True):
+def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, passes=2):
     """Measure the grid; return (summary lines, CSV text)."""
     timer = GemmTimer(variant, dtype)
-    best, peaks = measure_grid(timer, sizes, k_values, progress)
+    best, peaks = measure_grid(timer, sizes, k_values, progress, passes)
     grid = [(m, n, k, 1, g, percent, bound) for (m, n, k), (percent, g, bound) in best.items()]
     batched = [(m, n, k, paired_percent(timer, m, n, k, 16)) for m, n, k in BATCH_SHAPES]
     headline = paired_percent(timer, 64, 64, 64, 1)
@@ -290,10 +292,14 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     parser.add_argument("--no-fp64", action="store_true",
                         help="float32: skip the FP64 figures (about a minute)")
+    parser.add_argument("--passes", type=int, default=2,
+                        help="passes over the grid, each shape's best kept (a noisy machine: 4)")
     options = parser.parse_args(argv)
     variant = options.variant or cpu.variant()
+    if options.passes < 1:
+        parser.error(f"--passes {options.passes}: expected 1 or more")
     lines, table = run(variant, _values(options.sizes), _values(options.k), dtype=options.dtype,
-                       fp64=not options.no_fp64)
+                       fp64=not options.no_fp64, passes=options.passes)
     print("\n".join(lines))
     suffix = "" if options.dtype == "float32" else "_float64"
     print(f"  written: {write_result(f'x86_gemm_{variant}{suffix}.csv', table)}")

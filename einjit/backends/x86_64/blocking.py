@@ -10,8 +10,9 @@ shuffle and L1 throughput, FMA latency, the update of C, per-block overhead). `c
 picks the register width (AVX-512 as 256-bit EVEX vectors, 32 registers and the same masks,
 where the core splits a zmm FMA in halves and a zmm would be half empty: Zen 4) and applies
 the measured rules the model does not price: `unmasked_target` (on such a core an M with a
-tail takes the AVX2 code unless its masked zmm tail is nearly full) and `wide_pair_target`
-(step pairs in all 32 registers). `b_column_limit` keeps a block's columns of B within L1's
+tail takes the AVX2 code unless its masked zmm tail is nearly full), `wide_pair_target`
+(step pairs in all 32 registers) and `pair_dot_panels` (Zen 3: M = 9, 10 as a panel of step
+pairs and one of dot tails). `b_column_limit` keeps a block's columns of B within L1's
 ways; `quad_limit`, `dot_tail_share` and `PAIR_STEPS` say where B's quads, dot tails and
 step pairs may go; `k_chunks` and `batch_chunks` run K or the batch in chunks where A's
 panel outgrows L1.

@@ -45,7 +45,8 @@ vector of A may read some of B's columns four k-steps at a time, spreading each 
 element by a shuffle (quad_limit), or take their k-steps two at a time: A's two columns
 unpacked into lanes of rows and steps, B's two elements by one 8-byte broadcast
 (PAIR_STEPS); for M = 9..12 on a core that splits zmm FMAs, the tail rows too, packed 4, 2
-or 1 columns a vector, in all 32 registers (wide_pair_target). Float32 tails of 1 to 7 rows
+or 1 columns a vector, in all 32 registers (wide_pair_target); on Zen 3, M = 9 and 10 as a
+panel of pairs and a panel of dot tails (pair_dot_panels). Float32 tails of 1 to 7 rows
 in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows copied
 into the kernel's stack frame first (dot_tail_share). Where a block row loads A faster than
 L2 refills L1 and A's panel (its rows over all of K, and over the batch) outgrows L1, each

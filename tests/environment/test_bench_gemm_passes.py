@@ -1,0 +1,47 @@
+"""The GEMM grid keeps each shape's best over its passes (a noisy machine takes more)."""
+
+import itertools
+
+import pytest
+
+from benchmarks import x86_gemm
+
+
+class ScriptedTimer:
+    """A GemmTimer stand-in whose GFLOPS come from a script, pass after pass."""
+
+    variant = "avx2"
+
+    def __init__(self, gflops):
+        self.values = itertools.cycle(gflops)
+        self.calls = []
+
+    def peak(self, seconds=0.02):
+        return 100.0
+
+    def gflops(self, m, n, k, br=1, **options):
+        self.calls.append((m, n, k))
+        return next(self.values)
+
+
+@pytest.mark.parametrize("passes", [1, 2, 3])
+def test_each_shape_keeps_its_best_pass(passes):
+    sizes, k_values = [8, 9], [16]
+    shapes = len(sizes) ** 2
+    # pass p gives every shape 10 * p, except pass 1's third shape, which is the best of all
+    script = [10.0 * p for p in range(1, passes + 1) for _ in range(shapes)]
+    script[2] = 99.0
+    timer, lines = ScriptedTimer(script), []
+    best, peaks = x86_gemm.measure_grid(timer, sizes, k_values, lines.append, passes)
+    assert len(timer.calls) == passes * shapes
+    assert len(lines) == passes and lines[-1].split()[2] == f"{passes}/{passes},"
+    percents = [best[m, n, 16][0] for m in sizes for n in sizes]
+    assert percents == [10.0 * passes, 10.0 * passes, 99.0, 10.0 * passes]
+    assert len(peaks) == passes * len(sizes)
+
+
+def test_no_passes_is_refused(capsys):
+    with pytest.raises(SystemExit) as stop:
+        x86_gemm.main(["--passes", "0"])
+    assert stop.value.code == 2
+    assert "--passes 0" in capsys.readouterr().err
