@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from einjit.backends import LINE_BYTES, Target
-from einjit.backends.x86_64.precision import FLOAT32, precision
+from einjit.backends.x86_64.precision import precision
 
 COLUMNS_PER_BASE = 5          # B columns one base pointer reaches (see brgemm's doc)
 MAX_COLS = 25                 # widest block the model weighs (a batched kernel's 5 bases)
@@ -569,6 +569,21 @@ def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float3
     return best[1], best[2]
 
 
+# Zen 3: M = 17's tail row packed 8 columns a vector (7 blends a k-step beside 11 FMAs) runs
+# slower than the model says; as a dot tail instead, same-run A/B, best of 6 alternating
+# rounds, N at random: K = 16 +10.7% geomean (6 shapes, each faster: 17x38x16 63 -> 80% of
+# peak), K = 32 +5.1%, K = 64 +8.3% (17x54x64 83 -> 92%), K = 128 +9.7%. Not for other Ms of
+# a one-row tail: M = 9 at K = 16 -1.4% (11 shapes), M = 33..57 -5 to +4% by M and K.
+def packs_tail(target: Target, m: int, element_bytes: int) -> bool:
+    """Whether a kernel of M rows may pack its tail rows (see pack_group): AVX-512 packs
+    float32 tails only; AVX2 packs both, but not the one-row float32 tails of the Ms in
+    target.micro.unpacked_one_row_m."""
+    if target.masks:
+        return element_bytes == 4
+    return not (element_bytes == 4 and m % target.lanes(element_bytes) == 1
+                and m in target.micro.unpacked_one_row_m)
+
+
 def _column_limit(target: Target, ld_b: int | None, element_bytes: int, br: int,
                   dot: bool) -> int:
     """Most columns a block may have: B's pitch in L1 (b_column_limit) and the general
@@ -612,7 +627,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
             key = (height, rows)
             if key not in sweeps:
                 sweeps[key] = _sweep_n(target, height, rows, n, k, br,
-                                       elements is FLOAT32 or not target.masks, elements.bytes,
+                                       packs_tail(target, m, elements.bytes), elements.bytes,
                                        col_limit, quadable=height == vectors_total,
                                        dottable=dottable,
                                        pairable=pairable and (

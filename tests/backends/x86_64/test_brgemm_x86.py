@@ -35,6 +35,7 @@ from einjit.backends.x86_64.blocking import (
     dot_tail_share,
     k_chunks,
     max_cols,
+    packs_tail,
     pair_dot_panels,
     plan,
     unmasked_target,
@@ -704,6 +705,21 @@ def test_zen3_runs_m9_and_m10_as_pairs_and_a_dot_tail():
         assert pair_dot_panels(zen3, 8 + tail, 40, least - 8, 1) is None
     assert pair_dot_panels(zen3, 9, 40, 68, 1) is None          # 68 = 8 * 8 + 4: share 4
     assert pair_dot_panels(zen3, 11, 40, 64, 1) is None
+
+
+def test_zen3_never_packs_the_tail_row_of_m17():
+    """On Zen 3 (unpacked_one_row_m) M = 17's float32 tail row is never packed 8 columns a
+    vector, on any N or K (from K = 16 on it takes a dot tail); other cores, M = 9 and 33 and float64 (two
+    rows of 32-bit lanes) may still pack."""
+    zen3 = target("avx2", "zen3")
+    for n in (8, 13, 24, 40, 64):
+        for k in (4, 16, 64, 128):
+            words = choices(zen3, 17, n, k, 1)
+            assert "packed" not in words and ("dot" in words or k < 16), (n, k, words)
+    assert not packs_tail(zen3, 17, 4)
+    assert packs_tail(zen3, 17, 8) and packs_tail(zen3, 9, 4) and packs_tail(zen3, 33, 4)
+    assert packs_tail(target("avx2", "zen4"), 17, 4)
+    assert "packed" in choices(target("avx2", "zen4"), 17, 40, 16, 1)
 
 
 @pytest.mark.parametrize("micro", ["zen4", "zen5"])
