@@ -709,8 +709,8 @@ def test_zen3_runs_m9_and_m10_as_pairs_and_a_dot_tail():
 
 def test_zen3_never_packs_the_tail_row_of_m17():
     """On Zen 3 (unpacked_one_row_m) M = 17's float32 tail row is never packed 8 columns a
-    vector, on any N or K (from K = 16 on it takes a dot tail); other cores, M = 9 and 33 and float64 (two
-    rows of 32-bit lanes) may still pack."""
+    vector, on any N or K (from K = 16 on it takes a dot tail); other cores, M = 9 and 33 and
+    float64 (two rows of 32-bit lanes) may still pack."""
     zen3 = target("avx2", "zen3")
     for n in (8, 13, 24, 40, 64):
         for k in (4, 16, 64, 128):
