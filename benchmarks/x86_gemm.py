@@ -3,12 +3,12 @@
 For every M, N in 1..64 and K in {1, 16, 32, 64, 128} (a CSV like the seeds' gemm_perf.csv),
 plus BRGEMMs with batch 16, it times the generated kernel through the JIT'd repeat driver and
 reports GFLOPS and the percentage of the peak of a JIT'd FMA loop, measured before each row
-of N (the machine is shared: two passes or --passes, each shape's best, against the best
-peak). K = 1
-(outer products) is also set against a store-bandwidth bound timed in alternation with it: a
-JIT'd function called like the kernel, on the same C, that only stores C's n * ceil(m/lanes)
-whole vectors (vmovups) where the kernel stores them. Operands sit at fixed places (see
-PAGE), and one line times SPLIT_SHAPE with a column of C across a page boundary. Targets:
+of N (the machine is shared: two passes, or --passes, each shape's best, against the best
+peak). K = 1 (outer products) is also set against a store-bandwidth bound timed in
+alternation with it: a JIT'd function called like the kernel, on the same C, that only
+stores C's n * ceil(m/lanes) whole vectors (vmovups) where the kernel stores them. Operands
+sit at fixed places (see PAGE), and one line times SPLIT_SHAPE with a column of C across a
+page boundary. Targets:
 64x64x64 >= 90% of peak; mean over M, N >= 16 with K >= 64 >= 75% (issue 3); every M, N in
 8..64 with K in {16, 64}: mean >= 90%, none below 75%, K = 1 >= 80% of the store bound
 (issue 12); generation of the 64x64x64 kernel under 2 ms. With float32, the FP64 figures of

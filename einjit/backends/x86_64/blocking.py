@@ -580,8 +580,7 @@ def packs_tail(target: Target, m: int, element_bytes: int) -> bool:
     target.micro.unpacked_one_row_m."""
     if target.masks:
         return element_bytes == 4
-    return not (element_bytes == 4 and m % target.lanes(element_bytes) == 1
-                and m in target.micro.unpacked_one_row_m)
+    return not (element_bytes == 4 and m in target.micro.unpacked_one_row_m)
 
 
 def _column_limit(target: Target, ld_b: int | None, element_bytes: int, br: int,

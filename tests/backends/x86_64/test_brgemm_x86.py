@@ -506,16 +506,18 @@ def test_the_skewed_shapes_skew():
 
 
 @pytest.mark.parametrize("variant", _variants())
-@pytest.mark.parametrize("shape", [SKEWED[0], SKEWED[3], SKEWED[7], *SKEWED_PACKED[:2],
-                                   *SKEWED_PAIRS, SKEWED_WIDE_PAIRS[0], SKEWED_WIDE_PAIRS[4],
-                                   CHUNKED[0],
-                                   BATCH_CHUNKED[0], BATCH_CHUNKED[2]],
-                         ids=lambda s: "x".join(map(str, s)))
-def test_specials_reach_only_their_own_elements(variant, shape):
+@pytest.mark.parametrize("shape, micro", [
+    *((shape, "zen4") for shape in (SKEWED[0], SKEWED[3], SKEWED[7], *SKEWED_PACKED[:2],
+                                    *SKEWED_PAIRS, SKEWED_WIDE_PAIRS[0], SKEWED_WIDE_PAIRS[4],
+                                    CHUNKED[0], BATCH_CHUNKED[0], BATCH_CHUNKED[2])),
+    *((shape, "zen3") for shape in (PAIR_DOTS[1], PAIR_DOTS[4], (17, 40, 16, 1)))],
+    ids=lambda s: "x".join(map(str, s)) if isinstance(s, tuple) else s)
+def test_specials_reach_only_their_own_elements(variant, shape, micro):
     """inf and NaN in A and B reach only the C elements their own products sum into, in
     kernels that split or reorder K: skewed runs (each column starts K at its own step, the
     head of a block reads the previous block's B), K in chunks and the batch in chunks (C
-    read back between chunks)."""
+    read back between chunks), and Zen 3's panels of step pairs beside dot tails (M = 9; the
+    tail row's inf sits in the dot panel) and M = 17's unpacked dot tail."""
     m, n, k, br = shape
     case = Case(m, n, k, br, seed=11)
     a = Case._matrix(case.a, (br - 1) * case.stride_a, m, k, case.ld_a)    # the last entry
@@ -524,7 +526,7 @@ def test_specials_reach_only_their_own_elements(variant, shape):
     b[0, n - 1], b[k - 1, 1] = -np.inf, np.nan
     with np.errstate(invalid="ignore"):
         case.product = case.batch_product()
-    case.call(Compiled(*shape, variant, micro="zen4"))
+    case.call(Compiled(*shape, variant, micro=micro))
     case.verify()
     bad = ~np.isfinite(case.product)
     assert bad.any() and not bad.all()
