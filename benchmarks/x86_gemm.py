@@ -63,6 +63,9 @@ BATCH_SHAPES = [(16, 16, 16), (32, 32, 32), (64, 64, 64), (64, 64, 128), (48, 24
 PAGE = 4096
 C_OFFSET, A_OFFSET, B_OFFSET = 16, 16 + PAGE // 4, 16 + PAGE // 2
 SPLIT_SHAPE = (9, 8, 16)
+# A's pitch (see blocking.packs_a): a block of C of an einsum over a tall operand, A's columns
+# 512 bytes, 1 and 4 KiB apart, against 8 elements more (not a multiple of 512 bytes)
+PITCH_SHAPE, PITCH_LD_A, PITCH_STEP = (128, 64, 256), (128, 256, 1024), 8
 
 
 class GemmTimer:
@@ -76,22 +79,26 @@ class GemmTimer:
     def peak(self, seconds=0.02):
         return fma_peak_gflops(self.variant, seconds=seconds, dtype=self.dtype)
 
-    def gflops(self, m, n, k, br=1, seconds=0.001, repetitions=3, c_offset=C_OFFSET):
+    def gflops(self, m, n, k, br=1, seconds=0.001, repetitions=3, c_offset=C_OFFSET,
+               ld_a=None):
         if self.dtype == "float32":    # the generator's float32 form, as every caller uses it
             code = generate_brgemm(VARIANTS[self.variant], m, n, k, br)
         else:
             code = generate_brgemm(VARIANTS[self.variant], m, n, k, br, dtype=self.dtype)
         kernel = JitFunction(code, 8)
-        operands, args = self._operands(m, n, k, br, c_offset)
+        operands, args = self._operands(m, n, k, br, c_offset, ld_a)
         per_call = self.driver.seconds_per_call(kernel.memory.address, args, seconds, repetitions)
         return 2.0 * m * n * k * br / per_call / 1e9
 
-    def _operands(self, m, n, k, br, c_offset=C_OFFSET):
-        """Random A and B and a zero C, each placed past a page boundary (see PAGE)."""
-        a = placed(self.rng.uniform(-1, 1, br * m * k).astype(self.dtype), A_OFFSET, PAGE)
+    def _operands(self, m, n, k, br, c_offset=C_OFFSET, ld_a=None):
+        """Random A and B and a zero C, each placed past a page boundary (see PAGE); A's
+        columns ld_a elements apart (default M)."""
+        ld_a = ld_a or m
+        a = placed(self.rng.uniform(-1, 1, br * ld_a * k).astype(self.dtype), A_OFFSET, PAGE)
         b = placed(self.rng.uniform(-1, 1, br * k * n).astype(self.dtype), B_OFFSET, PAGE)
         c = placed(np.zeros(m * n, self.dtype), c_offset, PAGE)
-        return (a, b, c), (a.ctypes.data, b.ctypes.data, c.ctypes.data, m, k, m, m * k, k * n)
+        return (a, b, c), (a.ctypes.data, b.ctypes.data, c.ctypes.data, ld_a, k, m, ld_a * k,
+                           k * n)
 
     def store_percent(self, m, n, seconds=0.001, repetitions=3):
         """M x N x 1 against the store bound: a JIT'd function with the kernels' arguments
@@ -121,7 +128,7 @@ class GemmTimer:
         return 100 * best["stores"] / best["kernel"]
 
 
-def paired_percent(timer, m, n, k, br, rounds=5, c_offset=C_OFFSET):
+def paired_percent(timer, m, n, k, br, rounds=5, c_offset=C_OFFSET, ld_a=None):
     """The kernel's best GFLOPS over `rounds` rounds as a percentage of the best FMA peak
     measured in the same rounds, each right before the kernel: the machine is shared, and a
     busy spell only ever slows a measurement down."""
@@ -129,7 +136,7 @@ def paired_percent(timer, m, n, k, br, rounds=5, c_offset=C_OFFSET):
     for _ in range(rounds):
         peaks.append(timer.peak())
         kernels.append(timer.gflops(m, n, k, br, seconds=0.01, repetitions=5,
-                                    c_offset=c_offset))
+                                    c_offset=c_offset, ld_a=ld_a))
     return 100 * max(kernels) / max(peaks)
 
 
@@ -216,6 +223,21 @@ def page_split_lines(timer):
             f"{as_grid:.1f}% placed as in the grid (paired; see PAGE)"]
 
 
+def pitch_lines(timer):
+    """PITCH_SHAPE with A's columns a multiple of 512 bytes apart (the kernel copies A's
+    panel first, see blocking.packs_a) and PITCH_STEP elements further (A read in place),
+    each paired."""
+    m, n, k = PITCH_SHAPE
+    lines = []
+    for ld_a in PITCH_LD_A:
+        copied = paired_percent(timer, m, n, k, 1, ld_a=ld_a)
+        in_place = paired_percent(timer, m, n, k, 1, ld_a=ld_a + PITCH_STEP)
+        lines.append(f"  {m}x{n}x{k} at ld_a = {ld_a} ({ld_a * np.dtype(timer.dtype).itemsize} "
+                     f"bytes a column, A copied): {copied:.1f}% of peak; at ld_a = "
+                     f"{ld_a + PITCH_STEP} (read in place): {in_place:.1f}% (paired)")
+    return lines
+
+
 def fp64_lines(variant):
     """Issue 10's FP64 figures: 64^3 and the mean over M, N >= 16, K >= 64, each shape a
     median of rounds against the FP64 peak measured right before it."""
@@ -240,6 +262,7 @@ def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, pa
     batched = [(m, n, k, paired_percent(timer, m, n, k, 16)) for m, n, k in BATCH_SHAPES]
     headline = paired_percent(timer, 64, 64, 64, 1)
     split = page_split_lines(timer)
+    pitches = pitch_lines(timer)
     peak = max(peaks)
 
     out = io.StringIO()
@@ -264,7 +287,7 @@ def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, pa
         row = [percent for m, n, kk, br, g, percent, _ in grid if kk == k]
         lines.append(f"  K={k:<4} mean over the {len(row)} sizes: {statistics.mean(row):5.1f}%")
     lines += small_sizes_lines(best)
-    lines += split
+    lines += split + pitches
     lines += [f"  BRGEMM {m}x{n}x{k} batch 16: {percent:.1f}% of peak (paired as above)"
               for m, n, k, percent in batched]
     if dtype == "float32" and fp64:

@@ -730,6 +730,28 @@ def batch_chunks(target: Target, panel: Panel, k: int, br: int, element_bytes: i
                 and br // chunks <= entries)
 
 
+# A's columns a multiple of 512 bytes apart (ld_a a multiple of 128 floats: a tall operand, or
+# numpy's power-of-two shapes) map a block row's lines into an eighth of L1's sets or fewer
+# (at 4 KiB into one set, and a page each), so its panel leaves L1 between column blocks
+# however short. A block row whose columns sweep A's panel twice or more then first copies
+# the panel into the kernel's stack frame, contiguous and aligned, and its blocks read the
+# copy. Zen 3, AVX2, 128x64x256 at ld_a = 128 / 256 / 512 / 1024 / 4096 floats: 68 / 69 / 70 /
+# 49 / 46% of peak, at 136 or 264 (not a multiple) 90-92%. The copy is decided at run time
+# from ld_a: other pitches read A where it lies.
+PACK_PITCH_BYTES = 512
+PACK_FRAME_BYTES = 32768         # most stack a block row's copy of A may take
+
+
+def packs_a(target: Target, panel: Panel, steps: int, br: int, element_bytes: int) -> bool:
+    """Whether the panel's block rows copy A's panel (`steps` k-steps) into the frame where
+    ld_a is a multiple of PACK_PITCH_BYTES: no batch, whole vectors only (the copy reads no
+    row past M), two column blocks or more a row, and the copy within PACK_FRAME_BYTES."""
+    column_blocks = panel.n_blocks + (panel.tail_blocks if panel.n_tail else 0)
+    row_bytes = panel.vectors * target.vector_bits // 8
+    return (br == 1 and not panel.tail_rows and not panel.dot and column_blocks >= 2
+            and row_bytes * steps <= PACK_FRAME_BYTES)
+
+
 # general registers a kernel has past its six arguments (brgemm.POOL): the K counter, 3 * ld_b,
 # a batch's three (count, A step, B step), a dot tail's walker and B's base pointers
 POOL_REGISTERS = 9

@@ -73,6 +73,7 @@ from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.blocking import (
     COLUMNS_PER_BASE,
+    PACK_PITCH_BYTES,
     PAIR_STEPS,
     POOL_REGISTERS,
     Panel,
@@ -80,6 +81,7 @@ from einjit.backends.x86_64.blocking import (
     choose,
     dot_steps,
     k_chunks,
+    packs_a,
     share_lanes,
     unmasked_target,
 )
@@ -162,10 +164,19 @@ class _Generator:
         self.batch = (pool.pop(0), pool.pop(0), pool.pop(0)) if br > 1 else None
         # a dot tail: the frame holding A's copied tail rows, and the register walking them
         self.a_tail = pool.pop(0) if self.dot else None
-        # the frame: the copy of A's tail rows, then where the blocks start walking it
+        # the frame: the copy of A's tail rows, then where the blocks start walking it; then
+        # A_ROW and ld_a saved while a block row reads its copy of A's panel, and that copy
+        # (see packs_a), 64-byte aligned
         self.dot_bytes = br * k * self.dot.dot * elements.bytes if self.dot else 0
-        self.frame = self.dot_bytes + 32 if self.dot else 0
         self.dot_origin = Mem(RSP, disp=self.dot_bytes)
+        self.packs = {panel: packs_a(self.target, panel, k // self.chunks[panel], br,
+                                     elements.bytes) for panel in self.panels}
+        pack_bytes = max((self._row_bytes(panel) * (k // self.chunks[panel])
+                          for panel in self.panels if self.packs[panel]), default=0)
+        saves = self.dot_bytes + 32 if self.dot else 0
+        self.saved_a_row, self.saved_lda = Mem(RSP, disp=saves), Mem(RSP, disp=saves + 8)
+        self.pack_buffer = saves + 16
+        self.frame = self.pack_buffer + LINE_BYTES + pack_bytes if pack_bytes else saves
         bases = -(-widest // COLUMNS_PER_BASE)
         assert len(pool) >= bases - 1, "too few general registers for B's bases"
         self.bases = (B_BASE,) + tuple(pool[:bases - 1])
@@ -322,20 +333,54 @@ class _Generator:
         on in between and back after the last; the first chunk ends as the kernel does
         (adding C or setting it), the others add to the C the previous one stored."""
         asm, scratch = self.asm, self.counter
-        row_bytes = panel.vectors * self.target.vector_bits // 8
+        row_bytes = self._row_bytes(panel)
         chunks = self.chunks[panel]
         steps = self.k // chunks if self.br == 1 else self.k      # a sweep's K steps
         with asm.counted_loop(M_COUNT, panel.blocks, align=1, scratch=scratch):
-            self._columns(panel, self.accumulate, steps)
+            self._row(panel, self.accumulate, steps)
             if chunks > 1:
                 self._move_chunk(1, chunks)
                 with asm.counted_loop(CHUNK_COUNT, chunks - 1, align=1, scratch=scratch):
-                    self._columns(panel, True, steps)
+                    self._row(panel, True, steps)
                     self._move_chunk(1, chunks)
                 self._move_chunk(-chunks, chunks)
             for slot in (A_ROW, C_ROW):
                 asm(enc.mov_rm(scratch, slot), enc.add_ri(scratch, row_bytes),
                     enc.mov_mr(slot, scratch))
+
+    def _row_bytes(self, panel: Panel) -> int:
+        return panel.vectors * self.target.vector_bits // 8
+
+    def _row(self, panel: Panel, accumulate: bool, k: int) -> None:
+        """One row of blocks across all columns (_columns); where the panel packs A (see
+        packs_a) and ld_a is a multiple of PACK_PITCH_BYTES, from a copy of the row's k
+        steps of A in the frame, whose pitch is the row's height (A_ROW and LDA point at it
+        meanwhile): the blocks read the same elements, the sums are bit for bit alike."""
+        if not self.packs[panel]:
+            self._columns(panel, accumulate, k)
+            return
+        asm, scratch, p = self.asm, self.counter, self.p
+        width, row_bytes = self.target.vector_bits, self._row_bytes(panel)
+        direct = asm.label()
+        asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_mr(self.saved_a_row, A_PTR),
+            enc.mov_mr(self.saved_lda, LDA), enc.mov_rr(scratch, LDA),
+            enc.and_ri(scratch, PACK_PITCH_BYTES - 1))
+        asm.jcc("ne", direct)
+        copy = B_BASE                         # free until the first block loads it
+        asm(enc.lea(copy, Mem(RSP, disp=self.pack_buffer + LINE_BYTES - 1)),
+            enc.and_ri(copy, -LINE_BYTES), enc.mov_mr(A_ROW, copy))
+        vector_bytes = width // 8
+        with asm.counted_loop(scratch, k):
+            asm(p.load(v, Mem(A_PTR, disp=v * vector_bytes), width)
+                for v in range(panel.vectors))
+            asm(p.store(Mem(copy, disp=v * vector_bytes), v, width)
+                for v in range(panel.vectors))
+            asm(enc.add_rr(A_PTR, LDA), enc.add_ri(copy, row_bytes))
+        asm(enc.mov_ri(LDA, row_bytes))
+        asm.bind(direct)
+        self._columns(panel, accumulate, k)
+        asm(enc.mov_rm(LDA, self.saved_lda), enc.mov_rm(A_PTR, self.saved_a_row),
+            enc.mov_mr(A_ROW, A_PTR))
 
     def _columns(self, panel: Panel, accumulate: bool, k: int) -> None:
         """One row of blocks across all columns, k steps of K from A_ROW and B_ORIGIN."""

@@ -25,6 +25,7 @@ from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.blocking import (
     MAX_COLS,
     MIN_K_CHUNK,
+    PACK_PITCH_BYTES,
     PAIR_DOT_MIN_N,
     PAIR_TAIL_LONG_K,
     Panel,
@@ -127,11 +128,11 @@ class Case:
 
     PAD = 37   # canary elements around C
 
-    def __init__(self, m, n, k, br, seed, dtype="float32", ld_b=None):
+    def __init__(self, m, n, k, br, seed, dtype="float32", ld_b=None, ld_a=None):
         rng = np.random.default_rng(seed)
         self.m, self.n, self.k, self.br, self.dtype = m, n, k, br, np.dtype(dtype)
         exact = np.longdouble if self.dtype == np.float64 else np.float64
-        self.ld_a, self.ld_b, self.ld_c = m + 3, ld_b or k + 1, m + 5
+        self.ld_a, self.ld_b, self.ld_c = ld_a or m + 3, ld_b or k + 1, m + 5
         self.stride_a, self.stride_b = self.ld_a * k + 7, self.ld_b * n + 2
         self.a = rng.uniform(-1, 1, (br - 1) * self.stride_a + self.ld_a * k).astype(dtype)
         self.b = rng.uniform(-1, 1, (br - 1) * self.stride_b + self.ld_b * n).astype(dtype)
@@ -192,6 +193,11 @@ OUTER = [(m, n, 1, 1) for m, n in ((1, 1), (5, 9), (8, 3), (12, 4), (17, 5), (25
                                    (64, 13), (65, 2), (121, 9))]
 # large K beside M tails: Zen 4 runs them as AVX2 blocks whose K loop goes in chunks
 CHUNKED = [(70, 20, 500, 1), (25, 9, 400, 1), (50, 13, 256, 1), (100, 11, 392, 1)]
+# block rows that copy A's panel into the frame where ld_a is a multiple of 512 bytes: tall
+# M (several block rows, several panels), a tail panel beside (read where A lies), one
+# vector (step pairs at K = 64), K in chunks, short K
+PACKED_A = [(128, 40, 40, 1), (64, 40, 64, 1), (130, 24, 40, 1), (8, 40, 64, 1),
+            (48, 30, 300, 1), (24, 17, 5, 1), (256, 12, 70, 1)]
 # batches whose A panels outgrow L1 on Zen 4's AVX2 blocks: chunks of one entry and of
 # several, a prime batch, two panels and a panel with a dot tail (not chunked) beside one
 BATCH_CHUNKED = [(64, 64, 64, 4), (48, 24, 64, 16), (70, 60, 64, 5), (64, 40, 32, 6),
@@ -794,6 +800,55 @@ def test_large_k_runs_in_chunks_where_a_outruns_l2(variant, dtype):
         assert k_chunks(chosen, panels, 500, 1) == 1
 
 
+def _conflicting_ld_a(m, dtype):
+    """The least ld_a >= m whose columns lie a multiple of PACK_PITCH_BYTES apart."""
+    step = PACK_PITCH_BYTES // np.dtype(dtype).itemsize
+    return -(-m // step) * step
+
+
+@pytest.mark.parametrize("micro", ["zen3", "zen4"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("variant", _variants())
+def test_a_copied_at_a_conflicting_pitch_gives_the_bits_of_a_reading_in_place(variant, dtype,
+                                                                              micro):
+    """At an ld_a of a multiple of 512 bytes (and of 4 KiB) the block rows read a copy of A's
+    panel: C gets the same bits as the same kernel reading A in place at another ld_a, both
+    within the tolerance of the exact product, nothing outside C written."""
+    for index, (m, n, k, br) in enumerate(PACKED_A):
+        kernel = Compiled(m, n, k, br, variant, dtype, micro=micro)
+        far = _conflicting_ld_a(m, dtype) + 4096 // np.dtype(dtype).itemsize * (index % 2)
+        copied = Case(m, n, k, br, seed=index, dtype=dtype, ld_a=far)
+        in_place = Case(m, n, k, br, seed=index, dtype=dtype, ld_a=m + 3)
+        Case._matrix(in_place.a, 0, m, k, in_place.ld_a)[...] = Case._matrix(copied.a, 0, m, k,
+                                                                            copied.ld_a)
+        in_place.b[...] = copied.b
+        in_place._c_matrix()[...] = copied._c_matrix()
+        in_place.initial, in_place.product = copied.initial, copied.product
+        for case in (copied, in_place):
+            case.call(kernel)
+            case.verify()
+        assert np.array_equal(bits(copied._c_matrix()), bits(in_place._c_matrix())), (m, n, k)
+
+
+@pytest.mark.parametrize("variant", ["avx2", "avx512"])
+def test_block_rows_copy_a_where_they_sweep_it_twice(variant):
+    """Every PACKED_A shape has a panel that copies A (zen3 and zen4 facts, both dtypes);
+    none with a batch, none of a tail panel, none of a single column block."""
+    for micro in ("zen3", "zen4"):
+        for dtype in ("float32", "float64"):
+            for m, n, k, br in PACKED_A:
+                generator = _Generator(Assembler(), target(variant, micro), m, n, k, br,
+                                       precision(dtype))
+                assert any(generator.packs.values()), (micro, dtype, m, n, k)
+                assert not any(generator.packs[panel] for panel in generator.panels
+                               if panel.tail_rows or panel.dot), (micro, dtype, m, n, k)
+                batched = _Generator(Assembler(), target(variant, micro), m, n, k, 2,
+                                     precision(dtype))
+                assert not any(batched.packs.values()), (micro, dtype, m, n, k)
+    narrow = _Generator(Assembler(), target(variant, "zen4"), 64, 4, 64, 1, precision("float32"))
+    assert not any(narrow.packs.values())
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_batch_runs_in_chunks_where_its_a_panels_outgrow_l1(dtype):
     """Zen 4's AVX2 blocks run a batch whose A panels outgrow L1 in equal chunks of entries
@@ -1001,10 +1056,11 @@ class GuardedCase:
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
 def test_no_access_past_the_operands(variant, micro):
-    """Masked, packed and overlapping tails, outer products and K in chunks at the very end
-    of A, B and C: a fault fails the case."""
+    """Masked, packed and overlapping tails, outer products, K in chunks and copies of A's
+    panel (ld_a = M = 128, 256: 512 bytes and more) at the very end of A, B and C: a fault
+    fails the case."""
     shapes = (_packed_shapes("avx512") + _packed_shapes("avx2") + AWKWARD + OUTER + CHUNKED
-              + QUADS + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED
+              + QUADS + DOTS + PAIRS + PAIR_TAILS + WIDE_PAIRS + PIPELINED + PACKED_A
               + [(5, 7, 3, 1), (9, 4, 3, 2), (31, 6, 2, 1), (47, 9, 1, 1)])
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant, micro=micro) for shape in shapes]
