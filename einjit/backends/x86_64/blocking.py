@@ -15,7 +15,8 @@ tail takes the AVX2 code unless its masked zmm tail is nearly full), `wide_pair_
 pairs and one of dot tails). `b_column_limit` keeps a block's columns of B within L1's
 ways; `quad_limit`, `dot_tail_share` and `PAIR_STEPS` say where B's quads, dot tails and
 step pairs may go; `k_chunks` and `batch_chunks` run K or the batch in chunks where A's
-panel outgrows L1.
+panel outgrows L1, and `packs_a` says which block rows copy A's panel first where its pitch
+would keep it out of L1.
 """
 from __future__ import annotations
 

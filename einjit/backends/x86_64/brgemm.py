@@ -52,9 +52,12 @@ into the kernel's stack frame first (dot_tail_share). Where a block row loads A 
 L2 refills L1 and A's panel (its rows over all of K, and over the batch) outgrows L1, each
 block row sweeps its columns once per chunk of K (k_chunks) or of batch entries
 (batch_chunks), the chunk's panels staying in L1 across the column blocks (C is added back
-between chunks). Where code planned for 16 vector registers runs on a core with 32 (AVX2
-code on Zen 4's AVX-512), a row's blocks (both widths of N's split) alternate two sets of
-accumulators and carry each block's update of C into the next block's K loop
+between chunks). Where ld_a, known only at run time, is a multiple of 512 bytes, a block row
+that sweeps its columns twice or more reads a copy of its A panel in the stack frame instead
+(packs_a: such pitches keep the panel out of L1). Where code planned for 16 vector registers
+runs on a core with 32 (AVX2 code on Zen 4's AVX-512), a row's blocks (both widths of N's
+split) alternate two sets of accumulators and carry each block's update of C into the next
+block's K loop
 (_Generator._pipelined). Other runs (16 registers, AVX-512 code, wide step pairs) are
 skewed instead (_Generator._skewed): slot s of each block (a column, or a packed tail's
 group) starts K at step s, so a block's first k-steps finish the previous block's slots and
