@@ -28,6 +28,9 @@ ISAS = ("aarch64", "x86_64")
 
 
 LINE_BYTES = 64          # a cache line on every core the backends target
+# columns of a matrix a multiple of this many bytes apart share an eighth of a 32 KiB 8-way
+# L1's sets or fewer (4 KiB apart: one set): a panel of them leaves L1 however short
+CONFLICT_PITCH_BYTES = 512
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,9 @@ first touch before a BRGEMM with no k loop around it (every block gets one updat
 the kernel: it sets C (accumulate False) instead of reading the zeros back; where out spans
 STREAM_OUT_BYTES and no last touch reads C back, the kernel streams it (non-temporal stores).
 BRGEMM kernels are generated for the ld_b the nest passes them (the backend may block for it).
+A GEMM's A block whose columns lie a multiple of CONFLICT_PITCH_BYTES apart, reused by the
+innermost loop, is copied into the nest's frame whenever in0 moves and read from there
+(PackA).
 A BRGEMM that reads its C block from memory (no first touch wrote it just before) gets the
 C block of the next call, one innermost-loop stride on, prefetched into L2 before it runs, so
 that the loads of C at the kernel's start hit L2. Into L1 the lines would not last: the A and B
@@ -36,11 +39,12 @@ from math import prod
 
 import numpy as np
 
-from ..backends import LINE_BYTES
+from ..backends import CONFLICT_PITCH_BYTES, LINE_BYTES
 from ..kernel import INTEGER_LIMIT
 from ..primitives import batch_fits
 
 IN0, IN1, OUT = 0, 1, 2      # operand numbers in the nest's argument order
+SCRATCH = 3                  # the nest's copy of A's block (see PackA)
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,49 @@ class Prefetch:
     ahead: int = 0
 
 
+@dataclass(frozen=True)
+class PackA:
+    """A's block copied into the nest's frame by `copy` (the unary identity, in0 to SCRATCH)
+    before the main call whenever in0 has moved since the last copy; the main call reads the
+    copy (SCRATCH, its leading dim). `bytes`: the copy's size."""
+    copy: KernelCall
+    bytes: int
+
+
+# A GEMM's A block with columns a multiple of CONFLICT_PITCH_BYTES apart, reused by the
+# innermost loop (it moves only B and C), is copied once per block into the nest's frame,
+# contiguous, instead of once per call by the x86 kernel (blocking.packs_a) or not at all
+# (AArch64). Zen 3, einjit alone, copy on / off in alternating processes (best of 3 x 5
+# calls): the tensor train's einsum (128x36x305 blocks at ld_a = 4096 floats) 1.19x faster,
+# fctn and synthetic 1.05x, the matrix chain 1.10x. At most PACK_MAX_BYTES of stack (a
+# 128x512 float32 block, padded).
+PACK_MAX_BYTES = 288 << 10
+
+
+def _pack_a(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int
+            ) -> tuple[KernelCall | None, PackA | None]:
+    """(the main call, the PackA) where A's block is copied (see PACK_MAX_BYTES): a GEMM
+    (no batch) whose A columns lie a multiple of CONFLICT_PITCH_BYTES apart and whose
+    innermost loop leaves in0 where it is; the copy's leading dim is M rounded up to whole
+    lines, a line more where that is a multiple of CONFLICT_PITCH_BYTES."""
+    if (main is None or main.kind != "brgemm" or main.params[3] != 1 or not loops
+            or loops[-1].strides[IN0] != 0):
+        return main, None
+    m, _, k = main.params[:3]
+    ld_a = main.integers[0]
+    line = LINE_BYTES // itemsize
+    ld = -(-m // line) * line
+    ld += line if ld * itemsize % CONFLICT_PITCH_BYTES == 0 else 0
+    size = ld * k * itemsize
+    if ld_a * itemsize % CONFLICT_PITCH_BYTES or size > PACK_MAX_BYTES:
+        return main, None
+    copy = KernelCall("unary", ("identity", m, k, False), (IN0, SCRATCH), (ld_a, ld),
+                      main.dtype)
+    packed = replace(main, pointers=(SCRATCH,) + main.pointers[1:],
+                     integers=(ld,) + main.integers[1:])
+    return packed, PackA(copy, size)
+
+
 # out spans at least this many bytes: a BRGEMM that sets C (no k loop, no last touch) stores
 # it non-temporally (Zen 4, the tensor train's 1.4 GB result in 128x64 blocks: its last
 # node ~25% faster; a Zen 4 CCD's L3 is 32 MiB)
@@ -109,6 +156,7 @@ class NestPlan:
     main: KernelCall | None
     last_touch: KernelCall | None
     prefetch_out: Prefetch | None = None
+    pack_a: PackA | None = None
 
     @property
     def loops(self) -> tuple[LoopDim, ...]:
@@ -132,7 +180,8 @@ class NestPlan:
     def kernels(self) -> tuple[tuple, ...]:
         """The distinct kernels the nest calls (KernelCall.kernel), in a stable order."""
         found = []
-        for call in (self.first_touch, self.main, self.last_touch):
+        pack = self.pack_a.copy if self.pack_a else None
+        for call in (self.first_touch, pack, self.main, self.last_touch):
             if call is not None and call.kernel not in found:
                 found.append(call.kernel)
         return tuple(found)
@@ -208,4 +257,5 @@ def plan_nest(op) -> NestPlan:
         ahead = loops[-1].strides[OUT] if loops else 0
         if lines * n <= MAX_PREFETCHES:
             prefetch = Prefetch(lines, n, main.integers[2] * itemsize, ahead)
-    return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch)
+    main, pack = _pack_a(main, shared + seq, itemsize)
+    return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch, pack)

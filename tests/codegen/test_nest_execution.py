@@ -218,6 +218,65 @@ def test_a_gemm_tells_its_kernel_the_pitch_of_b(dtype):
     run_and_check(op)
 
 
+def _conflicting_a_gemm(dtype, first="none", last="none", exec_outer="seq", in0_inner=False,
+                        ld_a=None, k=24):
+    """A GEMM of 2 x 37 rows and 3 x 20 columns whose A columns lie 512 bytes apart (or
+    ld_a elements); the innermost loop runs over N (in0 stays) unless in0_inner."""
+    ld_a = ld_a or 512 // np.dtype(dtype).itemsize
+    m_loop, n_loop = ("m", 2, 37, 0, 37), ("n", 3, 0, 20 * k, 20 * 74)
+    loops = [n_loop, m_loop] if in0_inner else [m_loop, n_loop]
+    prim = [("m", 37, 1, 0, 1), ("n", 20, 0, k, 74), ("k", k, ld_a, 1, 0)]
+    dims = loops + prim
+    return TensorOperation(dtype, first, "gemm", last, [d[0] for d in dims],
+                           (exec_outer, "seq", "prim", "prim", "prim"), [d[1] for d in dims],
+                           [d[2] for d in dims], [d[3] for d in dims], [d[4] for d in dims],
+                           num_threads=2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("first, last, exec_outer", [("none", "none", "seq"),
+                                                     ("zero", "relu", "shared"),
+                                                     ("square", "none", "shared")])
+def test_a_conflicting_a_block_is_copied_once_per_block(dtype, first, last, exec_outer,
+                                                        monkeypatch, every_share_threaded):
+    """A's columns 512 bytes apart and the innermost loop over N: the nest copies A's block
+    into its frame (the unary identity) when in0 moves and its GEMM reads the copy, whose
+    leading dim is whole lines and not a multiple of 512 bytes; results as numpy's, bit for
+    bit those of the nest reading A in place (on 1 and 2 threads, each with its own copy)."""
+    op = _conflicting_a_gemm(dtype, first, last, exec_outer)
+    plan = plan_nest(op)
+    itemsize = np.dtype(dtype).itemsize
+    ld = plan.main.integers[0]
+    assert plan.pack_a is not None and plan.main.pointers == (loop_nest.SCRATCH, 1, 2)
+    assert plan.pack_a.copy.params == ("identity", 37, 24, False)
+    assert plan.pack_a.copy.integers == (512 // itemsize, ld)
+    assert ld >= 37 and ld * itemsize % 64 == 0 and ld * itemsize % 512
+    assert plan.pack_a.bytes == ld * 24 * itemsize
+    run_and_check(op)
+    rng = np.random.default_rng(1)
+    in0, in1, copied = typed_buffers(op, rng)
+    in_place = copied.copy()
+    op.execute(in0, in1, copied)
+    monkeypatch.setattr(loop_nest, "_pack_a", lambda main, loops, size: (main, None))
+    compile_module.compile_operation.cache_clear()
+    assert plan_nest(op).pack_a is None
+    op.execute(in0, in1, in_place)
+    np.testing.assert_array_equal(bits(copied), bits(in_place))
+
+
+def test_a_blocks_are_copied_only_where_the_innermost_loop_reuses_them():
+    """No copy where the innermost loop moves in0, where A's pitch is not a multiple of 512
+    bytes, where the copy would outgrow PACK_MAX_BYTES, or for a batch."""
+    assert plan_nest(_conflicting_a_gemm("float32")).pack_a is not None
+    assert plan_nest(_conflicting_a_gemm("float32", in0_inner=True)).pack_a is None
+    assert plan_nest(_conflicting_a_gemm("float32", ld_a=136)).pack_a is None
+    k = loop_nest.PACK_MAX_BYTES // (48 * 4) + 1
+    assert plan_nest(_conflicting_a_gemm("float32", k=k)).pack_a is None
+    batched = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
+        "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
+    assert plan_nest(batched).pack_a is None
+
+
 def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     """Without a k loop each out block gets one update right after its zeroing: the kernel
     sets C (accumulate False), no zero kernel runs and C is not prefetched (it is not read).
@@ -330,7 +389,8 @@ def test_nests_never_touch_memory_past_the_operands():
     ops = _executable_cases()[::3] + [
         TensorOperation("float32", first, main, last, exec_types=("shared",) * 2 + types[2:],
                         num_threads=2, **SEEDS)
-        for first, main, last, types in SEEDS_CONFIGS.values()]
+        for first, main, last, types in SEEDS_CONFIGS.values()] + [
+        _conflicting_a_gemm("float32", "zero", "none", "shared")]     # A copied in the frame
 
     def work(note):
         results = []

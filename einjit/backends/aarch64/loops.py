@@ -5,8 +5,9 @@
 walks the NestPlan's odometer (see einjit/codegen/loop_nest.py) over shared iterations
 [begin, end) and calls the kernels, which follow in the same buffer as leaf functions (AAPCS64
 calls, bl). Registers that live across calls are callee-saved: the three operand pointers
-(x19..x21) and the iteration count (x22); the odometer's indices sit in the frame; x9..x13 are
-scratch between calls. x18, the platform register, is never touched.
+(x19..x21) and the iteration count (x22); the odometer's indices sit in the frame, and so does
+the copy of A's block where the plan has one (PackA); x9..x13 are scratch between calls.
+x18, the platform register, is never touched.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from einjit.backends.aarch64.binary import emit_binary
 from einjit.backends.aarch64.brgemm import emit_brgemm
 from einjit.backends.aarch64.encode import SP, XZR
 from einjit.backends.aarch64.unary import emit_unary
-from einjit.codegen.loop_nest import KernelCall, NestPlan, emitter_arguments
+from einjit.codegen.loop_nest import IN0, SCRATCH, KernelCall, NestPlan, emitter_arguments
 
 POINTERS = (19, 20, 21)               # in0, in1, out: live across calls
 COUNT = enc.Reg(22)                   # iterations left (a Reg: counted_loop's runtime count)
@@ -53,12 +54,32 @@ def _compare(asm: Assembler, reg: int, value: int) -> None:
 
 
 def _index_offset(d: int) -> int:
+    """sp-relative slots: one index per loop dim, then (d = the loop count) the in0 the
+    last copy of A was taken from (PackA), then the copy."""
     return 8 * d
 
 
-def _call(asm: Assembler, call: KernelCall, entry) -> None:
+def _scratch_offset(plan: NestPlan) -> int:
+    return -(-_index_offset(len(plan.loops) + 1) // 16) * 16
+
+
+def _frame_bytes(plan: NestPlan) -> int:
+    return _scratch_offset(plan) + (-(-plan.pack_a.bytes // 16) * 16 if plan.pack_a else 0)
+
+
+def _move_sp(asm: Assembler, bytes_: int, down: bool) -> None:
+    """sp -= bytes_ (down) or += bytes_: in 4 KiB units, then the rest."""
+    step = enc.sub_imm if down else enc.add_imm
+    if bytes_ >> 12:
+        asm(step(SP, SP, bytes_ >> 12, 12))
+    if bytes_ & MAX_IMM12:
+        asm(step(SP, SP, bytes_ & MAX_IMM12))
+
+
+def _call(asm: Assembler, call: KernelCall, entry, plan: NestPlan) -> None:
     for register, operand in enumerate(call.pointers):
-        asm(enc.mov_reg(register, POINTERS[operand]))
+        asm(enc.add_imm(register, SP, _scratch_offset(plan)) if operand == SCRATCH
+            else enc.mov_reg(register, POINTERS[operand]))
     for register, value in enumerate(call.integers, start=len(call.pointers)):
         asm(enc.mov_imm(register, value))
     asm.bl(entry)
@@ -77,8 +98,20 @@ def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool
                 asm.b_cond("ne", skip)
             else:
                 asm.cbnz(INDEX, skip)
-    _call(asm, call, entries[call.kernel])
+    _call(asm, call, entries[call.kernel], plan)
     asm.bind(skip)
+
+
+def _pack_a(asm: Assembler, plan: NestPlan, entries) -> None:
+    """Copy A's block into the frame unless the last copy was taken from this in0."""
+    if plan.pack_a is None:
+        return
+    copied, slot = asm.label("a_copied"), _index_offset(len(plan.loops))
+    asm(enc.ldr_x(INDEX, SP, slot), enc.cmp_reg(INDEX, POINTERS[IN0]))
+    asm.b_cond("eq", copied)
+    _call(asm, plan.pack_a.copy, entries[plan.pack_a.copy.kernel], plan)
+    asm(enc.str_x(POINTERS[IN0], SP, slot))
+    asm.bind(copied)
 
 
 def _prefetch(asm: Assembler, plan: NestPlan) -> None:
@@ -123,7 +156,7 @@ def _start(asm: Assembler, plan: NestPlan) -> None:
     """Zero the indices, then move the index tuple (and the pointers) to shared iteration
     `begin` (x3): each shared dim's index is found by subtracting its weight, at most its
     size times, so no division is needed."""
-    for d in range(len(plan.loops)):
+    for d in range(len(plan.loops) + 1):        # and no copy of A yet
         asm(enc.str_x(XZR, SP, _index_offset(d)))
     weight = plan.shared_iterations
     for d, dim in enumerate(plan.shared):
@@ -143,11 +176,10 @@ def _start(asm: Assembler, plan: NestPlan) -> None:
 def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     """Emit the nest function at the current position, its kernels after it."""
 
-    frame = -(-8 * len(plan.loops) // 16) * 16
+    frame = _frame_bytes(plan)
     entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
     asm.prologue(POINTERS + (COUNT, FP, LR), ())
-    if frame:
-        asm(enc.sub_imm(SP, SP, frame))
+    _move_sp(asm, frame, down=True)
     for reg, arg in zip(POINTERS, (0, 1, 2)):
         asm(enc.mov_reg(reg, arg))
     # iterations = (end - begin) * seq_iterations, or 0 if end <= begin
@@ -158,13 +190,13 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     with asm.counted_loop(COUNT, COUNT):
         _touch(asm, plan, plan.first_touch, False, entries)
         _prefetch(asm, plan)
+        _pack_a(asm, plan, entries)
         if plan.main is not None:
-            _call(asm, plan.main, entries[plan.main.kernel])
+            _call(asm, plan.main, entries[plan.main.kernel], plan)
         _touch(asm, plan, plan.last_touch, True, entries)
         if plan.loops:
             _step_odometer(asm, plan)
-    if frame:
-        asm(enc.add_imm(SP, SP, frame))
+    _move_sp(asm, frame, down=False)
     asm.epilogue()
     emitters = {"brgemm": emit_brgemm, "unary": emit_unary, "binary": emit_binary}
     for kernel, entry in entries.items():

@@ -6,12 +6,13 @@ walks the NestPlan's odometer (see einjit/codegen/loop_nest.py) over shared iter
 [begin, end) and calls the kernels, which follow in the same buffer as leaf functions
 (System V calls, rel32). Registers that live across calls are callee-saved: the three
 operand pointers (rbx, rbp, r12) and the iteration count (r13); the odometer's indices sit in
-the frame. Strides are added as immediates where they fit in 32 bits.
+the frame, and so does the copy of A's block where the plan has one (PackA). Strides are added
+as immediates where they fit in 32 bits.
 """
 
 from __future__ import annotations
 
-from einjit.backends import Target
+from einjit.backends import LINE_BYTES, Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.binary import emit_binary
@@ -34,7 +35,7 @@ from einjit.backends.x86_64.encode import (
     Mem,
 )
 from einjit.backends.x86_64.unary import emit_unary
-from einjit.codegen.loop_nest import KernelCall, NestPlan, emitter_arguments
+from einjit.codegen.loop_nest import IN0, SCRATCH, KernelCall, NestPlan, emitter_arguments
 
 POINTERS = (RBX, RBP, R12)            # in0, in1, out: live across calls
 COUNT = R13                           # iterations left
@@ -59,10 +60,14 @@ def _advance(asm: Assembler, strides: tuple[int, int, int], times: int = 1) -> N
 
 
 class _Frame:
-    """rsp-relative slots: outgoing stack arguments, then one index per loop dim."""
+    """rsp-relative slots: outgoing stack arguments, one index per loop dim, where the plan
+    copies A (PackA) the in0 its copy was taken from, then the copy (64-byte aligned)."""
 
-    def __init__(self, loops: int):
-        self.size = 8 * (STACK_ARGUMENTS + loops)
+    def __init__(self, loops: int, scratch_bytes: int = 0):
+        self.loops = loops
+        self.size = 8 * (STACK_ARGUMENTS + loops + 1)
+        if scratch_bytes:
+            self.size += LINE_BYTES + scratch_bytes
         pushed = 8 * (1 + len(POINTERS) + 1)       # return address, pointers and COUNT
         self.size += -(self.size + pushed) % 16    # rsp 16-byte aligned at every call
 
@@ -74,11 +79,22 @@ class _Frame:
     def index(d: int) -> Mem:
         return Mem(RSP, disp=8 * (STACK_ARGUMENTS + d))
 
+    @property
+    def copied_from(self) -> Mem:
+        return self.index(self.loops)
 
-def _call(asm: Assembler, call: KernelCall, entry) -> None:
+    def scratch(self, reg: int) -> list[bytes]:
+        """reg := the copy's address."""
+        start = 8 * (STACK_ARGUMENTS + self.loops + 1) + LINE_BYTES - 1
+        return [enc.lea(reg, Mem(RSP, disp=start)), enc.and_ri(reg, -LINE_BYTES)]
+
+
+def _call(asm: Assembler, call: KernelCall, entry, frame: _Frame) -> None:
     registers = iter(ARGUMENTS)
     for operand in call.pointers:
-        asm(enc.mov_rr(next(registers), POINTERS[operand]))
+        register = next(registers)
+        asm(*frame.scratch(register) if operand == SCRATCH
+            else (enc.mov_rr(register, POINTERS[operand]),))
     stack = 0
     for value in call.integers:
         register = next(registers, None)
@@ -118,13 +134,26 @@ def _skip_unless_indices(asm: Assembler, plan: NestPlan, at_end: bool, skip) -> 
             asm.jcc("ne", skip)
 
 
-def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool, entries) -> None:
+def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool, entries,
+           frame: _Frame) -> None:
     if call is None:
         return
     skip = asm.label("touch_done")
     _skip_unless_indices(asm, plan, at_end, skip)
-    _call(asm, call, entries[call.kernel])
+    _call(asm, call, entries[call.kernel], frame)
     asm.bind(skip)
+
+
+def _pack_a(asm: Assembler, plan: NestPlan, entries, frame: _Frame) -> None:
+    """Copy A's block into the frame unless the last copy was taken from this in0."""
+    if plan.pack_a is None:
+        return
+    copied = asm.label("a_copied")
+    asm(enc.mov_rm(RAX, frame.copied_from), enc.cmp_rr(RAX, POINTERS[IN0]))
+    asm.jcc("e", copied)
+    _call(asm, plan.pack_a.copy, entries[plan.pack_a.copy.kernel], frame)
+    asm(enc.mov_mr(frame.copied_from, POINTERS[IN0]))
+    asm.bind(copied)
 
 
 def _step_odometer(asm: Assembler, plan: NestPlan) -> None:
@@ -148,11 +177,11 @@ def _step_odometer(asm: Assembler, plan: NestPlan) -> None:
     asm.bind(done)
 
 
-def _start(asm: Assembler, plan: NestPlan) -> None:
-    """Zero the indices, then move the index tuple (and the pointers) to shared iteration
-    `begin` (rcx): each shared dim's index is found by subtracting its weight, at most its
-    size times, so no division is needed."""
-    asm(enc.xor_rr(RAX, RAX))
+def _start(asm: Assembler, plan: NestPlan, frame: _Frame) -> None:
+    """Zero the indices (and the in0 of the last copy of A: none yet), then move the index
+    tuple (and the pointers) to shared iteration `begin` (rcx): each shared dim's index is
+    found by subtracting its weight, at most its size times, so no division is needed."""
+    asm(enc.xor_rr(RAX, RAX), enc.mov_mr(frame.copied_from, RAX))
     for d in range(len(plan.loops)):
         asm(enc.mov_mr(_Frame.index(d), RAX))
     weight = plan.shared_iterations
@@ -173,7 +202,7 @@ def _start(asm: Assembler, plan: NestPlan) -> None:
 def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     """Emit the nest function at the current position, its kernels after it."""
 
-    frame = _Frame(len(plan.loops))
+    frame = _Frame(len(plan.loops), plan.pack_a.bytes if plan.pack_a else 0)
     entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
     asm.prologue(POINTERS + (COUNT,))
     asm(enc.sub_ri(RSP, frame.size))
@@ -189,13 +218,14 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     asm.bind(empty)
     asm(enc.xor_rr(COUNT, COUNT))
     asm.bind(counted)
-    _start(asm, plan)
+    _start(asm, plan, frame)
     with asm.counted_loop(COUNT, COUNT):
-        _touch(asm, plan, plan.first_touch, False, entries)
+        _touch(asm, plan, plan.first_touch, False, entries, frame)
         _prefetch(asm, plan)
+        _pack_a(asm, plan, entries, frame)
         if plan.main is not None:
-            _call(asm, plan.main, entries[plan.main.kernel])
-        _touch(asm, plan, plan.last_touch, True, entries)
+            _call(asm, plan.main, entries[plan.main.kernel], frame)
+        _touch(asm, plan, plan.last_touch, True, entries, frame)
         if plan.loops:
             _step_odometer(asm, plan)
     if plan.streams:
