@@ -18,9 +18,9 @@ first touch before a BRGEMM with no k loop around it (every block gets one updat
 the kernel: it sets C (accumulate False) instead of reading the zeros back; where out spans
 STREAM_OUT_BYTES and no last touch reads C back, the kernel streams it (non-temporal stores).
 BRGEMM kernels are generated for the ld_b the nest passes them (the backend may block for it).
-A GEMM's A block whose columns lie a multiple of CONFLICT_PITCH_BYTES apart, reused by the
-innermost loop, is copied into the nest's frame whenever in0 moves and read from there
-(PackA).
+A GEMM's A block whose columns lie a multiple of CONFLICT_PITCH_BYTES apart (a batch's, where
+its entries follow one another), reused by the innermost loop, is copied into the nest's
+frame whenever in0 moves and read from there (PackA).
 A BRGEMM that reads its C block from memory (no first touch wrote it just before) gets the
 C block of the next call, one innermost-loop stride on, prefetched into L2 before it runs, so
 that the loads of C at the kernel's start hit L2. Into L1 the lines would not last: the A and B
@@ -112,32 +112,35 @@ class PackA:
 # contiguous, instead of once per call by the x86 kernel (blocking.packs_a) or not at all
 # (AArch64). Zen 3, einjit alone, copy on / off in alternating processes (best of 3 x 5
 # calls): the tensor train's einsum (128x36x305 blocks at ld_a = 4096 floats) 1.19x faster,
-# fctn and synthetic 1.05x, the matrix chain 1.10x. At most PACK_MAX_BYTES of stack (a
-# 128x512 float32 block, padded).
+# fctn and synthetic 1.05x, the matrix chain 1.10x; the fc layer 64,32,16,... (128x32x16
+# batches of 32 at ld_a = 128, the entries one after another) 1.09-1.21x. At most
+# PACK_MAX_BYTES of stack (a 128x512 float32 block, padded).
 PACK_MAX_BYTES = 288 << 10
 
 
 def _pack_a(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int
             ) -> tuple[KernelCall | None, PackA | None]:
     """(the main call, the PackA) where A's block is copied (see PACK_MAX_BYTES): a GEMM
-    (no batch) whose A columns lie a multiple of CONFLICT_PITCH_BYTES apart and whose
-    innermost loop leaves in0 where it is; the copy's leading dim is M rounded up to whole
-    lines, a line more where that is a multiple of CONFLICT_PITCH_BYTES."""
-    if (main is None or main.kind != "brgemm" or main.params[3] != 1 or not loops
+    whose A columns lie a multiple of CONFLICT_PITCH_BYTES apart (a batch's entries one after
+    another, K columns apart: one matrix of K x batch columns) and whose innermost loop leaves
+    in0 where it is; the copy's leading dim is M rounded up to whole lines, a line more where
+    that is a multiple of CONFLICT_PITCH_BYTES."""
+    if (main is None or main.kind != "brgemm" or not loops
             or loops[-1].strides[IN0] != 0):
         return main, None
-    m, _, k = main.params[:3]
-    ld_a = main.integers[0]
+    m, _, k, batch = main.params[:4]
+    ld_a, stride_a = main.integers[0], main.integers[3]
     line = LINE_BYTES // itemsize
     ld = -(-m // line) * line
     ld += line if ld * itemsize % CONFLICT_PITCH_BYTES == 0 else 0
-    size = ld * k * itemsize
-    if ld_a * itemsize % CONFLICT_PITCH_BYTES or size > PACK_MAX_BYTES:
+    size = ld * k * batch * itemsize
+    if (ld_a * itemsize % CONFLICT_PITCH_BYTES or size > PACK_MAX_BYTES
+            or batch > 1 and stride_a != k * ld_a):
         return main, None
-    copy = KernelCall("unary", ("identity", m, k, False), (IN0, SCRATCH), (ld_a, ld),
+    copy = KernelCall("unary", ("identity", m, k * batch, False), (IN0, SCRATCH), (ld_a, ld),
                       main.dtype)
-    packed = replace(main, pointers=(SCRATCH,) + main.pointers[1:],
-                     integers=(ld,) + main.integers[1:])
+    integers = (ld,) + main.integers[1:3] + (ld * k if batch > 1 else stride_a,) + main.integers[4:]
+    packed = replace(main, pointers=(SCRATCH,) + main.pointers[1:], integers=integers)
     return packed, PackA(copy, size)
 
 

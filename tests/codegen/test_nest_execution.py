@@ -233,6 +233,44 @@ def _conflicting_a_gemm(dtype, first="none", last="none", exec_outer="seq", in0_
                            num_threads=2)
 
 
+def _conflicting_a_brgemm(dtype, gap=0):
+    """_conflicting_a_gemm's blocks as a batch of 4 entries of K = 24, A's entries 24 columns
+    apart (plus `gap` elements), the innermost loop over N."""
+    ld_a = 512 // np.dtype(dtype).itemsize
+    dims = [("m", 2, 37, 0, 37), ("n", 3, 0, 4 * 24 * 20, 20 * 74),
+            ("k", 4, 24 * ld_a + gap, 24 * 20, 0), ("m", 37, 1, 0, 1), ("n", 20, 0, 24, 74),
+            ("k", 24, ld_a, 1, 0)]
+    return TensorOperation(dtype, "none", "brgemm", "none", [d[0] for d in dims],
+                           ("shared", "seq", "prim", "prim", "prim", "prim"),
+                           [d[1] for d in dims], [d[2] for d in dims], [d[3] for d in dims],
+                           [d[4] for d in dims], num_threads=2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_conflicting_batch_of_a_blocks_is_copied_as_one_matrix(dtype, monkeypatch,
+                                                                 every_share_threaded):
+    """A batch whose A entries follow one another (K columns apart) at a 512-byte pitch is
+    copied as one M x (K x batch) matrix; the BRGEMM reads its entries K copied columns apart.
+    Results as numpy's, bit for bit those of the nest reading in place; entries further apart
+    are read in place."""
+    op = _conflicting_a_brgemm(dtype)
+    plan = plan_nest(op)
+    ld = plan.main.integers[0]
+    assert plan.main.params[3] == 4 and plan.pack_a.copy.params == ("identity", 37, 96, False)
+    assert plan.main.integers[3] == 24 * ld and plan.main.pointers[0] == loop_nest.SCRATCH
+    run_and_check(op)
+    rng = np.random.default_rng(2)
+    in0, in1, copied = typed_buffers(op, rng)
+    in_place = copied.copy()
+    op.execute(in0, in1, copied)
+    monkeypatch.setattr(loop_nest, "_pack_a", lambda main, loops, size: (main, None))
+    compile_module.compile_operation.cache_clear()
+    op.execute(in0, in1, in_place)
+    np.testing.assert_array_equal(bits(copied), bits(in_place))
+    monkeypatch.undo()
+    assert plan_nest(_conflicting_a_brgemm(dtype, gap=8)).pack_a is None
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("first, last, exec_outer", [("none", "none", "seq"),
                                                      ("zero", "relu", "shared"),
@@ -266,7 +304,7 @@ def test_a_conflicting_a_block_is_copied_once_per_block(dtype, first, last, exec
 
 def test_a_blocks_are_copied_only_where_the_innermost_loop_reuses_them():
     """No copy where the innermost loop moves in0, where A's pitch is not a multiple of 512
-    bytes, where the copy would outgrow PACK_MAX_BYTES, or for a batch."""
+    bytes (the seeds' batch: 128 bytes) or where the copy would outgrow PACK_MAX_BYTES."""
     assert plan_nest(_conflicting_a_gemm("float32")).pack_a is not None
     assert plan_nest(_conflicting_a_gemm("float32", in0_inner=True)).pack_a is None
     assert plan_nest(_conflicting_a_gemm("float32", ld_a=136)).pack_a is None
@@ -390,7 +428,8 @@ def test_nests_never_touch_memory_past_the_operands():
         TensorOperation("float32", first, main, last, exec_types=("shared",) * 2 + types[2:],
                         num_threads=2, **SEEDS)
         for first, main, last, types in SEEDS_CONFIGS.values()] + [
-        _conflicting_a_gemm("float32", "zero", "none", "shared")]     # A copied in the frame
+        _conflicting_a_gemm("float32", "zero", "none", "shared"),       # A copied in the frame
+        _conflicting_a_brgemm("float32")]
 
     def work(note):
         results = []
