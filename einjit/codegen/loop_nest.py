@@ -139,8 +139,8 @@ def _pack_a(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int
         return main, None
     copy = KernelCall("unary", ("identity", m, k * batch, False), (IN0, SCRATCH), (ld_a, ld),
                       main.dtype)
-    integers = (ld,) + main.integers[1:3] + (ld * k if batch > 1 else stride_a,) + main.integers[4:]
-    packed = replace(main, pointers=(SCRATCH,) + main.pointers[1:], integers=integers)
+    packed = replace(main, pointers=(SCRATCH,) + main.pointers[1:],
+                     integers=(ld,) + main.integers[1:3] + (ld * k,) + main.integers[4:])
     return packed, PackA(copy, size)
 
 

@@ -233,6 +233,21 @@ def _conflicting_a_gemm(dtype, first="none", last="none", exec_outer="seq", in0_
                            num_threads=2)
 
 
+def _assert_same_bits_as_in_place(op, monkeypatch, seed):
+    """op's nest (copying A's block) gives C bit for bit as the nest reading A in place."""
+    rng = np.random.default_rng(seed)
+    in0, in1, copied = typed_buffers(op, rng)
+    in_place = copied.copy()
+    op.execute(in0, in1, copied)
+    monkeypatch.setattr(loop_nest, "_pack_a", lambda main, loops, size: (main, None))
+    compile_module.compile_operation.cache_clear()
+    assert plan_nest(op).pack_a is None
+    op.execute(in0, in1, in_place)
+    np.testing.assert_array_equal(bits(copied), bits(in_place))
+    monkeypatch.undo()
+    compile_module.compile_operation.cache_clear()
+
+
 def _conflicting_a_brgemm(dtype, gap=0):
     """_conflicting_a_gemm's blocks as a batch of 4 entries of K = 24, A's entries 24 columns
     apart (plus `gap` elements), the innermost loop over N."""
@@ -259,15 +274,7 @@ def test_a_conflicting_batch_of_a_blocks_is_copied_as_one_matrix(dtype, monkeypa
     assert plan.main.params[3] == 4 and plan.pack_a.copy.params == ("identity", 37, 96, False)
     assert plan.main.integers[3] == 24 * ld and plan.main.pointers[0] == loop_nest.SCRATCH
     run_and_check(op)
-    rng = np.random.default_rng(2)
-    in0, in1, copied = typed_buffers(op, rng)
-    in_place = copied.copy()
-    op.execute(in0, in1, copied)
-    monkeypatch.setattr(loop_nest, "_pack_a", lambda main, loops, size: (main, None))
-    compile_module.compile_operation.cache_clear()
-    op.execute(in0, in1, in_place)
-    np.testing.assert_array_equal(bits(copied), bits(in_place))
-    monkeypatch.undo()
+    _assert_same_bits_as_in_place(op, monkeypatch, seed=2)
     assert plan_nest(_conflicting_a_brgemm(dtype, gap=8)).pack_a is None
 
 
@@ -291,15 +298,7 @@ def test_a_conflicting_a_block_is_copied_once_per_block(dtype, first, last, exec
     assert ld >= 37 and ld * itemsize % 64 == 0 and ld * itemsize % 512
     assert plan.pack_a.bytes == ld * 24 * itemsize
     run_and_check(op)
-    rng = np.random.default_rng(1)
-    in0, in1, copied = typed_buffers(op, rng)
-    in_place = copied.copy()
-    op.execute(in0, in1, copied)
-    monkeypatch.setattr(loop_nest, "_pack_a", lambda main, loops, size: (main, None))
-    compile_module.compile_operation.cache_clear()
-    assert plan_nest(op).pack_a is None
-    op.execute(in0, in1, in_place)
-    np.testing.assert_array_equal(bits(copied), bits(in_place))
+    _assert_same_bits_as_in_place(op, monkeypatch, seed=1)
 
 
 def test_a_blocks_are_copied_only_where_the_innermost_loop_reuses_them():
