@@ -31,6 +31,10 @@ LINE_BYTES = 64          # a cache line on every core the backends target
 # columns of a matrix a multiple of this many bytes apart share an eighth of a 32 KiB 8-way
 # L1's sets or fewer (4 KiB apart: one set): a panel of them leaves L1 however short
 CONFLICT_PITCH_BYTES = 512
+# Generated code lowers its stack pointer at most this far before it touches the stack (a
+# store at the new top): a larger frame reserved at once could step over a thread's guard
+# page (4 KiB on Linux) into other memory instead of faulting on it ("stack clash")
+STACK_PROBE_BYTES = 4096
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ entry guard (guard_entry: the caller's FP exception flags survive), maps it exec
 wraps the entry nest(in0, in1, out, begin, end) in a ctypes function. run() splits the
 flattened shared iterations into one contiguous share per thread (runtime.threads): one
 ctypes call per thread per operation. Operations too small to gain from threads run on the
-calling thread. Compiled operations are cached per op (ops are immutable and hashable).
+calling thread; a nest that copies A into its frame (PackA) runs on the workers alone where
+the calling thread's stack is too small for it. Compiled operations are cached per op (ops
+are immutable and hashable).
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from ..disasm import disassemble
 from ..errors import IsaMismatchError
 from ..log import nest_generated
 from ..runtime.memory import arena
-from ..runtime.threads import check_threads, pool, split_range
+from ..runtime.threads import check_threads, pool, split_range, stack_suffices
 from .loop_nest import NestPlan, plan_nest
 
 CACHE_SIZE = 256                 # compiled operations kept (LRU)
 MIN_WORK_PER_THREAD = 1 << 16    # flops (or elements) below which a thread costs more than it gains
+# stack a nest that copies A needs beside the copy: its kernels' frames (under 64 KiB) and the
+# frames the calling thread already holds
+NEST_STACK_MARGIN_BYTES = 256 << 10
 
 _ENTRY = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)
 
@@ -54,17 +59,20 @@ class CompiledOperation:
         total = self.plan.shared_iterations
         worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
         self._shares = split_range(total, min(self.threads, max(1, worth)))
+        # stack the calling thread needs to run a share; 0: the frame is small, no check
+        pack = self.plan.pack_a
+        self.stack_bytes = pack.bytes + NEST_STACK_MARGIN_BYTES if pack else 0
         self._not_runnable = why_not_runnable(self.target)
         self._block = None
         self.function = None
-        # runnable here on the calling thread alone: nest(in0, in1, out, 0, single)
+        # runnable here on any calling thread alone: nest(in0, in1, out, 0, single)
         self.single = None
         if self._not_runnable is None:
             # the nest behind the entry guard (the caller's FP exception flags survive a run);
             # shares pages with other placed code
             self._block = arena.place(module.guard_entry(self.target, self.code))
             self.function = _ENTRY(self._block.address)
-            self.single = total if len(self._shares) == 1 else None
+            self.single = total if len(self._shares) == 1 and not self.stack_bytes else None
 
     @property
     def address(self) -> int | None:
@@ -80,7 +88,9 @@ class CompiledOperation:
         if self.single is not None:
             self.function(in0, in1, out, 0, self.single)
         else:
-            pool.run(self.function, [(in0, in1, out, begin, end) for begin, end in self._shares])
+            on_caller = not self.stack_bytes or stack_suffices(self.stack_bytes)
+            pool.run(self.function, [(in0, in1, out, begin, end) for begin, end in self._shares],
+                     on_caller)
 
     def disassemble(self) -> str:
         return disassemble(self.code, self.target.isa)

@@ -6,10 +6,16 @@ block. The caller runs the first share itself and waits for the rest.
 
 The default thread count is the number of CPUs this process may run on
 (os.sched_getaffinity), overridden by the EINJIT_NUM_THREADS environment variable.
+
+A loop nest may copy a block of A into its stack frame (codegen.loop_nest.PACK_MAX_BYTES), so
+the workers get WORKER_STACK_BYTES of stack whatever threading.stack_size says (musl gives a
+thread 128 KiB), and a nest that needs more than its calling thread has runs on the workers
+alone (thread_stack_bytes, WorkerPool.run's on_caller).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
 import threading
@@ -19,6 +25,7 @@ from ..errors import KernelParameterError
 from .settings import int_setting
 
 THREADS_ENV = "EINJIT_NUM_THREADS"
+WORKER_STACK_BYTES = 8 << 20        # glibc's usual default; only the pages touched cost memory
 
 
 def default_threads() -> int:
@@ -52,6 +59,45 @@ def split_range(total: int, parts: int) -> list[tuple[int, int]]:
         shares.append((begin, end))
         begin = end
     return shares
+
+
+_PTHREAD_ATTR_BYTES = 256            # room for pthread_attr_t (56 bytes on x86-64 glibc)
+_stack = threading.local()
+
+
+def _query_stack_bytes() -> int | None:
+    try:
+        libc = ctypes.CDLL(None)
+        get_attributes = libc.pthread_getattr_np
+    except (OSError, AttributeError):          # not glibc or musl
+        return None
+    libc.pthread_self.restype = ctypes.c_void_p
+    get_attributes.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+    attributes = ctypes.create_string_buffer(_PTHREAD_ATTR_BYTES)
+    if get_attributes(libc.pthread_self(), attributes) != 0:
+        return None
+    size = ctypes.c_size_t()
+    libc.pthread_attr_getstacksize.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+    found = libc.pthread_attr_getstacksize(attributes, ctypes.byref(size)) == 0
+    libc.pthread_attr_destroy.argtypes = (ctypes.c_void_p,)
+    libc.pthread_attr_destroy(attributes)
+    return size.value if found else None
+
+
+def thread_stack_bytes() -> int | None:
+    """The calling thread's stack size (pthread_getattr_np; the main thread's is its rlimit),
+    None where the C library cannot tell. Asked once per thread."""
+    try:
+        return _stack.bytes
+    except AttributeError:
+        _stack.bytes = _query_stack_bytes()
+        return _stack.bytes
+
+
+def stack_suffices(needed: int) -> bool:
+    """Whether the calling thread's stack holds `needed` bytes (assumed so where unknown)."""
+    size = thread_stack_bytes()
+    return size is None or size >= needed
 
 
 class _Latch:
@@ -97,7 +143,12 @@ class WorkerPool:
                 tasks: queue.SimpleQueue = queue.SimpleQueue()
                 thread = threading.Thread(target=self._work, args=(tasks,),
                                           name=f"einjit-worker-{len(self._queues)}", daemon=True)
-                thread.start()
+                # threading's stack size is process-wide: set for this start, then put back
+                before = threading.stack_size(WORKER_STACK_BYTES)
+                try:
+                    thread.start()
+                finally:
+                    threading.stack_size(before)
                 self._queues.append(tasks)
 
     @staticmethod
@@ -111,18 +162,22 @@ class WorkerPool:
             else:
                 latch.finish()
 
-    def run(self, function: Callable, argument_lists: Sequence[tuple]) -> None:
-        """Call function(*args) for every args, the first on this thread, the others on
-        workers, and return when all have returned."""
-        if len(argument_lists) == 1:
+    def run(self, function: Callable, argument_lists: Sequence[tuple],
+            on_caller: bool = True) -> None:
+        """Call function(*args) for every args, the first on this thread (unless on_caller
+        is False: then all on workers), the others on workers, and return when all have
+        returned."""
+        if len(argument_lists) == 1 and on_caller:
             function(*argument_lists[0])
             return
-        self._ensure(len(argument_lists) - 1)
-        latch = _Latch(len(argument_lists) - 1)
-        for tasks, args in zip(self._queues, argument_lists[1:]):
+        handed = argument_lists[1:] if on_caller else argument_lists
+        self._ensure(len(handed))
+        latch = _Latch(len(handed))
+        for tasks, args in zip(self._queues, handed):
             tasks.put((function, args, latch))
         try:
-            function(*argument_lists[0])
+            if on_caller:
+                function(*argument_lists[0])
         finally:
             latch.wait()
 

@@ -19,6 +19,7 @@ from einjit.codegen.loop_nest import Prefetch
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
+from einjit.runtime import threads
 
 from ir_support import assert_same, buffers, random_operation
 from support import bits, guarded, run_in_child
@@ -418,6 +419,75 @@ def test_a_k_loop_stays_a_loop_when_its_batch_would_not_fit_in_l2():
     """1024 k blocks of 32x32x32 floats are 8 MiB: separate GEMM calls keep each block small."""
     plan = plan_nest(_seeds_gemm("float32", (0, 1, 2), k_size=1024))
     assert plan.main.params[3] == 1 and [dim.size for dim in plan.seq] == [OUTER, OUTER, 1024]
+
+
+def _on_thread_with_stack(stack_bytes, work):
+    """work() on a new thread of stack_bytes of stack; its exception, re-raised here."""
+    import threading
+    errors = []
+
+    def run():
+        try:
+            work()
+        except BaseException as error:
+            errors.append(error)
+
+    before = threading.stack_size(stack_bytes)
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+    finally:
+        threading.stack_size(before)
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
+SMALL_STACK_BYTES = 128 << 10           # musl's default for a new thread
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_nest_whose_copy_of_a_outgrows_the_calling_threads_stack_runs_on_the_workers():
+    """A nest copying 192 KiB of A into its frame, executed from a thread of 128 KiB of
+    stack (musl's default): it runs on the workers (which have their own stacks) and gives
+    numpy's results; from the main thread it runs there."""
+    op = _conflicting_a_gemm("float32", k=1024)
+    compiled = compile_operation(op)
+    assert compiled.plan.pack_a.bytes > SMALL_STACK_BYTES
+
+    def work(note):
+        def check():
+            assert not threads.stack_suffices(compiled.stack_bytes)
+            run_and_check(op, seed=3)
+        note("the nest from a thread of 128 KiB of stack")
+        _on_thread_with_stack(SMALL_STACK_BYTES, check)
+        note("the nest from the main thread")
+        assert threads.stack_suffices(compiled.stack_bytes)
+        run_and_check(op, seed=4)
+        return True
+
+    assert run_in_child(work)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_nest_whose_frame_outgrows_its_thread_dies_of_sigsegv():
+    """The same nest called directly (no stack check) on a thread of 128 KiB of stack: its
+    frame reaches past the stack and the process dies of SIGSEGV rather than the call
+    returning. (That it faults on the guard page itself, not on whatever lies below, is the
+    probes' job: the reserve_stack tests of both assemblers pin them.)"""
+    import signal
+    op = _conflicting_a_gemm("float32", k=1024)
+    compiled = compile_operation(op)
+    in0, in1, out = typed_buffers(op, np.random.default_rng(5))
+    addresses = [array.ctypes.data for array in (in0, in1, out)]
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _on_thread_with_stack(SMALL_STACK_BYTES, lambda: compiled.function(*addresses, 0, 1))
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSEGV, status
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

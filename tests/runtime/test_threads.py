@@ -94,3 +94,45 @@ def test_pool_works_in_a_forked_child():
         os._exit(0 if out == [1, 1, 1] else 1)
     _, status = os.waitpid(pid, 0)
     assert status == 0
+
+
+def test_workers_get_their_own_stack_size_and_may_take_every_share():
+    """Workers start with WORKER_STACK_BYTES of stack whatever threading.stack_size says (a
+    nest's frame may hold a copy of A), and leave threading's setting as it was; with
+    on_caller=False every share runs on a worker, none on the calling thread."""
+    import os
+    pid = os.fork()
+    if pid == 0:                          # a fresh pool, and threading's setting left as found
+        threading.stack_size(256 << 10)
+        pool, ran = WorkerPool(), []
+        pool.run(lambda i: ran.append((i, threading.get_ident(), threads.thread_stack_bytes())),
+                 [(0,), (1,)], on_caller=False)
+        here = threading.get_ident()
+        fine = (sorted(i for i, _, _ in ran) == [0, 1]
+                and all(ident != here and size >= threads.WORKER_STACK_BYTES
+                        for _, ident, size in ran)
+                and threading.stack_size() == 256 << 10)
+        os._exit(0 if fine else 1)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+
+
+def test_thread_stack_bytes_reads_the_calling_threads_stack():
+    """A thread started with 320 KiB of stack reads 320 KiB (or a little more where the C
+    library rounds it up): 300 KiB fit, 1 MiB does not; the main thread has more."""
+    seen = {}
+
+    def record():
+        seen["size"] = threads.thread_stack_bytes()
+        seen["fits"] = threads.stack_suffices(300 << 10), threads.stack_suffices(1 << 20)
+
+    before = threading.stack_size(320 << 10)
+    try:
+        thread = threading.Thread(target=record)
+        thread.start()
+    finally:
+        threading.stack_size(before)
+    thread.join()
+    assert 320 << 10 <= seen["size"] < 400 << 10
+    assert seen["fits"] == (True, False)
+    assert threads.stack_suffices(1 << 20) and not threads.stack_suffices(1 << 50)

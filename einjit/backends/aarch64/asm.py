@@ -13,8 +13,9 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
+from einjit.backends import STACK_PROBE_BYTES
 from einjit.backends.aarch64 import encode
-from einjit.backends.aarch64.encode import Reg
+from einjit.backends.aarch64.encode import SP, XZR, Reg
 from einjit.errors import EncodingError
 
 _CALLEE_SAVED_GPRS = tuple(range(19, 31))      # x19..x28, plus x29 (fp) and x30 (lr)
@@ -196,6 +197,22 @@ class Assembler:
         self(encode.ret())
         self._returned = True
 
+    def reserve_stack(self, size: int) -> None:
+        """sp -= size (a multiple of 16). A frame of a page or more goes down
+        STACK_PROBE_BYTES at a time, each step followed by a store of xzr at the new top, so
+        that a thread short of stack faults on its guard page."""
+        probed = size >= STACK_PROBE_BYTES
+        while size > 0:
+            step = min(size, STACK_PROBE_BYTES)
+            self(_sp_moves(encode.sub_imm, step))
+            if probed:
+                self(encode.str_x(XZR, SP))
+            size -= step
+
+    def release_stack(self, size: int) -> None:
+        """sp += size: what reserve_stack(size) took."""
+        self(_sp_moves(encode.add_imm, size))
+
     # ---- loops
 
     @contextmanager
@@ -254,6 +271,12 @@ class Assembler:
             names = sorted({label.name for _, label, _ in self._pending})
             raise EncodingError(f"unbound label(s) referenced: {', '.join(names)}")
         return struct.pack(f"<{len(self._words)}I", *self._words)
+
+
+def _sp_moves(step: Callable[..., int], size: int) -> list[int]:
+    """sp = sp -/+ size (below 16 MiB): 4 KiB units, then the rest."""
+    return ([step(SP, SP, size >> 12, 12)] if size >> 12 else []) + (
+        [step(SP, SP, size & 0xFFF)] if size & 0xFFF else [])
 
 
 def _register(name: str, value: int) -> int:

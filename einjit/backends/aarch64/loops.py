@@ -67,15 +67,6 @@ def _frame_bytes(plan: NestPlan) -> int:
     return _scratch_offset(plan) + (-(-plan.pack_a.bytes // 16) * 16 if plan.pack_a else 0)
 
 
-def _move_sp(asm: Assembler, bytes_: int, down: bool) -> None:
-    """sp -= bytes_ (down) or += bytes_: in 4 KiB units, then the rest."""
-    step = enc.sub_imm if down else enc.add_imm
-    if bytes_ >> 12:
-        asm(step(SP, SP, bytes_ >> 12, 12))
-    if bytes_ & MAX_IMM12:
-        asm(step(SP, SP, bytes_ & MAX_IMM12))
-
-
 def _call(asm: Assembler, call: KernelCall, entry, plan: NestPlan) -> None:
     for register, operand in enumerate(call.pointers):
         asm(enc.add_imm(register, SP, _scratch_offset(plan)) if operand == SCRATCH
@@ -179,7 +170,7 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     frame = _frame_bytes(plan)
     entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
     asm.prologue(POINTERS + (COUNT, FP, LR), ())
-    _move_sp(asm, frame, down=True)
+    asm.reserve_stack(frame)
     for reg, arg in zip(POINTERS, (0, 1, 2)):
         asm(enc.mov_reg(reg, arg))
     # iterations = (end - begin) * seq_iterations, or 0 if end <= begin
@@ -196,7 +187,7 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
         _touch(asm, plan, plan.last_touch, True, entries)
         if plan.loops:
             _step_odometer(asm, plan)
-    _move_sp(asm, frame, down=False)
+    asm.release_stack(frame)
     asm.epilogue()
     emitters = {"brgemm": emit_brgemm, "unary": emit_unary, "binary": emit_binary}
     for kernel, entry in entries.items():

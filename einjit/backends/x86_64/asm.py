@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from einjit.backends import STACK_PROBE_BYTES
 from einjit.backends.x86_64 import encode as enc
-from einjit.backends.x86_64.encode import R12, R13, R14, R15, RBP, RBX, RSP, Mem, Reg
+from einjit.backends.x86_64.encode import R12, R13, R14, R15, RAX, RBP, RBX, RSP, Mem, Reg
 from einjit.errors import EncodingError
 
 # System V callee-saved registers in the order the prologue pushes them
@@ -203,6 +204,18 @@ class Assembler:
         self(enc.pop(reg) for reg in reversed(self._saved))
         self(enc.vzeroupper(), enc.ret())
         self._saved = None
+
+    def reserve_stack(self, size: int) -> None:
+        """rsp -= size. A frame of a page or more goes down STACK_PROBE_BYTES at a time, each
+        step followed by a store at the new top (rax's value: the frame is the caller's to
+        fill), so that a thread short of stack faults on its guard page."""
+        probed = size >= STACK_PROBE_BYTES
+        while size > 0:
+            step = min(size, STACK_PROBE_BYTES)
+            self(enc.sub_ri(RSP, step))
+            if probed:
+                self(enc.mov_mr(Mem(RSP), RAX))
+            size -= step
 
     def stack_arg(self, i: int, dst: int) -> None:
         """Load integer argument i (0-based, i >= 6) into dst; valid while rsp is as prologue

@@ -214,7 +214,7 @@ class _Generator:
                 enc.imul_rri(self.counter, LDA, self.k), enc.sub_rr(a_step, self.counter),
                 enc.sub_ri(b_step, self.p.bytes * self.k))
         if self.frame:            # below the arguments on the stack; the red zone moves along
-            asm(enc.sub_ri(RSP, self.frame))
+            asm.reserve_stack(self.frame)
         asm(enc.mov_mr(A_ROW, A_PTR), enc.mov_mr(C_ROW, C_PTR), enc.mov_mr(B_ORIGIN, B_BASE))
         self._set_tail_masks()
         if self.dot:

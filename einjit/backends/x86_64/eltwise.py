@@ -120,7 +120,9 @@ class Frame:
         if self.empty:
             return
         size = -(-self._size // FRAME_ALIGNMENT) * FRAME_ALIGNMENT
-        asm(enc.mov_rr(RBP, RSP), enc.sub_ri(RSP, size), enc.and_ri(RSP, -FRAME_ALIGNMENT))
+        asm(enc.mov_rr(RBP, RSP))
+        asm.reserve_stack(size)
+        asm(enc.and_ri(RSP, -FRAME_ALIGNMENT))
         data = b"".join(blob + bytes(-len(blob) % 8) for blob in self._blobs)
         for offset in range(0, len(data), 8):
             qword = int.from_bytes(data[offset:offset + 8], "little")

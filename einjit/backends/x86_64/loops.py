@@ -205,7 +205,7 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     frame = _Frame(len(plan.loops), plan.pack_a.bytes if plan.pack_a else 0)
     entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
     asm.prologue(POINTERS + (COUNT,))
-    asm(enc.sub_ri(RSP, frame.size))
+    asm.reserve_stack(frame.size)
     for reg, arg in zip(POINTERS, (RDI, RSI, RDX)):
         asm(enc.mov_rr(reg, arg))
     # iterations = (end - begin) * seq_iterations, or 0 if end <= begin

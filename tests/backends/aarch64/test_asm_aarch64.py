@@ -5,6 +5,7 @@ import struct
 
 import pytest
 
+from einjit.backends import STACK_PROBE_BYTES
 from einjit.backends.aarch64 import encode
 from einjit.backends.aarch64.asm import Assembler
 from einjit.errors import EncodingError
@@ -303,3 +304,36 @@ def test_frame_misuse_raises():
     asm.prologue([], [])
     with pytest.raises(EncodingError, match="already"):
         asm.prologue([], [])
+
+
+def _sp_moves(word):
+    """Bytes an `add|sub sp, sp, #imm{, lsl #12}` moves sp (negative: down), else None."""
+    for step, sign in ((encode.sub_imm, -1), (encode.add_imm, 1)):
+        for shift in (0, 12):
+            base = step(encode.SP, encode.SP, 0, shift)
+            if word & ~(0xFFF << 10) == base:
+                return sign * ((word >> 10) & 0xFFF) << shift
+    return None
+
+
+@pytest.mark.parametrize("size", [16, 4080, 4096, 4112, 12288, 300000])
+def test_reserve_stack_touches_every_page_it_passes(size):
+    """sp goes down `size` in all and release_stack brings it back; a frame of a page or more
+    never moves more than STACK_PROBE_BYTES without a store at the new top (a thread short of
+    stack faults on its guard page instead of writing past it)."""
+    asm = Assembler()
+    asm.reserve_stack(size)
+    down, unprobed = 0, 0
+    for word in words_of(asm.finish()):
+        moved = _sp_moves(word)
+        if moved is None:
+            assert word == encode.str_x(encode.XZR, encode.SP), hex(word)
+            unprobed = 0
+            continue
+        assert moved < 0
+        down, unprobed = down - moved, unprobed - moved
+        assert size < STACK_PROBE_BYTES or unprobed <= STACK_PROBE_BYTES
+    assert down == size and unprobed == (size if size < STACK_PROBE_BYTES else 0)
+    asm = Assembler()
+    asm.release_stack(size)
+    assert sum(_sp_moves(word) for word in words_of(asm.finish())) == size

@@ -4,6 +4,7 @@ import ctypes
 
 import pytest
 
+from einjit.backends import STACK_PROBE_BYTES
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.encode import (
@@ -19,6 +20,7 @@ from einjit.backends.x86_64.encode import (
     RDI,
     RDX,
     RSI,
+    RSP,
     Mem,
 )
 from einjit.errors import EncodingError
@@ -196,3 +198,30 @@ def test_entry_pads_to_sixteen_bytes():
     asm(enc.ret())
     entry = asm.entry("f")
     assert entry.position == 16 and asm.finish()[1:16] == enc.nop(15)
+
+
+@pytest.mark.parametrize("size", [16, 4088, 4096, 4104, 12288, 300000])
+def test_reserve_stack_touches_every_page_it_passes(size):
+    """rsp goes down `size` in all; a frame of a page or more never moves more than
+    STACK_PROBE_BYTES without a store at the new top (a thread short of stack faults on its
+    guard page instead of writing past it)."""
+    asm = Assembler()
+    asm.reserve_stack(size)
+    moves, unprobed = [], 0
+    code = asm.finish()
+    at = 0
+    while at < len(code):
+        for step in range(1, STACK_PROBE_BYTES + 1):
+            if code.startswith(enc.sub_ri(RSP, step), at):
+                moves.append(step)
+                unprobed += step
+                at += len(enc.sub_ri(RSP, step))
+                break
+        else:
+            probe = enc.mov_mr(Mem(RSP), RAX)
+            assert code.startswith(probe, at), f"unexpected bytes at {at}: {code[at:].hex()}"
+            unprobed, at = 0, at + len(probe)
+            continue
+        assert size < STACK_PROBE_BYTES or unprobed <= STACK_PROBE_BYTES
+    assert sum(moves) == size
+    assert unprobed == (size if size < STACK_PROBE_BYTES else 0)
