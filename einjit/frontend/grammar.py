@@ -1,11 +1,19 @@
 """Loads grammar/einsum.lark (installed as the package data einjit.grammar, or read from the
 source checkout) and parses expressions into lark trees; lark's errors become
-EinsumSyntaxError with a caret under the offending column."""
+EinsumSyntaxError with a caret under the offending column.
+
+Building the LALR parser takes lark 30-45 ms, most of a fresh process's first einsum, so
+lark keeps the built parser in a file of the user's cache directory (parser_cache_file) and
+later processes load it (about 7 ms); lark uses it only where the hash of the grammar, the
+options, its own version and Python's it holds matches, and rebuilds it otherwise.
+"""
 
 from __future__ import annotations
 
 import functools
 import importlib.resources
+import os
+import sys
 import threading
 from pathlib import Path
 
@@ -14,6 +22,7 @@ import lark
 from einjit.frontend.errors import EinsumSyntaxError, point_at
 
 GRAMMAR_FILE = "einsum.lark"
+CACHE_ENV = "EINJIT_CACHE_DIR"
 _lock = threading.Lock()
 
 
@@ -26,9 +35,35 @@ def grammar_text() -> str:
         return (Path(__file__).resolve().parents[2] / "grammar" / GRAMMAR_FILE).read_text()
 
 
+def cache_directory() -> Path | None:
+    """EINJIT_CACHE_DIR, else $XDG_CACHE_HOME/einjit, else ~/.cache/einjit; None where
+    EINJIT_CACHE_DIR is set empty (no cache)."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "einjit"
+
+
+def parser_cache_file() -> str | bool:
+    """The file lark keeps the built parser in (see the module doc), its directory made
+    private to the user if missing; False (build in every process) where there is no cache
+    directory or it cannot be made."""
+    directory = cache_directory()
+    if directory is None:
+        return False
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return False
+    python = "".join(map(str, sys.version_info[:2]))
+    return str(directory / f"einsum-parser-lark{lark.__version__}-py{python}.pickle")
+
+
 @functools.lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
-    return lark.Lark(grammar_text(), parser="lalr", maybe_placeholders=False)
+    return lark.Lark(grammar_text(), parser="lalr", maybe_placeholders=False,
+                     cache=parser_cache_file())
 
 
 _EXPECTED = {

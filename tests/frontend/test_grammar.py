@@ -112,3 +112,58 @@ def test_sublists_map_like_numpy():
 def test_bad_sublists(sublist, error):
     with pytest.raises(error):
         from_sublists([np.ones(3), sublist])
+
+
+def _parse_in_fresh_process(cache_dir, forbid_building=False):
+    """parse() of a course tree and a numpy expression in a new interpreter whose
+    EINJIT_CACHE_DIR is cache_dir; with forbid_building, lark cannot read a grammar (so it
+    must load its parser from the cache). Returns what the two parses print."""
+    import os
+    import subprocess
+    import sys
+    program = "\n".join([
+        "import lark.lark",
+        "def refuse(*args, **kwargs):",
+        "    raise AssertionError('the parser was built, not loaded from the cache')",
+        "if " + str(forbid_building) + ":",
+        "    lark.lark.load_grammar = refuse",
+        "from einjit.frontend.parser import parse",
+        f"print(repr(parse({COURSE_TREES[0]!r})))",
+        "print(repr(parse('...ij,jk->...ik')))",
+    ])
+    environment = dict(os.environ, EINJIT_CACHE_DIR=str(cache_dir))
+    done = subprocess.run([sys.executable, "-c", program], env=environment,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_built_parser_is_cached_and_later_processes_load_it(tmp_path):
+    """The first process builds the parser and writes it to EINJIT_CACHE_DIR (made private
+    to the user); the next loads it without building (lark cannot read a grammar there) and
+    parses the same; a corrupt cache file is rebuilt and rewritten, not fatal."""
+    cache_dir = tmp_path / "made" / "here"
+    built = _parse_in_fresh_process(cache_dir)
+    files = list(cache_dir.iterdir())
+    assert len(files) == 1 and files[0].stat().st_size > 1000
+    assert cache_dir.stat().st_mode & 0o777 == 0o700
+    assert _parse_in_fresh_process(cache_dir, forbid_building=True) == built
+    files[0].write_bytes(b"not a parser\n")
+    assert _parse_in_fresh_process(cache_dir) == built
+    assert _parse_in_fresh_process(cache_dir, forbid_building=True) == built
+
+
+def test_no_parser_cache_where_none_is_asked_for_or_possible(tmp_path, monkeypatch):
+    """EINJIT_CACHE_DIR set empty: no cache; a directory that cannot be made (a file lies
+    where it would go): no cache, and parsing works all the same."""
+    from einjit.frontend import grammar
+    monkeypatch.setenv("EINJIT_CACHE_DIR", "")
+    assert grammar.parser_cache_file() is False
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("EINJIT_CACHE_DIR", str(blocker / "einjit"))
+    assert grammar.parser_cache_file() is False
+    assert _parse_in_fresh_process(blocker / "einjit") == _parse_in_fresh_process(tmp_path)
+    monkeypatch.delenv("EINJIT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert grammar.parser_cache_file().startswith(str(tmp_path / "xdg" / "einjit") + "/")
