@@ -6,6 +6,7 @@ import ctypes
 import mmap
 import os
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -178,3 +179,24 @@ def run_in_child(work):
     if kind == "raised":
         pytest.fail(f"the child raised while running: {doing}\n{value}")
     return value
+
+
+def on_thread_with_stack(stack_bytes, work):
+    """work() on a new thread of stack_bytes of stack; its exception, re-raised here."""
+    errors = []
+
+    def run():
+        try:
+            work()
+        except BaseException as error:
+            errors.append(error)
+
+    before = threading.stack_size(stack_bytes)
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+    finally:
+        threading.stack_size(before)
+    thread.join()
+    if errors:
+        raise errors[0]

@@ -8,6 +8,8 @@ from einjit.errors import KernelParameterError
 from einjit.runtime import threads
 from einjit.runtime.threads import WorkerPool, check_threads, default_threads, split_range
 
+from support import on_thread_with_stack
+
 
 @pytest.mark.parametrize("total, parts", [(1, 1), (1, 4), (7, 2), (8, 2), (100, 3), (5, 5),
                                           (3, 8), (1000, 7)])
@@ -126,13 +128,7 @@ def test_thread_stack_bytes_reads_the_calling_threads_stack():
         seen["size"] = threads.thread_stack_bytes()
         seen["fits"] = threads.stack_suffices(300 << 10), threads.stack_suffices(1 << 20)
 
-    before = threading.stack_size(320 << 10)
-    try:
-        thread = threading.Thread(target=record)
-        thread.start()
-    finally:
-        threading.stack_size(before)
-    thread.join()
+    on_thread_with_stack(320 << 10, record)
     assert 320 << 10 <= seen["size"] < 400 << 10
     assert seen["fits"] == (True, False)
     assert threads.stack_suffices(1 << 20) and not threads.stack_suffices(1 << 50)
