@@ -8,8 +8,8 @@ The default thread count is the number of CPUs this process may run on
 (os.sched_getaffinity), overridden by the EINJIT_NUM_THREADS environment variable.
 
 A loop nest may copy a block of A into its stack frame (codegen.loop_nest.PACK_MAX_BYTES), so
-the workers get WORKER_STACK_BYTES of stack whatever threading.stack_size says (musl gives a
-thread 128 KiB), and a nest that needs more than its calling thread has runs on the workers
+the workers get at least WORKER_STACK_BYTES of stack whatever threading.stack_size says (musl
+gives a thread 128 KiB), and a nest that needs more than its calling thread has runs on the workers
 alone (thread_stack_bytes, WorkerPool.run's on_caller).
 """
 
@@ -143,8 +143,9 @@ class WorkerPool:
                 tasks: queue.SimpleQueue = queue.SimpleQueue()
                 thread = threading.Thread(target=self._work, args=(tasks,),
                                           name=f"einjit-worker-{len(self._queues)}", daemon=True)
-                # threading's stack size is process-wide: set for this start, then put back
-                before = threading.stack_size(WORKER_STACK_BYTES)
+                # threading's stack size is process-wide: raised for this start, then put back
+                before = threading.stack_size()
+                threading.stack_size(max(before, WORKER_STACK_BYTES))
                 try:
                     thread.start()
                 finally:

@@ -207,21 +207,24 @@ def test_reserve_stack_touches_every_page_it_passes(size):
     guard page instead of writing past it)."""
     asm = Assembler()
     asm.reserve_stack(size)
-    moves, unprobed = [], 0
     code = asm.finish()
-    at = 0
+    # sub rsp, imm32 / imm8 (the encoder's two forms) and the probe, told apart by their bytes
+    sub32, sub8 = enc.sub_ri(RSP, 1 << 12)[:-4], enc.sub_ri(RSP, 16)[:-1]
+    probe = enc.mov_mr(Mem(RSP), RAX)
+    moves, unprobed, at = [], 0, 0
     while at < len(code):
-        for step in range(1, STACK_PROBE_BYTES + 1):
-            if code.startswith(enc.sub_ri(RSP, step), at):
-                moves.append(step)
-                unprobed += step
-                at += len(enc.sub_ri(RSP, step))
-                break
-        else:
-            probe = enc.mov_mr(Mem(RSP), RAX)
-            assert code.startswith(probe, at), f"unexpected bytes at {at}: {code[at:].hex()}"
+        if code.startswith(probe, at):
             unprobed, at = 0, at + len(probe)
             continue
+        for prefix, width in ((sub32, 4), (sub8, 1)):
+            if code.startswith(prefix, at):
+                start = at + len(prefix)
+                moves.append(int.from_bytes(code[start:start + width], "little", signed=True))
+                unprobed += moves[-1]
+                at = start + width
+                break
+        else:
+            raise AssertionError(f"unexpected bytes at {at}: {code[at:].hex()}")
         assert size < STACK_PROBE_BYTES or unprobed <= STACK_PROBE_BYTES
     assert sum(moves) == size
     assert unprobed == (size if size < STACK_PROBE_BYTES else 0)
