@@ -1,10 +1,10 @@
-"""The optimizer (seeds 5.5): passes, each a pure function from a TensorOperation to a new one.
+"""The optimizer: passes, each a pure function from a TensorOperation to a new one.
 
-    fuse(op, min_size)        fuse small dims that continue each other in every tensor (5.5.4)
-    split(op, max_size, min_size)  split dims too large for a kernel block (5.5.2)
-    identify(op)              choose the prim dims and the primitive (5.5.1)
+    fuse(op, min_size)        fuse small dims that continue each other in every tensor
+    split(op, max_size, min_size)  split dims too large for a kernel block
+    identify(op)              choose the prim dims and the primitive
     reorder(op)               order the seq loops for locality
-    shared(op, num_threads)   share the outer loops among threads (5.5.3)
+    shared(op, num_threads)   share the outer loops among threads
     optimize(op, num_threads=None, **pass_options)   all of them, in that order
 
 Every pass keeps what the op computes (the reference executor gives the same result, up to

@@ -1,8 +1,8 @@
-"""Dimension fusion (seeds 5.5.4): two dims X (inner) and Y (outer) become one of size
+"""Dimension fusion: two dims X (inner) and Y (outer) become one of size
 |X|·|Y| with X's strides when, in every tensor, stride(Y) = |X|·stride(X) — then the pair walks
 exactly the elements the fused dim walks, in the same order.
 
-The seeds fuse a dim only when it is small (below `min_size`), so that the dimension splitter
+A dim is fused only when it is small (below `min_size`), so that the dimension splitter
 can then cut the fused dim into sizes that suit the kernels (e.g. m dims 25 and 64 fuse into
 1600, which splits into a prim m of 80 or 64). Here a pair fuses when either dim is below
 `min_size`; both must have the same type and the same exec type, and prim dims never fuse

@@ -1,4 +1,4 @@
-"""Primitive identification (seeds 5.5.1): decide which dims the kernel covers ("prim").
+"""Primitive identification: decide which dims the kernel covers ("prim").
 
 An op that already has prim dims and no "undefined" dim is returned unchanged. Otherwise
 every dim that is not "shared" is a candidate; the chosen ones become "prim" (innermost), the

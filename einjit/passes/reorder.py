@@ -3,9 +3,8 @@
 - In a contraction the m and c dims go outermost, then the n dims, the k dims innermost:
   every update of an out block follows the previous one (the block stays in cache; first and
   last touch run right before and after its k loops), and a row of in0 blocks (m indices
-  fixed) serves every n block while it sits in L2. Measured on Zen 4 (1600^3 in 80x64x400
-  GEMM blocks, one core): 80% of peak so, 54% with the n loop outermost (in0's strided
-  columns streamed from L3 on every call).
+  fixed) serves every n block while it sits in L2; with the n loop outermost, in0's strided
+  columns would come from L3 on every call (docs/measurements.md, "Contraction loop order").
 - Otherwise dims with larger strides go outer: out is written (and, for k dims, in0/in1 are
   read) in address order, one stream at a time. The weight of a non-k dim is its out stride
   (then its in0 and in1 strides), of a k dim its larger input stride. Equal weights keep their

@@ -1,4 +1,4 @@
-"""Shared-memory parallelization (seeds 5.5.3): mark outer loops "shared" so that threads
+"""Shared-memory parallelization: mark outer loops "shared" so that threads
 split their iterations.
 
 Starting from the outermost loop, seq dims become shared until the shared iterations reach

@@ -1,19 +1,19 @@
-"""Dimension splitting (seeds 5.5.2, with the min_kernel_size fix of 5.5.4).
+"""Dimension splitting: cut dims too large for a kernel block into an outer and an inner dim.
 
 A dim larger than the maximum size of its type is split into an outer dim of size s0 and an
 inner dim of size s1 (s0·s1 = size; the outer dim's strides are s1 times the inner's), so the
 inner part stays a large block the primitive can take. The inner size is the largest multiple
 of a preferred divisor (m: 16, 12, 8, 4, 2 — full vector registers; n and k: 4, 2; then 1) that
 divides the size, is at most the maximum, and leaves both parts at least `min_size`; without
-such a split, the largest divisor <= the maximum. The seeds' example: 1600 with maximum 1024
-gave 2 x 800 before the fix (a 2-iteration loop); with min_size 16 this rule gives 20 x 80,
-and with maximum 32 (or up to 63) the seeds' quoted 50 x 32. In a contraction the outer
-part only needs 2 (CONTRACTION_OUTER_MIN_SIZE): 1600 gives 4 x 400 for k, 256 2 x 128 for m.
+such a split, the largest divisor <= the maximum. Example: 1600 with maximum 1024 and
+min_size 16 gives 20 x 80 (not 2 x 800, a 2-iteration loop), and with maximum 32 (or up to
+63) 50 x 32. In a contraction the outer part only needs 2 (CONTRACTION_OUTER_MIN_SIZE): 1600
+gives 4 x 400 for k, 256 2 x 128 for m.
 
 A contraction's m dim (the rows the kernel vectorizes) instead takes the divisor that fills
-the most of its vectors at the core's full-rate width (occupancy_split; Zen 4: 8 float32 rows
-of 256 bits): 980 gives 14 x 70, not 35 x 28 (the trn layer's 28x60x500 blocks: its einsum
-~20% faster on Zen 4).
+the most of its vectors at the core's full-rate width (occupancy_split; a core whose full rate
+is 256 bits holds 8 float32 rows a vector): 980 gives 14 x 70, not 35 x 28, whose 28-row
+blocks leave vectors part empty (docs/measurements.md, "m split by vector occupancy").
 
 The outer part is inserted before the dim (before the first prim dim when the dim is prim, as
 a "seq" dim; an undefined dim's outer part stays "undefined"); shared dims are not split. A
@@ -40,8 +40,7 @@ ELTWISE_MAX_SIZE = {"c": 1024, "m": 1024, "n": 1024, "k": None}
 DEFAULT_MIN_SIZE = 16
 # the outer part of a contraction's dim may be short: a few iterations of large blocks beat
 # many of small ones, and the shared pass finds the threads their iterations across several
-# dims (Zen 4, one thread: 256x256x1024 at 78% of peak in 128x64x512 GEMM blocks, 45% in
-# 16x16x512 batches of 2; 1600^3 in 4 k blocks of 400 at 88%)
+# dims (docs/measurements.md, "Short outer parts of contraction dims")
 CONTRACTION_OUTER_MIN_SIZE = 2
 DIVISORS = {"m": (16, 12, 8, 4, 2, 1), "n": (4, 2, 1), "k": (4, 2, 1), "c": (16, 8, 4, 2, 1)}
 
@@ -50,7 +49,7 @@ def largest_multiple_split(divisor: int, size: int, max_size: int, min_size: int
                            outer_min_size: int | None = None) -> tuple[int, int] | None:
     """(size // s1, s1) for the largest multiple s1 of `divisor` with s1 <= max_size that
     divides `size` and leaves the inner part >= min_size and the outer part >= outer_min_size
-    (default: min_size); None if there is none (the seeds' findLargestMultipleOfDivisor)."""
+    (default: min_size); None if there is none."""
     least = max(min_size, 2)      # a part of size 1 is no split
     outer_least = least if outer_min_size is None else max(outer_min_size, 2)
     if divisor > max_size or size < least:
@@ -112,7 +111,7 @@ def split(op: TensorOperation, max_size: int | Mapping | None = None,
     limits = max_sizes(op, max_size)
     min_size = check_int("min_size", min_size, 1)
     outer_min_size = CONTRACTION_OUTER_MIN_SIZE if op.kind == "contraction" else None
-    # the rows one vector holds where the core runs it at full rate (Zen 4: 256 bits)
+    # the rows one vector holds where the core runs it at full rate (Microarch.full_rate_bits)
     target = op.target
     m_lanes = max(1, min(target.vector_bits, target.micro.full_rate_bits)
                   // (8 * np.dtype(op.dtype).itemsize))

@@ -16,10 +16,10 @@ TransposedSweep: B := op(A)^T in V x V blocks (V = 16 or 8 lanes): V columns of 
 applied, transposed in registers (transpose), stored as V rows of B; remainders with masked
 loads (rows) and masked stores (columns); large outputs are streamed.
 
-Both streaming variants exist because of what was measured on this project's AMD EPYC (2048²):
-regular stores of a power-of-two-strided transpose reach 10-17 GiB/s, since the rows of B fall
-into a few cache sets; non-temporal stores of whole aligned lines reach 35-45 GiB/s, and make
-a plain copy ~15% faster than numpy's.
+Both streaming variants exist because regular stores of a power-of-two-strided transpose put
+B's rows into a few cache sets, and because non-temporal stores of whole aligned lines beat
+cached stores on outputs far larger than the caches (docs/measurements.md, "Element-wise
+streaming").
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ FRAME_ALIGNMENT = 64
 LINE_MASK = 63                # cache lines are 64 bytes
 LINE_FLOATS = 16              # float32 elements in a cache line (Vector.line_elements)
 MAX_UNROLL = 4                # vectors per row group: enough to keep the load ports busy
-# Column sweeps stream outputs this large (when they can be aligned): measured against cached
-# stores, streaming was slower at 4 MiB, even at 8 MiB and ~12% faster at 16 MiB
+# Column sweeps stream outputs this large (when they can be aligned): below it cached stores
+# win (docs/measurements.md, "Element-wise streaming")
 COLUMN_STREAM_MIN_BYTES = 12 << 20
 # Memory-bound column sweeps use 256-bit vectors on AVX-512 too: an input whose alignment
-# differs from the output's makes every zmm load straddle two cache lines (AVX-512 binary add
-# at 2048² measured ~50 GiB/s with zmm, ~64 with ymm; no difference when all are aligned)
+# differs from the output's makes every zmm load straddle two cache lines (docs/measurements.md,
+# "Element-wise vector width")
 MEMORY_BOUND_WIDTH = 256
 
 
@@ -301,10 +301,9 @@ class ColumnSweep:
     cache lines with non-temporal stores (no read-for-ownership, no cache pollution: worth
     it for outputs much larger than the caches), then the rest of the column with cached
     stores (whole vectors, a masked tail); the counts are computed at run time, once (the
-    rest's vectors once a column). No line is written partly by non-temporal stores: one
-    that was (the last line of a column, its other half the next column's first rows) halved
-    the bandwidth (Zen 4, 2048², the output 32 or 48 bytes past a line: identity 48 -> 25
-    GiB/s, zero 70 -> 19 GiB/s).
+    rest's vectors once a column). No line is written partly by non-temporal stores: a line
+    shared with the next column's first rows, streamed, costs far more than it saves
+    (docs/measurements.md, "Element-wise streaming").
 
     masks: the mask registers to use, 1 for the static path, 1 + L // lanes with streaming;
     temp: a vector register free while the sweep sets its masks up.

@@ -253,7 +253,7 @@ UNARY_OPS64 = {op.name: op for op in (
 # Transposed kernels stream B (eltwise.TransposedSweep) when its rows can be aligned and it
 # is large (TRANSPOSED_STREAM_ALWAYS_BYTES), or, from TRANSPOSED_STREAM_MIN_BYTES, when ld_b
 # is a multiple of 512: then B's rows fight over a few cache sets, and streaming is faster
-# even for cached sizes (512²: 28 against 15 GiB/s; 1024² with ld_b 1040: 71 against 61)
+# even for cached sizes (docs/measurements.md, "Element-wise streaming")
 TRANSPOSED_STREAM_ALWAYS_BYTES = 4 << 20
 TRANSPOSED_STREAM_MIN_BYTES = 256 << 10
 CONFLICTING_STRIDE_MASK = 2047
