@@ -1,6 +1,22 @@
-"""einjit: an einsum compiler that generates its own machine code (AArch64 NEON, x86-64 AVX).
+"""einjit: an einsum compiler that generates its own machine code.
 
-Public API so far: the JIT primitives and the objects they return.
+einjit plans an einsum as a tree of tensor operations and runs each one on kernels it
+generates at run time (x86-64 AVX2/FMA or AVX-512, AArch64 NEON), called through ctypes.
+float32 and float64 run on these kernels; other dtypes are computed by numpy.einsum.
+
+einsum:       einsum, contract_expression, ContractExpression, EinsumTree,
+              einsum_path, tensordot, transpose (numpy's signatures)
+IR:           TensorOperation, Dim, optimize (the optimizer's passes: einjit.passes)
+kernels:      brgemm, unary, binary, Kernel, UNARY_OPS, BINARY_OPS
+targets:      Target, resolve_target, host_isa
+errors:       EinjitError, the base of every error einjit raises, each also the builtin
+              a caller would catch (ValueError, TypeError, RuntimeError): EncodingError,
+              KernelParameterError, KernelParameterTypeError, OperandError,
+              OperandValueError, IsaMismatchError, UnsupportedCpuError, EinsumSyntaxError,
+              EinsumValueError, EinsumTypeError
+__version__:  the installed version
+
+README.md shows each in use; docs/architecture.md describes the layers.
 """
 
 from .backends import Target, resolve_target
