@@ -1,4 +1,4 @@
-"""einjit: an einsum compiler that generates its own machine code.
+"""An einsum compiler that generates its own machine code.
 
 einjit plans an einsum as a tree of tensor operations and runs each one on kernels it
 generates at run time (x86-64 AVX2/FMA or AVX-512, AArch64 NEON), called through ctypes.
