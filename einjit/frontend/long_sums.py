@@ -4,7 +4,8 @@ A kernel adds the terms of one output element one after the other into an accumu
 loop over the rest of the reduction adds each kernel call's sum into the output: a sum of n
 terms then carries rounding errors growing with n (a stride-0 or strided reduced dim adds one
 term a call). numpy.einsum sums at most a buffer's length into a fresh accumulator; einjit
-does better: a node that sums more than LONG_SUM terms into each output element becomes
+does better: a node that sums more than LONG_SUM terms into each output element, and whose
+own operation (einjit.optimize's blocking) would chain more than LONG_CHAIN of them, becomes
 
     partials[chunk, out...] = the sum of one chunk of at most CHUNK terms (a fresh sum each)
     out = the sum of partials over its chunks (chunked again when more than CHUNK)
@@ -27,10 +28,13 @@ from typing import Sequence
 
 from einjit.frontend.lower import Tensor
 from einjit.frontend.rewrite import dense_strides
+from einjit.ir import TensorOperation
 
-#: a node summing more terms than this into each output element is summed in chunks
-LONG_SUM = 1 << 14
-#: terms one accumulation chain sums at most (the chunk length)
+#: a node summing more terms than this into each output element (numpy.einsum's buffer
+#: length) is summed in chunks where its own operation has chains longer than LONG_CHAIN
+LONG_SUM = 1 << 13
+LONG_CHAIN = 1 << 10
+#: terms one accumulation chain of a chunked sum sums at most (the chunk length)
 CHUNK = 1 << 9
 #: elements of the partial sums buffer at most
 PARTIALS_LIMIT = 1 << 22
@@ -61,6 +65,15 @@ def summed_terms(children: Sequence[Tensor], out: Tensor, sizes: Sequence[int]) 
     """Terms summed into each output element: the product of the reduced dims' sizes."""
     reduced = {d for c in children for d in c.dims if d not in out.dims}
     return math.prod(sizes[d] for d in reduced)
+
+
+def accumulation_chain(op: TensorOperation) -> int:
+    """Terms an accumulator of `op` sums one after the other: a kernel call's k dims (batch
+    included), plus one a call along the loops over the other k dims (each call adds its sum
+    into the output)."""
+    inside = math.prod(d.size for d in op.dims if d.type == "k" and d.exec_type == "prim")
+    calls = math.prod(d.size for d in op.dims if d.type == "k" and d.exec_type != "prim")
+    return inside + calls - 1
 
 
 def chunked(children: Sequence[Tensor], out: Tensor, sizes: Sequence[int],

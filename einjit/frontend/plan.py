@@ -19,7 +19,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from einjit.frontend.long_sums import CHUNK, LONG_SUM, chunked
+from einjit.frontend.long_sums import CHUNK, LONG_CHAIN, LONG_SUM, accumulation_chain, chunked
 from einjit.frontend.lower import Lowered, Tensor, lower_contraction, lower_unary
 from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
@@ -84,26 +84,30 @@ class Plan:
             strides = dense_strides(node.dims, sizes)
             return Tensor(node.dims, tuple(strides[d] for d in node.dims)), ("buf", ids[id(node)])
 
-        def add(node: Node, inputs: Sequence[Tensor], refs: Sequence[tuple], out: Tensor,
-                out_ref: tuple, step_sizes: Sequence[int], frees: tuple[int, ...],
-                offsets: Sequence[int] = (0, 0), out_offset: int = 0, part: str = "") -> None:
+        def lowered_step(inputs: Sequence[Tensor], out: Tensor,
+                         step_sizes: Sequence[int]) -> Lowered:
             if len(inputs) == 2:
                 lowered = lower_contraction(inputs[0], inputs[1], out, step_sizes, dtype)
-                refs, offsets = tuple(refs), tuple(offsets)
             else:
                 lowered = lower_unary(inputs[0], out, step_sizes, dtype)
-                if lowered.ones == "in1":
-                    refs, offsets = (refs[0], ("ones", lowered.ones_length)), (offsets[0], 0)
-                elif lowered.ones == "in0":
-                    refs, offsets = (("ones", lowered.ones_length), refs[0]), (0, offsets[0])
-                else:
-                    refs, offsets = (refs[0], ()), (offsets[0], 0)
-                if lowered.ones:
-                    self.ones.setdefault(lowered.ones_length,
-                                         np.ones(lowered.ones_length, self.dtype))
             if optimize is not None:
                 lowered = Lowered(optimize(lowered.op, num_threads=num_threads),
                                   lowered.ones, lowered.ones_length, lowered.prims)
+            return lowered
+
+        def add(node: Node, lowered: Lowered, refs: Sequence[tuple], out_ref: tuple,
+                frees: tuple[int, ...], offsets: Sequence[int] = (0, 0), out_offset: int = 0,
+                part: str = "") -> None:
+            if len(refs) == 2:
+                refs, offsets = tuple(refs), tuple(offsets)
+            elif lowered.ones == "in1":
+                refs, offsets = (refs[0], ("ones", lowered.ones_length)), (offsets[0], 0)
+            elif lowered.ones == "in0":
+                refs, offsets = (("ones", lowered.ones_length), refs[0]), (0, offsets[0])
+            else:
+                refs, offsets = (refs[0], ()), (offsets[0], 0)
+            if lowered.ones:
+                self.ones.setdefault(lowered.ones_length, np.ones(lowered.ones_length, self.dtype))
             self.steps.append(Step(lowered, (refs[0], refs[1], out_ref), frees, node,
                                    offsets + (out_offset,), part))
 
@@ -113,16 +117,24 @@ class Plan:
             """The steps of `node`: one, or a long sum's chunks (frontend.long_sums) into
             a partial sums buffer, that buffer then summed (in chunks again where long)."""
             chunks = chunked(inputs, out, step_sizes, longest)
+            plain = None
+            if chunks is not None and longest == LONG_SUM and optimize is not None:
+                # the node's own operation where its kernels' blocks keep the chains short
+                plain = lowered_step(inputs, out, step_sizes)
+                if accumulation_chain(plain.op) <= LONG_CHAIN:
+                    chunks = None
             if chunks is None:
-                add(node, inputs, refs, out, out_ref, step_sizes, frees, part=part)
+                add(node, plain or lowered_step(inputs, out, step_sizes), refs, out_ref, frees,
+                    part=part)
                 return
             partials = len(self.buffer_sizes)
             self.buffer_sizes.append(chunks.partials_size)
-            for number, part in enumerate(chunks.parts):
+            for number, piece in enumerate(chunks.parts):
                 last = number == len(chunks.parts) - 1
-                add(node, part.inputs, refs, part.out, ("buf", partials), chunks.sizes,
-                    frees if last else (), part.input_offsets + (0,) * (2 - len(refs)),
-                    part.out_offset, "the last, shorter chunk" if number else
+                add(node, lowered_step(piece.inputs, piece.out, chunks.sizes), refs,
+                    ("buf", partials), frees if last else (),
+                    piece.input_offsets + (0,) * (2 - len(refs)), piece.out_offset,
+                    "the last, shorter chunk" if number else
                     f"{chunks.partials_size} partial sums of chunks")
             reduce(node, [chunks.partials], [("buf", partials)], out, out_ref, chunks.sizes,
                    (partials,), CHUNK, "the sum of the partial sums")
