@@ -95,6 +95,26 @@ def test_einsum_path_single_operand_ellipsis_and_sublists():
         einjit.einsum_path("abc,cd->ad", a, b)[0]
 
 
+@pytest.mark.parametrize("equation, shapes", [
+    ("ij,j->i", [(3, 4), (1,)]),                       # size-1 broadcasting
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),       # ellipsis
+    ("ii->", [(4, 4)]),                                # diagonal
+    (",ij->ij", [(), (2, 3)]),                         # a scalar operand
+    ("ij,ij,ij->", [(3, 4)] * 3),
+    ("i,j,k->ijk", [(2,), (3,), (4,)]),                # numpy: one step; einjit: pairs
+])
+def test_einsum_path_edge_equations(equation, shapes):
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    path, report = einjit.einsum_path(equation, *arrays)
+    expected = np.einsum(equation, *arrays)
+    np.testing.assert_allclose(np.einsum(equation, *arrays, optimize=path), expected,
+                               rtol=1e-12)
+    np.testing.assert_allclose(einjit.einsum(equation, *arrays, optimize=path), expected,
+                               rtol=1e-12)
+    assert len(report.split("\n")) == 10 + len(path) - 1
+
+
 def test_einsum_path_hands_other_dtypes_to_numpy():
     a, b, c = (np.arange(12).reshape(3, 4), np.arange(20).reshape(4, 5),
                np.arange(30).reshape(5, 6))
