@@ -35,6 +35,7 @@ from .frontend.errors import EinsumSyntaxError, EinsumTypeError, EinsumValueErro
 from .frontend.tree import EinsumTree
 from .ir import Dim, TensorOperation
 from .kernel import Kernel
+from .numpy_api import einsum_path, tensordot, transpose
 from .ops import BINARY_OPS, UNARY_OPS
 from .passes import optimize
 from .primitives import binary, brgemm, unary
@@ -48,5 +49,6 @@ __all__ = [
     "IsaMismatchError", "UnsupportedCpuError",
     "TensorOperation", "Dim", "optimize",
     "einsum", "contract_expression", "ContractExpression", "EinsumTree",
+    "einsum_path", "tensordot", "transpose",
     "EinsumSyntaxError", "EinsumValueError", "EinsumTypeError",
 ]

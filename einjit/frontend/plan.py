@@ -19,6 +19,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from einjit.frontend.long_sums import CHUNK, LONG_CHAIN, LONG_SUM, accumulation_chain, chunked
 from einjit.frontend.lower import Lowered, Tensor, lower_contraction, lower_unary
 from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
@@ -38,6 +39,9 @@ class Step:
     sources: tuple[tuple, tuple, tuple]
     frees: tuple[int, ...]                     # buffers no later step reads
     node: Node
+    # element offsets of in0, in1 and out from their sources' bases (a long sum's last chunk)
+    offsets: tuple[int, int, int] = (0, 0, 0)
+    part: str = ""      # which part of a node's sum in chunks this step computes, if any
 
 
 def _optimizer():
@@ -80,31 +84,70 @@ class Plan:
             strides = dense_strides(node.dims, sizes)
             return Tensor(node.dims, tuple(strides[d] for d in node.dims)), ("buf", ids[id(node)])
 
+        def lowered_step(inputs: Sequence[Tensor], out: Tensor,
+                         step_sizes: Sequence[int]) -> Lowered:
+            if len(inputs) == 2:
+                lowered = lower_contraction(inputs[0], inputs[1], out, step_sizes, dtype)
+            else:
+                lowered = lower_unary(inputs[0], out, step_sizes, dtype)
+            if optimize is not None:
+                lowered = Lowered(optimize(lowered.op, num_threads=num_threads),
+                                  lowered.ones, lowered.ones_length, lowered.prims)
+            return lowered
+
+        def add(node: Node, lowered: Lowered, refs: Sequence[tuple], out_ref: tuple,
+                frees: tuple[int, ...], offsets: Sequence[int] = (0, 0), out_offset: int = 0,
+                part: str = "") -> None:
+            if len(refs) == 2:
+                refs, offsets = tuple(refs), tuple(offsets)
+            elif lowered.ones == "in1":
+                refs, offsets = (refs[0], ("ones", lowered.ones_length)), (offsets[0], 0)
+            elif lowered.ones == "in0":
+                refs, offsets = (("ones", lowered.ones_length), refs[0]), (0, offsets[0])
+            else:
+                refs, offsets = (refs[0], ()), (offsets[0], 0)
+            if lowered.ones:
+                self.ones.setdefault(lowered.ones_length, np.ones(lowered.ones_length, self.dtype))
+            self.steps.append(Step(lowered, (refs[0], refs[1], out_ref), frees, node,
+                                   offsets + (out_offset,), part))
+
+        def reduce(node: Node, inputs: Sequence[Tensor], refs: Sequence[tuple], out: Tensor,
+                   out_ref: tuple, step_sizes: Sequence[int], frees: tuple[int, ...],
+                   longest: int = LONG_SUM, part: str = "") -> None:
+            """The steps of `node`: one, or a long sum's chunks (frontend.long_sums) into
+            a partial sums buffer, that buffer then summed (in chunks again where long)."""
+            chunks = chunked(inputs, out, step_sizes, longest)
+            plain = None
+            if chunks is not None and longest == LONG_SUM and optimize is not None:
+                # the node's own operation where its kernels' blocks keep the chains short
+                plain = lowered_step(inputs, out, step_sizes)
+                if accumulation_chain(plain.op) <= LONG_CHAIN:
+                    chunks = None
+            if chunks is None:
+                add(node, plain or lowered_step(inputs, out, step_sizes), refs, out_ref, frees,
+                    part=part)
+                return
+            partials = len(self.buffer_sizes)
+            self.buffer_sizes.append(chunks.partials_size)
+            for number, piece in enumerate(chunks.parts):
+                last = number == len(chunks.parts) - 1
+                add(node, lowered_step(piece.inputs, piece.out, chunks.sizes), refs,
+                    ("buf", partials), frees if last else (),
+                    piece.input_offsets + (0,) * (2 - len(refs)), piece.out_offset,
+                    "the last, shorter chunk" if number else
+                    f"{chunks.partials_size} partial sums of chunks")
+            reduce(node, [chunks.partials], [("buf", partials)], out, out_ref, chunks.sizes,
+                   (partials,), CHUNK, "the sum of the partial sums")
+
         def emit(node: Node, children: Sequence[Node]) -> None:
             if node is not tree.root:
                 ids[id(node)] = len(self.buffer_sizes)
                 self.buffer_sizes.append(int(np.prod([sizes[d] for d in node.dims])))
             out, out_ref = tensor_of(node)
             inputs = [tensor_of(c) for c in children]
-            if len(inputs) == 2:
-                lowered = lower_contraction(inputs[0][0], inputs[1][0], out, sizes, dtype)
-                refs = (inputs[0][1], inputs[1][1])
-            else:
-                lowered = lower_unary(inputs[0][0], out, sizes, dtype)
-                if lowered.ones == "in1":
-                    refs = (inputs[0][1], ("ones", lowered.ones_length))
-                elif lowered.ones == "in0":
-                    refs = (("ones", lowered.ones_length), inputs[0][1])
-                else:
-                    refs = (inputs[0][1], ())
-                if lowered.ones:
-                    self.ones.setdefault(lowered.ones_length,
-                                         np.ones(lowered.ones_length, self.dtype))
-            if optimize is not None:
-                lowered = Lowered(optimize(lowered.op, num_threads=num_threads),
-                                  lowered.ones, lowered.ones_length, lowered.prims)
-            frees = tuple(r[1] for r in refs if r and r[0] == "buf")
-            self.steps.append(Step(lowered, (refs[0], refs[1], out_ref), frees, node))
+            refs = [ref for _, ref in inputs]
+            reduce(node, [tensor for tensor, _ in inputs], refs, out, out_ref, sizes,
+                   tuple(r[1] for r in refs if r[0] == "buf"))
 
         for node in tree.root.nodes():
             if not node.is_leaf:
@@ -138,12 +181,18 @@ class Plan:
                     "ones": lambda: ones_slots[ref[1]]}[ref[0]]()
 
         program = []
+        written = set()
         for step in self.steps:
             out_ref = step.sources[2]
-            size = self.buffer_sizes[out_ref[1]] if out_ref[0] == "buf" else 0
-            program.append((compile_operation(step.lowered.op).run, slot(step.sources[0]),
-                            slot(step.sources[1]), slot(out_ref), size,
-                            tuple(first_buffer + index for index in step.frees)))
+            size = 0
+            if out_ref[0] == "buf" and out_ref[1] not in written:     # allocated when first written
+                size = self.buffer_sizes[out_ref[1]]
+                written.add(out_ref[1])
+            run = compile_operation(step.lowered.op).run
+            if any(step.offsets):
+                run = _offset(run, *(offset * self.itemsize for offset in step.offsets))
+            program.append((run, slot(step.sources[0]), slot(step.sources[1]), slot(out_ref),
+                            size, tuple(first_buffer + index for index in step.frees)))
         self._program = (tuple(program), tuple(tail))
 
     @property
@@ -179,7 +228,7 @@ class Plan:
         for step in self.steps:
             op = step.lowered.op
             arrays = []
-            for name, ref in zip(("in0", "in1", "out"), step.sources):
+            for name, ref, offset in zip(("in0", "in1", "out"), step.sources, step.offsets):
                 if not ref:
                     arrays.append(None)
                     continue
@@ -187,13 +236,13 @@ class Plan:
                 if kind == "buf":
                     if buffers[ref[1]] is None:
                         buffers[ref[1]] = aligned_empty(self.buffer_sizes[ref[1]], self.dtype)
-                    arrays.append(buffers[ref[1]])
+                    arrays.append(buffers[ref[1]][offset:])
                 elif kind == "ones":
                     arrays.append(self.ones[ref[1]])
                 else:
                     base = out if kind == "out" else leaves[ref[1]]
-                    arrays.append(_flat(base, op.extent(name), self.itemsize,
-                                        writeable=kind == "out"))
+                    arrays.append(_flat(base, offset + op.extent(name), self.itemsize,
+                                        writeable=kind == "out")[offset:])
             if execute is None:
                 op.execute(*arrays)
             else:
@@ -207,14 +256,16 @@ class Plan:
                  f"flops: {self.tree.flops()}", ""]
         for number, step in enumerate(self.steps):
             node = step.node
-            elements = int(np.prod([sizes[d] for d in node.dims]))
-            where = "result" if step.sources[2] == ("out",) else \
-                f"intermediate buffer {step.sources[2][1]}"
+            target = step.sources[2]
+            elements = int(np.prod([sizes[d] for d in node.dims])) if target == ("out",) \
+                else self.buffer_sizes[target[1]]
+            where = "result" if target == ("out",) else f"intermediate buffer {target[1]}"
             flops = 0
-            if len(node.children) == 2:
+            if len(node.children) == 2 and not step.part.startswith(("the", "partial")):
                 flops = 2 * int(np.prod([sizes[d] for d in set(node.dims).union(
                     *(c.dims for c in node.children))]))
-            lines.append(f"step {number}: [{','.join(map(str, node.dims))}] -> {where}, "
+            part = f" ({step.part})" if step.part else ""
+            lines.append(f"step {number}: [{','.join(map(str, node.dims))}]{part} -> {where}, "
                          f"{elements} elements ({elements * self.itemsize} bytes), {flops} flops, "
                          f"operands {step.sources[0]} {step.sources[1]}")
             lines.append(str(step.lowered.op))
@@ -234,6 +285,11 @@ def _address(array: np.ndarray) -> int:
         return _addressof(_from_buffer(array))
     except (TypeError, ValueError, BufferError):
         return array.ctypes.data
+
+
+def _offset(run: Callable, in0: int, in1: int, out: int) -> Callable:
+    """`run` on addresses moved by these byte offsets."""
+    return lambda a, b, c: run(a + in0, b + in1, c + out)
 
 
 def _flat(array: np.ndarray, extent: int, itemsize: int, writeable: bool) -> np.ndarray:

@@ -75,6 +75,21 @@ def _node_flops(node: Node, sizes: Sequence[int]) -> int:
     return 2 * total
 
 
+def summed_leaves(inputs: Sequence[Sequence[int]], output: Sequence[int]) -> list[Node]:
+    """One node per operand: its leaf, or (with two or more operands) the leaf summed over
+    the dims no other operand and not the output has. The contraction path orders these."""
+    inputs = [tuple(t) for t in inputs]
+    nodes: list[Node] = []
+    for index, dims in enumerate(inputs):
+        leaf = Node(dims, (), index)
+        others = set(output).union(*(inputs[:index] + inputs[index + 1:]))
+        kept = tuple(d for d in dims if d in others)
+        if len(kept) < len(dims) and len(inputs) > 1:
+            leaf = Node(kept, (leaf,))
+        nodes.append(leaf)
+    return nodes
+
+
 class EinsumTree:
     """A contraction tree over input operands with integer dimension ids and sizes.
 
@@ -126,17 +141,8 @@ class EinsumTree:
         """Tree for operands with (distinct) dim ids `inputs` and result dims `output`.
         Dims only one operand has and the output lacks are summed first (a one-child node);
         the contraction order comes from opt_einsum (see paths.contraction_path)."""
-        inputs = [tuple(t) for t in inputs]
         output = tuple(output)
-        count = len(inputs)
-        nodes: list[Node] = []
-        for index, dims in enumerate(inputs):
-            leaf = Node(dims, (), index)
-            others = set(output).union(*(inputs[:index] + inputs[index + 1:]))
-            kept = tuple(d for d in dims if d in others)
-            if len(kept) < len(dims) and count > 1:
-                leaf = Node(kept, (leaf,))
-            nodes.append(leaf)
+        nodes = summed_leaves(inputs, output)
         path = contraction_path([n.dims for n in nodes], output, sizes, optimize)
         for step in path:
             chosen = [nodes[p] for p in step]

@@ -1,0 +1,158 @@
+"""Long reductions are summed in chunks (einjit.frontend.long_sums): their error grows with
+log(n), not n, in every layout (contiguous, strided, broadcast, sizes without divisors) and
+every kind of node (sums over one operand's dims, dot products, GEMMs with a long K).
+
+Constant operands are the hard case: every rounding of a sequential sum errs the same way, so
+its error grows with n (the tests show the bound they use fails for a sequential sum)."""
+
+import math
+
+import numpy as np
+import pytest
+from conftest import jit_available
+
+import einjit
+from einjit.frontend.long_sums import CHUNK, LONG_CHAIN, LONG_SUM, accumulation_chain
+
+pytestmark = pytest.mark.skipif(not jit_available(),
+                                reason="needs einjit.optimize and einjit.codegen to execute")
+
+
+def _bound(n: int, dtype) -> float:
+    """The relative error allowed a sum of n terms: a few eps per halving of n."""
+    return 8 * math.log2(n) * np.finfo(dtype).eps
+
+
+def _sequential_error(value, n: int, dtype) -> float:
+    """The relative error of summing n copies of `value` one after the other in `dtype`."""
+    total = np.cumsum(np.full(n, value, dtype))[-1]
+    exact = float(np.asarray(value, dtype)) * n
+    return abs(float(total) - exact) / exact
+
+
+@pytest.mark.parametrize("num", [10**6, 10**7])
+def test_numpys_chunking_precision_case(num):
+    """numpy's test_einsum_chunking_precision (numpy/_core/tests/test_einsum.py)."""
+    value = 1. + np.finfo(np.float64).eps * 8196
+    result = einjit.einsum("i->", np.broadcast_to(np.array(value), num)) / num
+    np.testing.assert_almost_equal(result, value, decimal=15)
+    contiguous = einjit.einsum("i->", np.full(num, value)) / num
+    np.testing.assert_almost_equal(contiguous, value, decimal=15)
+
+
+LAYOUTS = {
+    "broadcast": lambda v, n, dtype: np.broadcast_to(np.asarray(v, dtype), n),
+    "contiguous": lambda v, n, dtype: np.full(n, v, dtype),
+    "strided": lambda v, n, dtype: np.full(3 * n, v, dtype)[::3],
+}
+
+
+@pytest.mark.parametrize("n", [10**6, 1_000_003, 3 * 2**19 + 1])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f4", "f8"])
+def test_constant_sums_and_dots(n, layout, dtype):
+    value = 0.1
+    x = LAYOUTS[layout](value, n, dtype)
+    exact = float(np.asarray(value, dtype)) * n
+    bound = _bound(n, dtype)
+    assert _sequential_error(value, n, np.float32) > _bound(n, np.float32)   # bound bites
+    assert abs(float(einjit.einsum("i->", x)) - exact) / exact < bound
+    square = float(np.asarray(value, dtype)) ** 2 * n
+    assert abs(float(einjit.einsum("i,i->", x, x)) - square) / square < bound
+    expression = einjit.contract_expression("i->", (n,), dtype=np.dtype(dtype).name)
+    assert abs(float(expression(np.ascontiguousarray(x))) - exact) / exact < bound
+
+
+def _exact(equation, *arrays):
+    """The result in long double from exact float64 products (float32 operands), else long
+    double products."""
+    wide = [a.astype(np.longdouble) for a in arrays]
+    return np.einsum(equation, *wide)
+
+
+def _relative_error(result, equation, arrays):
+    exact = _exact(equation, *arrays)
+    magnitude = _exact(equation, *[np.abs(a) for a in arrays])
+    return float(np.max(np.abs(np.asarray(result, np.longdouble) - exact) / magnitude))
+
+
+# (equation, shapes, terms summed into each output element)
+CASES = [
+    ("i->", [(2_000_003,)], 2_000_003),
+    ("i,i->", [(1_000_003,), (1_000_003,)], 1_000_003),
+    ("ij->j", [(300_007, 3)], 300_007),
+    ("ij->i", [(3, 300_007)], 300_007),
+    ("ijk->", [(101, 103, 107)], 101 * 103 * 107),
+    ("ik,kj->ij", [(4, 200_003), (200_003, 3)], 200_003),
+    ("ik,jk->ij", [(3, 400_009), (2, 400_009)], 400_009),
+    ("bi,bi->b", [(2, 500_009), (2, 500_009)], 500_009),
+]
+
+
+@pytest.mark.parametrize("equation, shapes, terms", CASES, ids=[c[0] for c in CASES])
+def test_long_sums_of_positive_terms(equation, shapes, terms, dtype):
+    """Positive terms (no cancellation): the error relative to the sum of magnitudes."""
+    rng = np.random.default_rng(len(equation) + len(shapes))
+    arrays = [rng.uniform(0.5, 1.5, s).astype(dtype) for s in shapes]
+    bound = _bound(terms, dtype)
+    assert _relative_error(einjit.einsum(equation, *arrays), equation, arrays) < bound
+    transposed = [np.asfortranarray(a) for a in arrays]
+    assert _relative_error(einjit.einsum(equation, *transposed), equation, arrays) < bound
+
+
+def _steps(equation, *shapes, dtype="float64"):
+    return einjit.contract_expression(equation, *shapes, dtype=dtype)._prepared.plan.steps
+
+
+@pytest.mark.parametrize("equation, shapes, terms", CASES, ids=[c[0] for c in CASES])
+def test_long_sum_plans_chain_few_terms(equation, shapes, terms):
+    assert terms > LONG_SUM
+    steps = _steps(equation, *shapes)
+    assert len(steps) > 1
+    assert any(step.part for step in steps)
+    assert all(accumulation_chain(step.lowered.op) <= LONG_CHAIN for step in steps)
+
+
+def test_a_sum_with_short_chains_keeps_its_single_step():
+    """Past LONG_SUM a GEMM whose K blocks already keep the chains short runs as it did;
+    an ordinary sum (up to LONG_SUM terms) too."""
+    (step,) = _steps("ik,kj->ij", (64, 100_000), (100_000, 64))
+    assert not step.part and accumulation_chain(step.lowered.op) <= LONG_CHAIN
+    (step,) = _steps("i->", (LONG_SUM,))
+    assert not step.part
+    (step,) = _steps("ij,jk->ik", (256, 1600), (1600, 256))
+    assert not step.part
+
+
+def test_describe_names_the_parts():
+    text = str(einjit.contract_expression("i->", (1_000_003,), dtype="float64"))
+    assert "partial sums of chunks" in text and "the last, shorter chunk" in text
+    assert "the sum of the partial sums" in text
+
+
+@pytest.mark.parametrize("n", [CHUNK * 40 + 7, LONG_SUM * 3 + 1])
+def test_chunked_plans_on_the_reference_executor(n, reference, dtype):
+    """The same plans run by the IR's numpy executor: offsets and buffers are wired right
+    (the last chunk's offset reads, the partial sums buffer's rows)."""
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal(3 * n).astype(dtype)[::3]
+    b = rng.standard_normal((n, 2)).astype(dtype)
+    for equation, arrays in (("i->", [a]), ("i,ij->j", [a, b]), ("ij->j", [b])):
+        expected = np.einsum(equation, *[x.astype(np.float64) for x in arrays])
+        result = einjit.einsum(equation, *arrays)
+        np.testing.assert_allclose(result, expected, rtol=1e-4 if dtype == np.float32 else 1e-12,
+                                   atol=1e-3 if dtype == np.float32 else 1e-10)
+
+
+def test_out_and_orders_with_a_long_sum(dtype):
+    rng = np.random.default_rng(4)
+    a = rng.uniform(0.5, 1.5, (5, 100_003)).astype(dtype)
+    b = rng.uniform(0.5, 1.5, (100_003, 3)).astype(dtype)
+    expected = _exact("ik,kj->ij", a, b)
+    out = np.empty((3, 5), dtype).T
+    assert einjit.einsum("ik,kj->ij", a, b, out=out) is out
+    magnitude = _exact("ik,kj->ij", np.abs(a), np.abs(b))
+    assert np.max(np.abs(out - expected) / magnitude) < _bound(100_003, dtype)
+    for order in ("C", "F"):
+        result = einjit.einsum("ik,kj->ij", a, b, order=order)
+        assert np.max(np.abs(result - expected) / magnitude) < _bound(100_003, dtype)
