@@ -15,7 +15,7 @@ from .errors import (
                      OperandValueError,
                      UnsupportedCpuError,
 )
-from .frontend.errors import EinsumSyntaxError, EinsumTypeError, EinsumValueError
+from .frontend.errors import EinsumPathError, EinsumSyntaxError, EinsumTypeError, EinsumValueError
 from .frontend.tree import EinsumTree
 from .ir import Dim, TensorOperation
 from .kernel import Kernel
@@ -23,6 +23,10 @@ from .ops import BINARY_OPS, UNARY_OPS
 from .passes import optimize
 from .primitives import binary, brgemm, unary
 from .runtime.host import host_isa
+from .runtime.settings import SettingWarning
+from .version import einjit_version
+
+__version__ = einjit_version()
 
 __all__ = [
     "brgemm", "unary", "binary", "Kernel", "Target", "resolve_target", "host_isa",
@@ -32,5 +36,6 @@ __all__ = [
     "IsaMismatchError", "UnsupportedCpuError",
     "TensorOperation", "Dim", "optimize",
     "einsum", "contract_expression", "ContractExpression", "EinsumTree",
-    "EinsumSyntaxError", "EinsumValueError", "EinsumTypeError",
+    "EinsumSyntaxError", "EinsumValueError", "EinsumTypeError", "EinsumPathError",
+    "SettingWarning", "__version__",
 ]

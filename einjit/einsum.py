@@ -5,10 +5,12 @@ order) -> tree optimization -> one TensorOperation per node, in the dtype numpy 
 in: `dtype=` if given, else the operands' (and out's) promoted dtype, so float32 mixed with
 float64 computes in float64 (the float32 operands converted first, as numpy casts them). The
 casting rule is numpy's: inputs must cast to that dtype, and the result to out's, under
-`casting`. Integers, complex, float16 and every other dtype einjit has no kernels for (as
-operand, dtype= or out=), zero-size operands, a cast the rule forbids and an invalid numpy
-option are handed to numpy.einsum with the same arguments, so results, result dtypes and
-errors are numpy's and no precision is silently lost.
+`casting`, checked before any work. Integers, complex, float16 and every other dtype einjit
+has no kernels for (as operand, dtype= or out=), zero-size operands, a cast the rule forbids,
+an invalid numpy option, and the calls numpy answers with a view of the operand (one operand,
+nothing summed) are handed to numpy.einsum with exactly the caller's arguments (optimize= only
+if the caller gave it), so results, views, result dtypes and errors are numpy's and no
+precision is silently lost. The rules themselves are in einjit.frontend.numpy_rules.
 
 Operands are read in place through their strides (transposes, slices, diagonals and size-1
 broadcasting are views); only operands with negative strides or strides that are not a whole
@@ -589,8 +591,9 @@ def contract_expression(subscripts: str | EinsumTree, *shapes: Any,
     """Plan `subscripts` once for operands of `shapes` (opt_einsum's contract_expression),
     generating all code now. Each shape is a sequence of integer sizes (Python or numpy
     integers; 2.5 is refused with a TypeError naming it), or an array, which stands for its
-    own shape (contract_expression("ij,jk->ik", a, b) plans for a.shape and b.shape). dtype float32 or float64 runs on einjit's kernels (see
-    ContractExpression for mixed dtypes); any other dtype evaluates with numpy.
+    own shape (contract_expression("ij,jk->ik", a, b) plans for a.shape and b.shape).
+    dtype float32 or float64 runs on einjit's kernels (see ContractExpression for mixed
+    dtypes); any other dtype, and shapes with a zero size, evaluate with numpy.
 
     `subscripts` may be an EinsumTree (e.g. EinsumTree("[[8,4],[7,3,8]->[7,3,4]],...",
     sizes)): shapes are then the leaves' (optional; if given they must match), and
