@@ -190,14 +190,19 @@ class _Prepared:
                               strides=self.byte_strides)
         return self.empty(self.shape, dtype, order="F" if order == "F" else "C")
 
-    def __str__(self) -> str:
+    def describe(self, ops: Sequence[Any] | None = None) -> str:
+        """The dims' legend and the plan (Plan.describe; `ops`: each step's operation as
+        made for another target)."""
         if self.resolved is None:
             legend = ", ".join(f"{d}({size})" for d, size in enumerate(self.tree.sizes))
         else:
             letters = self.resolved.letters
             legend = ", ".join(f"{d}={name}({size})" for d, (name, size) in
                                enumerate(zip(letters, self.resolved.sizes)))
-        return f"dims: {legend}\n{self.plan.describe()}"
+        return f"dims: {legend}\n{self.plan.describe(ops)}"
+
+    def __str__(self) -> str:
+        return self.describe()
 
 
 def _dense(shape: tuple[int, ...], order: str) -> tuple[int, ...]:
@@ -567,12 +572,17 @@ class ContractExpression:
             ("greedy", "optimal") else True
         return np.einsum(self.subscripts, *arrays, out=out, optimize=optimize)
 
-    def __str__(self) -> str:
+    def describe(self, ops: Sequence[Any] | None = None) -> str:
+        """str(expr); `ops`: each step's operation as made for another target (the plan
+        shown as it would run there)."""
         head = f"ContractExpression({self.subscripts!r}, shapes {list(self.shapes)})\n"
         if self._prepared is None:
             return head + (f"numpy.einsum evaluates it (an operand has a zero-size dimension): "
                            f"no contraction tree, no generated code; result shape {self.shape}")
-        return head + str(self._prepared)
+        return head + self._prepared.describe(ops)
+
+    def __str__(self) -> str:
+        return self.describe()
 
     def __repr__(self) -> str:
         return f"<ContractExpression {self.subscripts!r} shapes={list(self.shapes)}>"
