@@ -56,16 +56,21 @@ _NATIVE = (_FLOAT32, _FLOAT64)   # the dtypes einjit's kernels compute (einjit.o
 _HOST = host_isa()
 
 
-class _EinjitsChoice:
-    """optimize= left out: einjit picks the contraction order (as optimize=True); a call handed
-    to numpy.einsum gets numpy's default (optimize=False) by leaving it out there too."""
+class _NotGiven:
+    """A keyword the caller left out: einjit applies `meaning`; a call handed to numpy.einsum
+    leaves the keyword out there too (numpy's optimized path treats casting="safe" given
+    differently from casting left out)."""
+
+    def __init__(self, meaning: str):
+        self.meaning = meaning
 
     def __repr__(self) -> str:
-        return "<einjit's choice>"
+        return f"<not given: {self.meaning}>"
 
 
-_EINJITS_CHOICE = _EinjitsChoice()
-_PLAIN_OPTIMIZE = (bool, str, _EinjitsChoice)   # optimize= values the fast path takes as keys
+_EINJITS_CHOICE = _NotGiven("einjit's choice of path")
+_SAFE = _NotGiven("'safe'")
+_PLAIN_OPTIMIZE = (bool, str, _NotGiven)   # optimize= values the fast path takes as keys
 
 
 @functools.lru_cache(maxsize=512)
@@ -278,10 +283,12 @@ def _result(result: np.ndarray, out: np.ndarray | None) -> Any:
 
 def _numpy_einsum(operands: Sequence[Any], out: Any, optimize: Any, dtype: Any, order: Any,
                   casting: Any) -> Any:
-    """numpy.einsum called with exactly the caller's arguments (optimize= only if given: numpy's
-    default is optimize=False)."""
-    given = {} if optimize is _EINJITS_CHOICE else {"optimize": optimize}
-    return np.einsum(*operands, out=out, dtype=dtype, order=order, casting=casting, **given)
+    """numpy.einsum called with exactly the caller's arguments: optimize= and casting= only if
+    given (numpy's default is optimize=False); out=None, dtype=None and order="K" are
+    numpy's defaults."""
+    given = {name: value for name, value in (("optimize", optimize), ("casting", casting))
+             if not isinstance(value, _NotGiven)}
+    return np.einsum(*operands, out=out, dtype=dtype, order=order, **given)
 
 
 def _check_out(out: np.ndarray, shape: tuple[int, ...], subscripts: str,
@@ -295,13 +302,13 @@ def _check_out(out: np.ndarray, shape: tuple[int, ...], subscripts: str,
 
 
 def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJITS_CHOICE,
-           dtype: Any = None, order: Any = "K", casting: Any = "safe") -> Any:
+           dtype: Any = None, order: Any = "K", casting: Any = _SAFE) -> Any:
     """numpy.einsum's signature and semantics (subscripts string or interleaved sublists,
     ellipsis broadcasting, diagonals, implicit output, out=, dtype=, order=, casting=).
 
     optimize: False (operand order), True (= "greedy", as numpy), an opt_einsum path name
     ("greedy", "optimal", "dp", "auto", "branch-2", ...), numpy's (name, memory limit) or an
-    explicit path; left out, einjit chooses (as True).
+    explicit path; left out, einjit chooses (as True). casting left out is numpy's "safe".
     float32 and float64 (and their mix, computed in float64) run on einjit's kernels with a
     cached plan, after numpy's checks of dtype=, casting= and out=. Every other call goes to
     numpy.einsum with exactly the caller's arguments (optimize= only if given): other dtypes,
@@ -310,7 +317,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     path = True if optimize is _EINJITS_CHOICE else optimize
     # the common repeated call: float32 or float64 arrays of one dtype, default options, a
     # plan in the cache
-    if out is None and dtype is None and order == "K" and casting == "safe" \
+    if out is None and dtype is None and order == "K" and casting is _SAFE \
             and len(operands) > 1 and type(operands[0]) is str \
             and type(optimize) in _PLAIN_OPTIMIZE and type(operands[1]) is np.ndarray:
         arrays = operands[1:]
@@ -333,7 +340,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     subscripts, raw = _split(operands)
     arrays = [np.asarray(a) for a in raw]
     letter = order_letter(order)
-    compute = _native(arrays, out, dtype, letter, casting)
+    compute = _native(arrays, out, dtype, letter, "safe" if casting is _SAFE else casting)
     if compute is None:
         return _numpy_einsum(operands, out, optimize, dtype, order, casting)
     shapes = tuple(a.shape for a in arrays)
