@@ -7,12 +7,11 @@ is an instance of numpy's), the result's type, dtype and shape, its values (bit 
 einjit handed the call to numpy, else within the dtype's rounding), the layout for order C, F
 and A, out= returned, and views of an operand where numpy returns one."""
 
-import sys
 import warnings
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
+from conftest import numpy_einsum_calls
 
 import einjit
 
@@ -23,28 +22,6 @@ OUT_DTYPES = [np.float32, np.float64, np.int64, np.complex128, np.bool_, np.floa
 CASTINGS = ["safe"] * 8 + ["no", "equiv", "same_kind", "unsafe"]
 ORDERS = ["K"] * 4 + ["C", "F", "A", "k", "c", None]
 OPTIMIZE = [None] * 3 + [False, True, "greedy", "optimal"]     # None: not given
-
-
-@contextmanager
-def handed_over():
-    """A list that gets an entry for each call einjit.einsum's module makes to numpy.einsum."""
-    module = sys.modules["einjit.einsum"]
-    calls = []
-
-    class Recorder:
-        def __getattr__(self, name):
-            return getattr(np, name)
-
-        @staticmethod
-        def einsum(*args, **kwargs):
-            calls.append(kwargs)
-            return np.einsum(*args, **kwargs)
-
-    module.np = Recorder()
-    try:
-        yield calls
-    finally:
-        module.np = np
 
 
 def random_call(rng):
@@ -163,7 +140,7 @@ def check_call(subscripts, operands, options):
     options = dict(options)
     out_dtype = options.pop("out", None)
     theirs, their_out = outcome(np.einsum, subscripts, operands, options, out_dtype)
-    with handed_over() as calls:
+    with numpy_einsum_calls() as calls:
         ours, our_out = outcome(einjit.einsum, subscripts, operands, options, out_dtype)
     if isinstance(theirs, (IndexError, AttributeError)) and options.get("optimize") \
             and not calls:

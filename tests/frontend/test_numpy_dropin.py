@@ -4,12 +4,9 @@ computes check dtype=, casting= and out= as numpy does before any work; order= a
 layouts; the views numpy returns; explicit paths; contract_expression's shapes and out=;
 operands that are not arrays."""
 
-import sys
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
-from conftest import numpy_einsum_forbidden
+from conftest import numpy_einsum_calls, numpy_einsum_forbidden
 
 import einjit
 
@@ -28,28 +25,6 @@ def raised(call):
 def assert_same_error(ours, theirs):
     error, expected = raised(ours), raised(theirs)
     assert type(error) is type(expected) and str(error) == str(expected), (error, expected)
-
-
-@contextmanager
-def numpy_einsum_calls():
-    """The (args, kwargs) of each numpy.einsum call einjit.einsum's module makes inside."""
-    module = sys.modules["einjit.einsum"]
-    calls = []
-
-    class Recorder:
-        def __getattr__(self, name):
-            return getattr(np, name)
-
-        @staticmethod
-        def einsum(*args, **kwargs):
-            calls.append((args, kwargs))
-            return np.einsum(*args, **kwargs)
-
-    module.np = Recorder()
-    try:
-        yield calls
-    finally:
-        module.np = np
 
 
 # --- the hand-over and numpy's casting rule ------------------------------------------------
