@@ -13,7 +13,8 @@ errors:       EinjitError, the base of every error einjit raises, each also the 
               a caller would catch (ValueError, TypeError, RuntimeError): EncodingError,
               KernelParameterError, KernelParameterTypeError, OperandError,
               OperandValueError, IsaMismatchError, UnsupportedCpuError, EinsumSyntaxError,
-              EinsumValueError, EinsumTypeError
+              EinsumValueError, EinsumTypeError, EinsumPathError
+warnings:     SettingWarning (a bad EINJIT_* setting: the default is used)
 __version__:  the installed version
 
 README.md shows each in use; docs/architecture.md describes the layers.
@@ -22,16 +23,16 @@ README.md shows each in use; docs/architecture.md describes the layers.
 from .backends import Target, resolve_target
 from .einsum import ContractExpression, contract_expression, einsum
 from .errors import (
-                     EinjitError,
-                     EncodingError,
-                     IsaMismatchError,
-                     KernelParameterError,
-                     KernelParameterTypeError,
-                     OperandError,
-                     OperandValueError,
-                     UnsupportedCpuError,
+    EinjitError,
+    EncodingError,
+    IsaMismatchError,
+    KernelParameterError,
+    KernelParameterTypeError,
+    OperandError,
+    OperandValueError,
+    UnsupportedCpuError,
 )
-from .frontend.errors import EinsumSyntaxError, EinsumTypeError, EinsumValueError
+from .frontend.errors import EinsumPathError, EinsumSyntaxError, EinsumTypeError, EinsumValueError
 from .frontend.tree import EinsumTree
 from .ir import Dim, TensorOperation
 from .kernel import Kernel
@@ -40,6 +41,10 @@ from .ops import BINARY_OPS, UNARY_OPS
 from .passes import optimize
 from .primitives import binary, brgemm, unary
 from .runtime.host import host_isa
+from .runtime.settings import SettingWarning
+from .version import einjit_version
+
+__version__ = einjit_version()
 
 __all__ = [
     "brgemm", "unary", "binary", "Kernel", "Target", "resolve_target", "host_isa",
@@ -50,5 +55,6 @@ __all__ = [
     "TensorOperation", "Dim", "optimize",
     "einsum", "contract_expression", "ContractExpression", "EinsumTree",
     "einsum_path", "tensordot", "transpose",
-    "EinsumSyntaxError", "EinsumValueError", "EinsumTypeError",
+    "EinsumSyntaxError", "EinsumValueError", "EinsumTypeError", "EinsumPathError",
+    "SettingWarning", "__version__",
 ]

@@ -119,7 +119,7 @@ def bench(expr, given, seconds: float, out: TextIO) -> None:
     from einjit.display import plan_of
     rng = np.random.default_rng(0)
     arrays = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in expr.shapes]
-    tree = plan_of(expr).tree
+    tree = None if expr.empty else plan_of(expr).tree
     letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
     if given is not None:
         if len(tree.sizes) > len(letters):
@@ -135,7 +135,7 @@ def bench(expr, given, seconds: float, out: TextIO) -> None:
     expected = np.einsum(equation, *[a.astype(np.float64) for a in arrays], optimize=True)
     error = float(np.linalg.norm(np.asarray(result, np.float64) - expected)) / \
         max(float(np.linalg.norm(expected)), 1e-30)
-    flops = tree.flops()
+    flops = 0 if tree is None else tree.flops()
     print(f"check: relative error vs numpy (float64) {error:.1e}", file=out)
     if error > 1e-4:
         raise AssertionError(f"einjit's result differs from numpy's: relative error {error:.1e}")
@@ -189,22 +189,28 @@ def _run(options: argparse.Namespace, out: TextIO) -> int:
         print(f"tree as given: {given}", file=out)
         print(given.pretty(), file=out)
         print(file=out)
+    if expr.empty:          # zero-size operands: numpy evaluates it, nothing is generated
+        print(expr, file=out)
+        if options.bench:
+            bench(expr, given, options.seconds, out)
+        return 0
     print(f"tree as planned: {expr.tree}", file=out)
     print(expr.tree.pretty(), file=out)
     print(file=out)
-    if not options.quiet:
-        print(expr, file=out)
     host = einjit.resolve_target(None)
-    if options.disassemble or (target is not None and target != host):
-        if target is None or target == host:
+    foreign = target is not None and target != host
+    ops = foreign_operations(expr, options.isa, options.threads) if foreign else None
+    if not options.quiet:
+        print(expr.describe(ops), file=out)
+    if options.disassemble or foreign:
+        if foreign:
+            compiled = [(op, _compiled(op)) for op in ops]
+        else:
             compiled = [(step.lowered.op, _compiled(step.lowered.op))
                         for step in plan_of(expr).steps]
-        else:
-            compiled = [(op, _compiled(op)) for op in
-                        foreign_operations(expr, options.isa, options.threads)]
         for number, (op, nest) in enumerate(compiled):
             print(f"== step {number} on {op.target.name}: {len(nest.code)} bytes", file=out)
-            if target is not None and target != host:
+            if foreign and options.quiet:
                 print(op, file=out)
             if options.disassemble:
                 print(nest.disassemble(), file=out)

@@ -5,10 +5,12 @@ order) -> tree optimization -> one TensorOperation per node, in the dtype numpy 
 in: `dtype=` if given, else the operands' (and out's) promoted dtype, so float32 mixed with
 float64 computes in float64 (the float32 operands converted first, as numpy casts them). The
 casting rule is numpy's: inputs must cast to that dtype, and the result to out's, under
-`casting`. Integers, complex, float16 and every other dtype einjit has no kernels for (as
-operand, dtype= or out=), zero-size operands, a cast the rule forbids and an invalid numpy
-option are handed to numpy.einsum with the same arguments, so results, result dtypes and
-errors are numpy's and no precision is silently lost.
+`casting`, checked before any work. Integers, complex, float16 and every other dtype einjit
+has no kernels for (as operand, dtype= or out=), zero-size operands, a cast the rule forbids,
+an invalid numpy option, and the calls numpy answers with a view of the operand (one operand,
+nothing summed) are handed to numpy.einsum with exactly the caller's arguments (optimize= only
+if the caller gave it), so results, views, result dtypes and errors are numpy's and no
+precision is silently lost. The rules themselves are in einjit.frontend.numpy_rules.
 
 Operands are read in place through their strides (transposes, slices, diagonals and size-1
 broadcasting are views); only operands with negative strides or strides that are not a whole
@@ -23,27 +25,59 @@ JIT'd code on the operands' addresses (Plan.run_addresses)."""
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any, Sequence
 
 import numpy as np
 
 from einjit.frontend.errors import EinsumTypeError, EinsumValueError
+from einjit.frontend.numpy_rules import (
+    any_order_layout,
+    casting_rule,
+    computing_dtype,
+    is_view,
+    order_letter,
+    with_dlpack_converted,
+)
 from einjit.frontend.parser import check_subscripts, from_sublists
 from einjit.frontend.plan import Plan
 from einjit.frontend.rewrite import dense_strides, optimize_tree
-from einjit.frontend.subscripts import resolve
+from einjit.frontend.subscripts import Resolved, resolve
 from einjit.frontend.tree import EinsumTree
 from einjit.plan_cache import PlanCache
 from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty
 from einjit.runtime.host import host_isa
 
 _PLANS = PlanCache()
-_CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 _FLOAT32 = np.dtype(np.float32)
 _FLOAT64 = np.dtype(np.float64)
 _NATIVE = (_FLOAT32, _FLOAT64)   # the dtypes einjit's kernels compute (einjit.ops.DTYPES)
 _HOST = host_isa()
-_PLAIN_OPTIMIZE = (bool, str)     # optimize= values the fast path's key takes as they are
+
+
+class _NotGiven:
+    """A keyword the caller left out: einjit applies `meaning`; a call handed to numpy.einsum
+    leaves the keyword out there too (numpy's optimized path treats casting="safe" given
+    differently from casting left out)."""
+
+    def __init__(self, meaning: str):
+        self.meaning = meaning
+
+    def __repr__(self) -> str:
+        return f"<not given: {self.meaning}>"
+
+
+_EINJITS_CHOICE = _NotGiven("einjit's choice of path")
+_SAFE = _NotGiven("'safe'")
+_PLAIN_OPTIMIZE = (bool, str, _NotGiven)   # optimize= values the fast path takes as keys
+
+
+@functools.lru_cache(maxsize=512)
+def _resolved(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Resolved:
+    """resolve() of numpy subscripts over operands of `shapes` (cached: a call that is not
+    planned, a view numpy returns, resolves its subscripts on every call)."""
+    return resolve(check_subscripts(subscripts), shapes)
 
 
 def plan_cache() -> PlanCache:
@@ -89,7 +123,7 @@ class _Prepared:
                  optimize: Any, order: str, optimize_ops: bool = True,
                  dtype: np.dtype = _FLOAT32):
         self.dtype = np.dtype(dtype)
-        resolved = resolve(check_subscripts(subscripts), shapes)
+        resolved = _resolved(subscripts, tuple(shapes))
         self.resolved = resolved
         self.shape = tuple(resolved.sizes[d] for d in resolved.full_output)
         sizes = resolved.sizes
@@ -161,14 +195,19 @@ class _Prepared:
                               strides=self.byte_strides)
         return self.empty(self.shape, dtype, order="F" if order == "F" else "C")
 
-    def __str__(self) -> str:
+    def describe(self, ops: Sequence[Any] | None = None) -> str:
+        """The dims' legend and the plan (Plan.describe; `ops`: each step's operation as
+        made for another target)."""
         if self.resolved is None:
             legend = ", ".join(f"{d}({size})" for d, size in enumerate(self.tree.sizes))
         else:
             letters = self.resolved.letters
             legend = ", ".join(f"{d}={name}({size})" for d, (name, size) in
                                enumerate(zip(letters, self.resolved.sizes)))
-        return f"dims: {legend}\n{self.plan.describe()}"
+        return f"dims: {legend}\n{self.plan.describe(ops)}"
+
+    def __str__(self) -> str:
+        return self.describe()
 
 
 def _dense(shape: tuple[int, ...], order: str) -> tuple[int, ...]:
@@ -203,33 +242,21 @@ def _run(prepared: _Prepared, arrays: Sequence[np.ndarray], out: np.ndarray | No
     return target
 
 
-def _native(arrays: Sequence[np.ndarray], out: Any, dtype: Any, order: Any,
+def _native(arrays: Sequence[np.ndarray], out: Any, dtype: Any, order: str | None,
             casting: Any) -> np.dtype | None:
     """The dtype einjit's kernels compute this call in, as numpy.einsum would: `dtype`, else
     the promoted dtype of the operands and out. None: numpy.einsum takes the call (a dtype
     without kernels, zero-size operands, an invalid option or a cast `casting` forbids, for
-    which numpy raises its own error)."""
+    which numpy raises its own error). `order`: order_letter's."""
     if not all(a.dtype in _NATIVE for a in arrays) or any(a.size == 0 for a in arrays):
         return None
-    if not isinstance(order, str) or order.upper() not in ("C", "F", "A", "K"):
-        return None
-    if casting not in _CASTINGS:
+    rule = casting_rule(casting)
+    if order is None or rule is None:
         return None
     if out is not None and (not isinstance(out, np.ndarray) or out.dtype not in _NATIVE):
         return None
-    if dtype is None:
-        compute = np.result_type(*arrays, *([] if out is None else [out]))
-    else:
-        try:
-            compute = np.dtype(dtype)
-        except TypeError:
-            return None
-    if compute not in _NATIVE or not all(np.can_cast(a.dtype, compute, casting)
-                                         for a in arrays):
-        return None
-    # numpy reads and writes out through the computing dtype: both casts must be allowed
-    if out is not None and not (np.can_cast(out.dtype, compute, casting)
-                                and np.can_cast(compute, out.dtype, casting)):
+    compute = computing_dtype(arrays, out, dtype, rule)
+    if compute is None or compute not in _NATIVE:
         return None
     return _FLOAT64 if compute == _FLOAT64 else _FLOAT32
 
@@ -254,18 +281,43 @@ def _result(result: np.ndarray, out: np.ndarray | None) -> Any:
     return result
 
 
-def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
-           dtype: Any = None, order: str = "K", casting: str = "safe") -> Any:
+def _numpy_einsum(operands: Sequence[Any], out: Any, optimize: Any, dtype: Any, order: Any,
+                  casting: Any) -> Any:
+    """numpy.einsum called with exactly the caller's arguments: optimize= and casting= only if
+    given (numpy's default is optimize=False); out=None, dtype=None and order="K" are
+    numpy's defaults."""
+    given = {name: value for name, value in (("optimize", optimize), ("casting", casting))
+             if not isinstance(value, _NotGiven)}
+    return np.einsum(*operands, out=out, dtype=dtype, order=order, **given)
+
+
+def _check_out(out: np.ndarray, shape: tuple[int, ...], subscripts: str,
+               arrays: Sequence[np.ndarray]) -> None:
+    if out.shape != shape:
+        raise EinsumValueError(
+            f"out has shape {out.shape} but {subscripts!r} on operands of shapes "
+            f"{[a.shape for a in arrays]} gives shape {shape}")
+    if not out.flags.writeable:
+        raise EinsumValueError("out is read-only; einsum writes its result there")
+
+
+def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJITS_CHOICE,
+           dtype: Any = None, order: Any = "K", casting: Any = _SAFE) -> Any:
     """numpy.einsum's signature and semantics (subscripts string or interleaved sublists,
     ellipsis broadcasting, diagonals, implicit output, out=, dtype=, order=, casting=).
 
     optimize: False (operand order), True (= "greedy", as numpy), an opt_einsum path name
-    ("greedy", "optimal", "dp", "auto", "branch-2", ...) or an explicit path.
+    ("greedy", "optimal", "dp", "auto", "branch-2", ...), numpy's (name, memory limit) or an
+    explicit path; left out, einjit chooses (as True). casting left out is numpy's "safe".
     float32 and float64 (and their mix, computed in float64) run on einjit's kernels with a
-    cached plan; other dtypes on numpy.einsum."""
+    cached plan, after numpy's checks of dtype=, casting= and out=. Every other call goes to
+    numpy.einsum with exactly the caller's arguments (optimize= only if given): other dtypes,
+    zero-size operands, casts the casting rule refuses (numpy raises its error), and the calls
+    numpy answers with a view (one operand, nothing summed: "ii->i", "ij->ji")."""
+    path = True if optimize is _EINJITS_CHOICE else optimize
     # the common repeated call: float32 or float64 arrays of one dtype, default options, a
     # plan in the cache
-    if out is None and dtype is None and order == "K" and casting == "safe" \
+    if out is None and dtype is None and order == "K" and casting is _SAFE \
             and len(operands) > 1 and type(operands[0]) is str \
             and type(optimize) in _PLAIN_OPTIMIZE and type(operands[1]) is np.ndarray:
         arrays = operands[1:]
@@ -275,7 +327,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
                 break
         else:
             entry = _PLANS.get((operands[0], tuple([a.shape for a in arrays]),
-                                tuple([a.strides for a in arrays]), optimize, "K", _HOST,
+                                tuple([a.strides for a in arrays]), path, "K", _HOST,
                                 kind)) if kind is _FLOAT32 or kind is _FLOAT64 else None
             if entry is not None:
                 prepared, copies = entry
@@ -284,14 +336,22 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
                 result = prepared.allocate("K")
                 prepared.plan.run(arrays, result)
                 return result if result.ndim else result[()]
+    operands = with_dlpack_converted(operands)
     subscripts, raw = _split(operands)
     arrays = [np.asarray(a) for a in raw]
-    compute = _native(arrays, out, dtype, order, casting)
+    letter = order_letter(order)
+    compute = _native(arrays, out, dtype, letter, "safe" if casting is _SAFE else casting)
     if compute is None:
-        return np.einsum(*operands, out=out, optimize=optimize, dtype=dtype, order=order,
-                         casting=casting)
-    order = order.upper()
+        return _numpy_einsum(operands, out, optimize, dtype, order, casting)
     shapes = tuple(a.shape for a in arrays)
+    resolved = _resolved(subscripts, shapes)
+    if out is None and is_view(resolved):
+        return _numpy_einsum(operands, out, optimize, dtype, order, casting)
+    if out is not None:
+        _check_out(out, tuple(resolved.sizes[d] for d in resolved.full_output), subscripts,
+                   arrays)
+    if letter == "A":
+        letter = any_order_layout(resolved, arrays)
     # operands of the other float dtype: converted first (fresh C-contiguous arrays), then
     # the plan is the one such arrays get
     arrays = _converted(arrays, compute)
@@ -299,31 +359,22 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = True,
     copies = tuple(not _usable(a) for a in arrays)
     arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
     strides = tuple(_element_strides(a) for a in arrays)
-    target_order = order if order in ("C", "F") else "K"
-    key = (subscripts, shapes, tuple(a.strides for a in originals), _hashable(optimize),
-           target_order, _HOST, compute)
+    key = (subscripts, shapes, tuple(a.strides for a in originals), _hashable(path),
+           letter, _HOST, compute)
     try:
         hash(key)
     except TypeError:
         raise EinsumTypeError(f"optimize must be a bool, a path name or an explicit path, "
                               f"got {optimize!r}") from None
     prepared, _ = _PLANS.get_or_build(key, lambda: (_Prepared(
-        subscripts, shapes, strides, None, optimize, target_order, dtype=compute),
+        subscripts, shapes, strides, None, path, letter, dtype=compute),
         copies if any(copies) else None))
-    if out is not None:
-        if out.shape != prepared.shape:
-            raise EinsumValueError(
-                f"out has shape {out.shape} but {subscripts!r} on operands of shapes "
-                f"{[a.shape for a in originals]} gives shape {prepared.shape}")
-        if not out.flags.writeable:
-            raise EinsumValueError("out is read-only; einsum writes its result there")
-        if _in_place(out, arrays, compute):
-            out_strides = _element_strides(out)
-            if out_strides != prepared.out_strides:
-                prepared, _ = _PLANS.get_or_build(key + (out_strides,), lambda: (_Prepared(
-                    subscripts, shapes, strides, out_strides, optimize, target_order,
-                    dtype=compute), None))
-    return _result(_run(prepared, arrays, out, target_order), out)
+    if out is not None and _in_place(out, arrays, compute):
+        out_strides = _element_strides(out)
+        if out_strides != prepared.out_strides:
+            prepared, _ = _PLANS.get_or_build(key + (out_strides,), lambda: (_Prepared(
+                subscripts, shapes, strides, out_strides, path, letter, dtype=compute), None))
+    return _result(_run(prepared, arrays, out, letter), out)
 
 
 def _tree_numpy(tree: EinsumTree, arrays: Sequence[np.ndarray], dtype: np.dtype) -> np.ndarray:
@@ -342,6 +393,31 @@ def _tree_numpy(tree: EinsumTree, arrays: Sequence[np.ndarray], dtype: np.dtype)
     return np.asarray(value(tree.root))
 
 
+def _operand_shape(entry: Any, index: int) -> tuple[int, ...]:
+    """One of contract_expression's shapes: a sequence of integer sizes (Python or numpy
+    integers), or an array (anything with .shape and .dtype: numpy, a torch tensor), which
+    stands for its own shape."""
+    if hasattr(entry, "shape") and hasattr(entry, "dtype"):
+        entry = entry.shape
+    if isinstance(entry, (str, bytes)) or not hasattr(entry, "__iter__"):
+        raise EinsumTypeError(f"operand {index}'s shape must be a sequence of integer sizes "
+                              f"(or an array, which stands for its shape), got {entry!r}")
+    sizes = tuple(entry)
+    shape = []
+    for size in sizes:
+        try:
+            if isinstance(size, (bool, np.bool_)):
+                raise TypeError
+            shape.append(operator.index(size))
+        except TypeError:
+            raise EinsumTypeError(f"operand {index}'s shape {sizes!r}: size {size!r} is not "
+                                  f"an integer") from None
+        if shape[-1] < 0:
+            raise EinsumValueError(f"operand {index}'s shape {sizes!r}: size {size!r} is "
+                                   f"negative")
+    return tuple(shape)
+
+
 class ContractExpression:
     """A compiled einsum for fixed operand shapes: `expr(*arrays, out=None)`.
 
@@ -355,39 +431,50 @@ class ContractExpression:
     promoted with the operands' and out's as numpy promotes (float32 operands of a float64
     expression are converted; a float64 operand or out makes a float32 expression compute in
     float64, with a plan of its own); out must take that dtype under numpy's "safe" rule
-    (TypeError otherwise). Other dtypes (of the expression, an operand or out) evaluate with
-    numpy."""
+    (TypeError, checked before any work). Other dtypes (of the expression, an operand or out)
+    and shapes with a zero size evaluate with numpy (a zero-size expression has no tree and
+    no generated code)."""
 
     def __init__(self, subscripts: str | EinsumTree, shapes: Sequence[Sequence[int]],
                  optimize: Any, dtype: Any):
         self._source = subscripts if isinstance(subscripts, EinsumTree) else None
         self.subscripts = str(subscripts)
+        shapes = tuple(_operand_shape(s, i) for i, s in enumerate(shapes))
         if self._source is not None:
             sizes = self._source.sizes
             tree_shapes = tuple(tuple(sizes[d] for d in leaf.dims) for leaf in self._source.leaves)
-            if shapes and tuple(tuple(int(n) for n in s) for s in shapes) != tree_shapes:
-                raise EinsumValueError(f"shapes {[tuple(s) for s in shapes]} differ from the "
-                                       f"tree's operand shapes {list(tree_shapes)}")
+            if shapes and shapes != tree_shapes:
+                raise EinsumValueError(f"shapes {list(shapes)} differ from the tree's operand "
+                                       f"shapes {list(tree_shapes)}")
             shapes = tree_shapes
-        self.shapes = tuple(tuple(int(n) for n in s) for s in shapes)
+        self.shapes = shapes
         self.optimize = optimize
         try:
             self.dtype = np.dtype(dtype)
         except TypeError:
             raise EinsumTypeError(f"dtype must name a numpy dtype, got {dtype!r}") from None
+        # zero-size operands: numpy evaluates the expression (einjit's trees need sizes >= 1)
+        self.empty = any(0 in s for s in self.shapes)
         # the kernels' dtype: the expression's, or float32 for the plan that shows the tree of
         # an expression numpy evaluates
-        native = self.dtype in _NATIVE
+        native = self.dtype in _NATIVE and not self.empty
         self._kind = (_FLOAT64 if self.dtype == _FLOAT64 else _FLOAT32) if native else None
         strides = tuple(_dense(s, "C") for s in self.shapes)
         self._c_strides = strides
-        self._prepared = self._plan(strides, None, self._kind or _FLOAT32)
         self._variants = PlanCache(32)
+        self._fast = None
+        if self.empty:
+            resolved = _resolved(self.subscripts, self.shapes)     # checks the subscripts
+            self._prepared = None
+            self._shape = tuple(resolved.sizes[d] for d in resolved.full_output)
+            return
+        self._prepared = self._plan(strides, None, self._kind or _FLOAT32)
+        self._shape = self._prepared.shape
         # the plain call: arrays of the expression's dtype, exactly these shapes and C
         # strides, no out=
         item = self.dtype.itemsize
-        self._fast = tuple(zip(self.shapes, (tuple(item * x for x in s) for s in strides))) \
-            if native and all(n > 0 for s in self.shapes for n in s) else None
+        if native:
+            self._fast = tuple(zip(self.shapes, (tuple(item * x for x in s) for s in strides)))
 
     def _plan(self, strides: tuple, out_strides: tuple | None, dtype: np.dtype) -> _Prepared:
         if self._source is not None:
@@ -398,11 +485,14 @@ class ContractExpression:
 
     @property
     def tree(self) -> EinsumTree:
+        if self._prepared is None:
+            raise EinsumValueError(f"{self!r} has no contraction tree: an operand has a "
+                                   f"zero-size dimension, and numpy evaluates it")
         return self._prepared.tree
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._prepared.shape
+        return self._shape
 
     def __call__(self, *arrays: Any, out: np.ndarray | None = None) -> Any:
         fast = self._fast
@@ -420,12 +510,16 @@ class ContractExpression:
         if len(arrays) != len(self.shapes):
             raise EinsumValueError(f"this expression takes {len(self.shapes)} operands "
                                    f"({self.subscripts!r}), got {len(arrays)}")
-        arrays = [np.asarray(a) for a in arrays]
+        arrays = [np.asarray(a) for a in with_dlpack_converted(arrays)]
         for index, (array, shape) in enumerate(zip(arrays, self.shapes)):
             if array.shape != shape:
                 raise EinsumValueError(f"operand {index} has shape {array.shape}; the expression "
                                        f"was compiled for {shape}")
+        if out is not None and not isinstance(out, np.ndarray):
+            raise EinsumTypeError(f"out must be a numpy array, got {type(out).__name__}")
         compute = self._compute(arrays, out)
+        if out is not None:
+            self._check_out(out, self._numpy_dtype(arrays) if compute is None else compute)
         if compute is None:
             return self._numpy(arrays, out)
         arrays = [a if _usable(a) else np.ascontiguousarray(a)
@@ -433,17 +527,8 @@ class ContractExpression:
         strides = tuple(_element_strides(a) for a in arrays)
         prepared = self._prepared
         out_strides = None
-        if out is not None:
-            if out.shape != prepared.shape:
-                raise EinsumValueError(f"out has shape {out.shape}; the expression gives "
-                                       f"{prepared.shape}")
-            if not out.flags.writeable:
-                raise EinsumValueError("out is read-only; the expression writes its result there")
-            if not np.can_cast(compute, out.dtype, "safe"):
-                raise EinsumTypeError(f"the expression computes in {compute}; out's dtype "
-                                      f"{out.dtype} cannot take it under the rule 'safe'")
-            if _in_place(out, arrays, compute):
-                out_strides = _element_strides(out)
+        if out is not None and _in_place(out, arrays, compute):
+            out_strides = _element_strides(out)
         if compute != self._kind or strides != self._c_strides or \
                 (out_strides is not None and out_strides != prepared.out_strides):
             prepared = self._variants.get_or_build(
@@ -451,47 +536,81 @@ class ContractExpression:
                 lambda: self._plan(strides, out_strides, compute))
         return _result(_run(prepared, arrays, out, "C"), out)
 
+    def _promoted(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.dtype:
+        """numpy's promotion of the expression's dtype, the operands' and out's."""
+        return np.result_type(self.dtype, *arrays, *([] if out is None else [out]))
+
+    def _numpy_dtype(self, arrays: Sequence[np.ndarray]) -> np.dtype:
+        """The dtype numpy computes a call in that the kernels do not take: numpy.einsum's on
+        the operands; a tree's nodes in the expression's dtype promoted with theirs."""
+        if self._source is not None:
+            return np.result_type(self.dtype, *arrays)
+        return np.result_type(*arrays)
+
+    def _check_out(self, out: np.ndarray, compute: np.dtype) -> None:
+        """out= as the expression takes it, checked before any work (`compute`: the dtype
+        the call computes in)."""
+        if not np.can_cast(compute, out.dtype, "safe"):
+            raise EinsumTypeError(f"the expression computes in {compute}; out's dtype "
+                                  f"{out.dtype} cannot take it under the rule 'safe'")
+        if out.shape != self.shape:
+            raise EinsumValueError(f"out has shape {out.shape}; the expression gives "
+                                   f"{self.shape}")
+        if not out.flags.writeable:
+            raise EinsumValueError("out is read-only; the expression writes its result there")
+
     def _compute(self, arrays: Sequence[np.ndarray], out: Any) -> np.dtype | None:
         """The dtype the kernels compute this call in (numpy's promotion of the expression's
         dtype, the operands' and out's), or None: numpy evaluates it."""
         if self._kind is None or not all(a.dtype in _NATIVE for a in arrays) or \
-                (out is not None and (not isinstance(out, np.ndarray) or out.dtype not in _NATIVE)):
+                (out is not None and out.dtype not in _NATIVE):
             return None
-        # promotion is safe for the operands; out's cast is checked by the caller
-        return _native(arrays, out, np.result_type(self._kind, *arrays,
-                                                   *([] if out is None else [out])),
-                       "K", "unsafe")
+        # promotion is safe for the operands; out's cast is checked (_check_out)
+        return _native(arrays, out, self._promoted(arrays, out), "K", "unsafe")
 
     def _numpy(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> Any:
         if self._source is not None:
-            dtype = np.result_type(self.dtype, *arrays)
-            result = _tree_numpy(self._source, arrays, dtype)
+            result = _tree_numpy(self._source, arrays, self._numpy_dtype(arrays))
             if out is None:
                 return _result(result, None)
             np.copyto(out, result, casting="same_kind")
             return out
-        return np.einsum(self.subscripts, *arrays, out=out, optimize=self.optimize
-                         if not isinstance(self.optimize, str) or self.optimize in
-                         ("greedy", "optimal") else True)
+        optimize = self.optimize if not isinstance(self.optimize, str) or self.optimize in \
+            ("greedy", "optimal") else True
+        return np.einsum(self.subscripts, *arrays, out=out, optimize=optimize)
+
+    def describe(self, ops: Sequence[Any] | None = None) -> str:
+        """str(expr); `ops`: each step's operation as made for another target (the plan
+        shown as it would run there)."""
+        head = f"ContractExpression({self.subscripts!r}, shapes {list(self.shapes)})\n"
+        if self._prepared is None:
+            return head + (f"numpy.einsum evaluates it (an operand has a zero-size dimension): "
+                           f"no contraction tree, no generated code; result shape {self.shape}")
+        return head + self._prepared.describe(ops)
 
     def __str__(self) -> str:
-        return f"ContractExpression({self.subscripts!r}, shapes {list(self.shapes)})\n" + \
-            str(self._prepared)
+        return self.describe()
 
     def __repr__(self) -> str:
         return f"<ContractExpression {self.subscripts!r} shapes={list(self.shapes)}>"
 
     def _repr_html_(self) -> str:
         """Jupyter's picture of the plan (einjit.display.expression_html)."""
+        if self._prepared is None:
+            import html
+            return f"<pre>{html.escape(str(self))}</pre>"
         from einjit.display import expression_html
         return expression_html(self)
 
 
-def contract_expression(subscripts: str | EinsumTree, *shapes: Sequence[int],
+def contract_expression(subscripts: str | EinsumTree, *shapes: Any,
                         optimize: Any = "auto", dtype: Any = "float32") -> ContractExpression:
     """Plan `subscripts` once for operands of `shapes` (opt_einsum's contract_expression),
-    generating all code now. dtype float32 or float64 runs on einjit's kernels (see
-    ContractExpression for mixed dtypes); any other dtype evaluates with numpy.
+    generating all code now. Each shape is a sequence of integer sizes (Python or numpy
+    integers; 2.5 is refused with a TypeError naming it), or an array, which stands for its
+    own shape (contract_expression("ij,jk->ik", a, b) plans for a.shape and b.shape).
+    dtype float32 or float64 runs on einjit's kernels (see ContractExpression for mixed
+    dtypes); any other dtype, and shapes with a zero size, evaluate with numpy.
 
     `subscripts` may be an EinsumTree (e.g. EinsumTree("[[8,4],[7,3,8]->[7,3,4]],...",
     sizes)): shapes are then the leaves' (optional; if given they must match), and

@@ -20,7 +20,8 @@ from .backends import Target, backend, resolve_target
 from .errors import KernelParameterError, KernelParameterTypeError
 from .kernel import Kernel, Layout, Signature
 from .ops import BINARY_OPS, DTYPES, UNARY_OPS
-from .runtime.cache import BoundedCache, kernel_cache_size
+from .runtime.cache import DEFAULT_KERNEL_CACHE_SIZE, BoundedCache, kernel_cache_size
+from .runtime.settings import at_import
 
 BRGEMM_LIMITS = {"m": 1024, "n": 1024, "k": 2048, "br_size": 1024}
 ELTWISE_LIMITS = {"m": 2048, "n": 2048}
@@ -41,7 +42,7 @@ def batch_fits(m: int, n: int, k: int, batch: int, itemsize: int) -> bool:
 
 # bounded LRU (1024 kernels unless EINJIT_KERNEL_CACHE_SIZE says otherwise); generation
 # runs outside its lock, so a generator may ask for other primitives
-_cache = BoundedCache(kernel_cache_size())
+_cache = BoundedCache(at_import(kernel_cache_size, DEFAULT_KERNEL_CACHE_SIZE))
 
 
 def _check_size(primitive, name, value, limit):

@@ -19,6 +19,18 @@ class EinsumTypeError(EinjitError, TypeError):
     """An argument of the wrong type (sublist entries, optimize=, out=)."""
 
 
+class EinsumPathError(EinjitError, RuntimeError, ValueError):
+    """An explicit contraction path that does not contract the operands into one: numpy raises
+    RuntimeError for it."""
+
+
+class EinsumPathNameError(EinsumValueError, KeyError):
+    """optimize= names no path algorithm: numpy raises KeyError for it."""
+
+    def __str__(self) -> str:        # KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 def point_at(expression: str, column: int, message: str) -> str:
     """`message` followed by the expression and a caret under `column` (0-based)."""
     return f"{message}\n  {expression}\n  {' ' * column}^"

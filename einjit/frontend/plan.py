@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -250,7 +250,9 @@ class Plan:
             for index in step.frees:
                 buffers[index] = None
 
-    def describe(self) -> str:
+    def describe(self, ops: Sequence[Any] | None = None) -> str:
+        """The tree and each step's operation (`ops`: one per step in their place, e.g. the
+        steps' operations made for another target)."""
         sizes = self.tree.sizes
         lines = [f"tree: {self.tree}", f"dtype: {self.dtype}", self.tree.pretty(),
                  f"flops: {self.tree.flops()}", ""]
@@ -268,7 +270,7 @@ class Plan:
             lines.append(f"step {number}: [{','.join(map(str, node.dims))}]{part} -> {where}, "
                          f"{elements} elements ({elements * self.itemsize} bytes), {flops} flops, "
                          f"operands {step.sources[0]} {step.sources[1]}")
-            lines.append(str(step.lowered.op))
+            lines.append(str(step.lowered.op if ops is None else ops[number]))
             lines.append("")
         return "\n".join(lines)
 

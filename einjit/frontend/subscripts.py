@@ -134,8 +134,6 @@ def resolve(subscripts: str | Subscripts, shapes: Sequence[tuple[int, ...]]) -> 
             mine[name] = size
         for name, size in mine.items():
             dim = ids[name]
-            if size == 0:
-                raise EinsumValueError("zero-size dimension")   # caller delegates to numpy
             if size != 1 and sizes[dim] != 1 and sizes[dim] != size:
                 shown = name if not name.startswith(".") else f"broadcast dimension {name[3:]}"
                 raise EinsumValueError(

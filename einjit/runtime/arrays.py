@@ -13,8 +13,8 @@ train's 1.4 GB result that is ~100 of ~330 ms a call (Zen 4 VM; with out= given,
 when the last array viewing such a buffer goes, the buffer is kept for the next request of the
 same size instead of being unmapped. Idle buffers are kept up to BUFFER_POOL.limit bytes in
 all (the environment variable EINJIT_POOL_BYTES, read at import; default an eighth of physical
-memory; 0 turns reuse off), the least recently freed dropped first; BUFFER_POOL.clear()
-releases them.
+memory; 0 turns reuse off; another value warns and keeps the default), the least recently
+freed dropped first; BUFFER_POOL.clear() releases them.
 A reused buffer holds old data, as np.empty's may: every caller writes what it reads.
 """
 
@@ -27,7 +27,7 @@ import threading
 import numpy as np
 
 from ..errors import EinjitError
-from .settings import int_setting
+from .settings import at_import, int_setting
 
 ALIGNMENT = 64                  # a cache line, a zmm register
 ALIGN_FROM_BYTES = 1 << 20
@@ -84,7 +84,7 @@ class BufferPool:
             self._idle.clear()
 
 
-BUFFER_POOL = BufferPool(pool_bytes())
+BUFFER_POOL = BufferPool(at_import(pool_bytes, pool_bytes({})))
 
 
 class _Lease:

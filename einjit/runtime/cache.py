@@ -9,8 +9,8 @@ nothing is cached.
 
 The primitives' kernel cache holds KERNEL_CACHE_SIZE kernels: 1024 unless the environment
 variable EINJIT_KERNEL_CACHE_SIZE, read at import, sets another non-negative integer (0 turns
-caching off). An evicted kernel stays valid for whoever still holds it; its executable code
-is released when the last reference goes.
+caching off; another value warns and keeps the default). An evicted kernel stays valid for
+whoever still holds it; its executable code is released when the last reference goes.
 """
 
 from __future__ import annotations

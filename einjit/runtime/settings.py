@@ -1,10 +1,19 @@
-"""Integer settings read from EINJIT_* environment variables, all checked one way: unset or
-empty means the default, anything but an integer >= the least allowed is an error naming the
-variable and its value."""
+"""Settings read from EINJIT_* environment variables, all checked one way: unset or empty means
+the default, anything else that is not a valid value is an error naming the variable, its
+value and what is accepted. A setting read at import goes through `at_import`, which reports a
+bad value as a SettingWarning and uses the default, so `import einjit` never fails on one."""
 
 from __future__ import annotations
 
 import os
+import warnings
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+class SettingWarning(UserWarning):
+    """An EINJIT_* environment variable with a value einjit cannot use: the default is used."""
 
 
 def int_setting(name: str, default: int, least: int, error: type[Exception],
@@ -21,3 +30,13 @@ def int_setting(name: str, default: int, least: int, error: type[Exception],
     if number < least:
         raise error(f"{name}={value!r} is not valid: expected an integer >= {least}")
     return number
+
+
+def at_import(read: Callable[[], T], default: T) -> T:
+    """read() (a setting from the environment, raising ValueError for a bad value), or
+    `default` with a SettingWarning that gives read's message and the default used."""
+    try:
+        return read()
+    except ValueError as error:
+        warnings.warn(f"{error}; using the default {default!r}", SettingWarning, stacklevel=2)
+        return default

@@ -92,3 +92,24 @@ def test_malformed_command_line_exits_2():
     result = run()
     assert result.returncode == 2 and "usage: python -m einjit" in result.stderr
     assert run("--help").returncode == 0
+
+
+def test_zero_size_shapes_are_evaluated_by_numpy_as_the_api_does():
+    result = run("ij,jk->ik", "4x0", "0x4", "--bench", "--seconds", "0.01")
+    assert result.returncode == 0, result.stderr
+    assert "numpy.einsum evaluates it (an operand has a zero-size dimension)" in result.stdout
+    assert "result shape (4, 4)" in result.stdout
+    assert float(re.search(r"relative error vs numpy \(float64\) (\S+)", result.stdout)[1]) == 0
+    mismatch = run("ij,jk->ik", "4x0", "3x4")
+    assert mismatch.returncode == 2 and "subscript 'j' has size" in mismatch.stderr
+
+
+def test_another_isa_heads_the_plan_with_its_target():
+    result = run("ij,jk->ik", "64x48", "48x32", "--isa", "aarch64")
+    assert result.returncode == 0, result.stderr
+    host = einjit.resolve_target(None)
+    target = einjit.resolve_target("aarch64")
+    heads = re.findall(r"^TensorOperation float32 on (\S+),", result.stdout, re.M)
+    assert heads and set(heads) == {target.name}, result.stdout
+    assert host == target or host.name not in result.stdout
+    assert f"== step 0 on {target.name}:" in result.stdout

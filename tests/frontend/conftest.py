@@ -2,7 +2,8 @@
 executor, so the lowering's numerics are tested whether or not the JIT'd loop nests exist.
 `dtype` runs a test for float32 and float64; `numpy_einsum_forbidden` proves a call ran on
 einjit's kernels (or the plan's executor): inside it, einjit.einsum's module cannot reach
-numpy.einsum, so a call handed to numpy fails."""
+numpy.einsum, so a call handed to numpy fails; `numpy_einsum_calls` records the calls handed
+over."""
 
 import sys
 from contextlib import contextmanager
@@ -74,5 +75,28 @@ def numpy_einsum_forbidden():
     module.np = _NumpyWithoutEinsum()
     try:
         yield
+    finally:
+        module.np = np
+
+
+@contextmanager
+def numpy_einsum_calls():
+    """A list that gets (args, kwargs) of each numpy.einsum call einjit.einsum's module makes
+    inside (the calls it hands over)."""
+    module = sys.modules["einjit.einsum"]
+    calls = []
+
+    class Recorder:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def einsum(*args, **kwargs):
+            calls.append((args, kwargs))
+            return np.einsum(*args, **kwargs)
+
+    module.np = Recorder()
+    try:
+        yield calls
     finally:
         module.np = np
