@@ -425,6 +425,25 @@ def test_a_set_c_streams_when_out_is_large_and_nothing_reads_it_back(dtype, last
         np.testing.assert_array_equal(bits(aligned), bits(other))
 
 
+def test_the_plan_takes_its_thresholds_from_the_target_it_is_given():
+    """One op planned for cores that differ in one fact: the copy of A, the batch of the
+    innermost k loop and the streaming of C follow the core of the target plan_nest gets."""
+    def core(op, **facts):
+        return dataclasses.replace(op.target, micro=dataclasses.replace(op.target.micro,
+                                                                        **facts))
+
+    copied = _conflicting_a_gemm("float32")
+    assert plan_nest(copied, copied.target).pack_a is not None
+    assert plan_nest(copied, core(copied, pack_max_bytes=0)).pack_a is None
+    folded = _seeds_gemm("float32", (0, 1, 2))
+    assert plan_nest(folded, folded.target).main.params[3] == 8
+    assert plan_nest(folded, core(folded, batch_block_bytes=0)).main.params[3] == 1
+    zeroed = TensorOperation("float32", "zero", "brgemm", "none", exec_types=(
+        "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
+    assert not plan_nest(zeroed, zeroed.target).streams
+    assert plan_nest(zeroed, core(zeroed, stream_out_bytes=1)).streams
+
+
 def test_a_k_loop_stays_a_loop_when_its_batch_would_not_fit_in_l2():
     """1024 k blocks of 32x32x32 floats are 8 MiB: separate GEMM calls keep each block small."""
     plan = plan_of(_seeds_gemm("float32", (0, 1, 2), k_size=1024))
