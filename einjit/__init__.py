@@ -41,7 +41,7 @@ from .ops import BINARY_OPS, UNARY_OPS
 from .passes import optimize
 from .primitives import binary, brgemm, unary
 from .runtime.host import host_isa
-from .runtime.settings import SettingWarning
+from .settings import SettingWarning
 from .version import einjit_version
 
 __version__ = einjit_version()

@@ -24,14 +24,11 @@ from typing import Callable
 
 import numpy as np
 
-from .backends import Target, resolve_target, why_not_runnable
+from .backends import Target, place_code, resolve_target, why_not_runnable
 from .disasm import disassemble
 from .errors import IsaMismatchError, OperandError, OperandValueError
-from .runtime.memory import arena
-
-MIN_ADDRESS = 4096          # the zero page is never mapped
-ADDRESS_LIMIT = 1 << 48     # user-space addresses on x86-64 (47 bits) and AArch64 (48 bits)
-INTEGER_LIMIT = 1 << 31     # leading dimensions and strides, in elements
+from .limits import ADDRESS_LIMIT, INTEGER_LIMIT, MIN_ADDRESS
+from .runtime.arrays import data_address
 
 
 @dataclass(frozen=True)
@@ -102,15 +99,6 @@ def _check_layout(name: str, array: np.ndarray, layout: Layout, ld: int) -> None
                             f"elements {ld} apart and expects {expected}")
 
 
-def data_address(array: np.ndarray) -> int:
-    """The address of an array's first element. ctypes' buffer view of a writable C-ordered
-    array is several times cheaper than numpy's __array_interface__ dict; the rest go that
-    way."""
-    if array.flags.c_contiguous and array.flags.writeable:
-        return ctypes.addressof(ctypes.c_byte.from_buffer(array))
-    return array.__array_interface__["data"][0]
-
-
 def _span(address: int, extent: int, itemsize: int) -> tuple[int, int]:
     return address, address + extent * itemsize
 
@@ -137,7 +125,7 @@ class Kernel:
         self._function = None
         self._not_runnable = why_not_runnable(self.target)
         if self._not_runnable is None:
-            self._memory = arena.place(self.code)
+            self._memory = place_code(self.target, self.code)
 
     @property
     def isa(self) -> str:

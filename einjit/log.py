@@ -4,7 +4,7 @@ EINJIT_VERBOSE=1 (read at import) attaches a stderr handler to the "einjit" logg
 each plan built (its tree, steps and primitives), each kernel and loop nest generated
 (primitive, shapes, ISA, bytes, generation time) and each cache miss. EINJIT_VERBOSE=2 goes
 down to DEBUG and adds every cache hit (one line per cached einsum call). Another value warns
-(einjit.runtime.settings.SettingWarning) and leaves verbose mode off. Without the
+(einjit.settings.SettingWarning) and leaves verbose mode off. Without the
 variable einjit logs the same records, which stay silent unless the application configures
 the "einjit" logger (logging.getLogger("einjit").setLevel(logging.INFO) and a handler).
 
@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from einjit.errors import EinjitError
-from einjit.runtime.settings import at_import
+from einjit.settings import at_import
 
 logger = logging.getLogger("einjit")
 ENV = "EINJIT_VERBOSE"

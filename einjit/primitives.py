@@ -19,26 +19,10 @@ from . import log
 from .backends import Target, backend, resolve_target
 from .errors import KernelParameterError, KernelParameterTypeError
 from .kernel import Kernel, Layout, Signature
+from .limits import BRGEMM_LIMITS, ELTWISE_LIMITS
 from .ops import BINARY_OPS, DTYPES, UNARY_OPS
 from .runtime.cache import DEFAULT_KERNEL_CACHE_SIZE, BoundedCache, kernel_cache_size
-from .runtime.settings import at_import
-
-BRGEMM_LIMITS = {"m": 1024, "n": 1024, "k": 2048, "br_size": 1024}
-ELTWISE_LIMITS = {"m": 2048, "n": 2048}
-# in0 + in1 bytes of one BRGEMM call: under half a Zen 4/5 core's 1 MiB L2, which the call's
-# out block and the next blocks share (1600^3 on Zen 4: a 512 KiB + 400 KiB batch ran at 50%
-# of peak, 128 KiB + 100 KiB GEMM blocks at 85%; with 384 rather than 256 KiB the fc layer
-# aKkm,NKnk->Nanm (64,32,16,128) takes its 32 k blocks of 128x32x16 (320 KiB) as one batch:
-# 111-122 -> 91-98 ms on 2 cores)
-BATCH_BLOCK_BYTES = 384 * 1024
-
-
-def batch_fits(m: int, n: int, k: int, batch: int, itemsize: int) -> bool:
-    """Whether a BRGEMM batch of `batch` m x n x k blocks keeps C in registers at a gain: its
-    in0 and in1 blocks fit BATCH_BLOCK_BYTES (a larger batch streams them from beyond L2 on
-    every call, where separate GEMM calls in a loop keep them cache-sized)."""
-    return 1 < batch <= BRGEMM_LIMITS["br_size"] and batch * k * (m + n) * itemsize <= \
-        BATCH_BLOCK_BYTES
+from .settings import at_import
 
 # bounded LRU (1024 kernels unless EINJIT_KERNEL_CACHE_SIZE says otherwise); generation
 # runs outside its lock, so a generator may ask for other primitives

@@ -5,14 +5,17 @@ Every backend module offers the same functions with the same signatures:
     generate_brgemm(target, m, n, k, br_size, dtype, accumulate, stream, ld_b) -> bytes
     generate_unary(target, op, m, n, trans_b, dtype) -> bytes
     generate_binary(target, op, m, n, dtype) -> bytes
-    generate_loop_nest(target, plan) -> bytes        (einjit.codegen's loop nests)
+    generate_loop_nest(target, plan) -> bytes        (a NestPlan, einjit.backends.nest_plan)
     guard_entry(target, code) -> bytes               (code behind a stub keeping the FP flags)
     default_variant() -> str                         (the host's best variant, or the widest)
     missing_features(variant) -> tuple[str, ...]     (what this host lacks to run it)
+    flush_icache: a function(start, end) making freshly written code visible to instruction
+                  fetch, or None where the ISA keeps instruction fetch coherent with stores
     VARIANTS: dict[str, Target]
 
 Nothing above this package imports a specific backend: it asks `backend(target.isa)` or
-`resolve_target(isa)`. A target is written "isa" or "isa:variant" ("x86_64:avx2").
+`resolve_target(isa)`, and places code to run with `place_code(target, code)`. A target is
+written "isa" or "isa:variant" ("x86_64:avx2").
 """
 
 from __future__ import annotations
@@ -22,15 +25,17 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from ..errors import KernelParameterError, KernelParameterTypeError
+from ..limits import BRGEMM_LIMITS
 from ..runtime.host import host_isa
+from ..runtime.memory import CodeBlock, arena
 
 ISAS = ("aarch64", "x86_64")
 
 
 LINE_BYTES = 64          # a cache line on every core the backends target
-# columns of a matrix a multiple of this many bytes apart share an eighth of a 32 KiB 8-way
-# L1's sets or fewer (4 KiB apart: one set): a panel of them leaves L1 however short
-CONFLICT_PITCH_BYTES = 512
+# columns a multiple of this many cache lines apart start in every CONFLICT_SET_SHARE-th set
+# of L1 or fewer (Microarch.conflict_pitch_bytes): a panel of them has that share of L1 at most
+CONFLICT_SET_SHARE = 8
 # Generated code lowers its stack pointer at most this far before it touches the stack (a
 # store at the new top): a larger frame reserved at once could step over a thread's guard
 # page (4 KiB on Linux) into other memory instead of faulting on it ("stack clash")
@@ -45,14 +50,23 @@ class Microarch:
     is executed as halves (Zen 4: a zmm FMA takes both 256-bit pipes, so it counts twice).
     fma_pipes: FMAs of up to full_rate_bits a cycle. load_ports, store_ports: vector loads
     and stores of up to full_rate_bits a cycle. masked_store_cycles: cycles one AVX
-    vmaskmovps/pd store occupies (microcoded on AMD cores: measured 12 on Zen 3).
+    vmaskmovps/pd store occupies (microcoded on AMD cores; docs/measurements.md).
     l1_ways, l1_sets: the L1 data cache's associativity and sets of 64-byte lines; addresses
     l1_sets * 64 bytes apart compete for the same l1_ways lines. pair_dot_min_k: a measured
     rule for 16-register AVX2 code (x86_64 blocking.pair_dot_panels): entry t - 1 is the
     shortest K at which an M of one whole vector and t tail rows runs as two panels, the
     whole rows in step pairs and the tail as dot products; () where never.
     unpacked_one_row_m: another measured rule (blocking.packs_tail): Ms of a one-row float32
-    tail that AVX2 code never packs 8 columns a vector."""
+    tail that AVX2 code never packs 8 columns a vector.
+
+    The loop nests' thresholds (einjit.codegen.loop_nest, einjit.passes.identify), from the
+    caches (the defaults measured on Zen 3/4, docs/measurements.md): batch_block_bytes: the
+    most in0 + in1 bytes one BRGEMM call's batch reads (under half of L2, which the call's out
+    block and the next blocks share); a longer batch would stream its blocks from beyond L2
+    on every call. pack_max_bytes: the most stack a nest's copy of A's block takes (PackA; a
+    128 x 512 float32 block, split's largest, at its padded leading dim). stream_out_bytes:
+    an out this large (far past the last-level cache) that a BRGEMM sets and nothing reads
+    back is stored non-temporally."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
@@ -63,10 +77,30 @@ class Microarch:
     l1_sets: int = 64
     pair_dot_min_k: tuple[int, ...] = ()
     unpacked_one_row_m: tuple[int, ...] = ()
+    batch_block_bytes: int = 384 << 10
+    pack_max_bytes: int = 288 << 10
+    stream_out_bytes: int = 64 << 20
 
     @property
     def l1_bytes(self) -> int:
         return self.l1_ways * self.l1_sets * LINE_BYTES
+
+    @property
+    def conflict_pitch_bytes(self) -> int:
+        """Columns a multiple of this many bytes apart crowd into few of L1's sets: a pitch of
+        CONFLICT_SET_SHARE lines puts their first lines in every eighth set or fewer, one way
+        (l1_bytes / l1_ways, the bytes after which the sets repeat) in a single set; the
+        smaller of the two (512 bytes on a 32 KiB 8-way L1 of 64-byte lines, whose way is
+        4 KiB). A panel of such columns has an eighth of L1 or less and leaves it between
+        uses however short it is."""
+        return min(self.l1_bytes // self.l1_ways, CONFLICT_SET_SHARE * LINE_BYTES)
+
+    def batch_fits(self, m: int, n: int, k: int, batch: int, itemsize: int) -> bool:
+        """Whether a BRGEMM batch of `batch` m x n x k blocks keeps C in registers at a gain:
+        more than one entry, within the kernel's limit, its in0 and in1 blocks within
+        batch_block_bytes."""
+        return 1 < batch <= BRGEMM_LIMITS["br_size"] and \
+            batch * k * (m + n) * itemsize <= self.batch_block_bytes
 
     @property
     def splits_512(self) -> bool:
@@ -148,3 +182,9 @@ def why_not_runnable(target: Target) -> str | None:
     if missing:
         return f"it uses {target.variant} but the host CPU lacks {', '.join(missing)}"
     return None
+
+
+def place_code(target: Target, code: bytes) -> CodeBlock:
+    """`code`, generated for `target`, in the shared code arena (einjit.runtime.memory) to run
+    on this host; the arena flushes the instruction cache as the target's backend says."""
+    return arena.place(code, flush_icache=backend(target.isa).flush_icache)

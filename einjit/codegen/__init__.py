@@ -1,8 +1,8 @@
-"""From a TensorOperation to running machine code: the ISA-neutral nest plan (loop_nest)
-and its compilation through the op's backend (compile)."""
+"""From a TensorOperation to running machine code: the ISA-neutral nest plan (loop_nest; its
+records are einjit.backends.nest_plan's) and its compilation through the op's backend
+(compile)."""
 
 from .compile import CompiledOperation, compile_operation
-from .loop_nest import KernelCall, LoopDim, NestPlan, plan_nest
+from .loop_nest import plan_nest
 
-__all__ = ["CompiledOperation", "compile_operation", "KernelCall", "LoopDim", "NestPlan",
-           "plan_nest"]
+__all__ = ["CompiledOperation", "compile_operation", "plan_nest"]

@@ -1,14 +1,14 @@
 """TensorOperation -> CompiledOperation: the JIT'd loop nest, mapped and ready to run.
 
-compile_operation plans the nest (loop_nest.plan_nest), asks the op's backend for its code
-(generate_loop_nest: the nest and its kernels in one buffer), puts it behind the backend's
-entry guard (guard_entry: the caller's FP exception flags survive), maps it executable and
-wraps the entry nest(in0, in1, out, begin, end) in a ctypes function. run() splits the
-flattened shared iterations into one contiguous share per thread (runtime.threads): one
-ctypes call per thread per operation. Operations too small to gain from threads run on the
-calling thread; a nest that copies A into its frame (PackA) runs on the workers alone where
-the calling thread's stack is too small for it. Compiled operations are cached per op (ops
-are immutable and hashable).
+compile_operation plans the nest for the op's target (loop_nest.plan_nest), asks the op's
+backend for its code (generate_loop_nest: the nest and its kernels in one buffer), puts it
+behind the backend's entry guard (guard_entry: the caller's FP exception flags survive), maps
+it executable (backends.place_code) and wraps the entry nest(in0, in1, out, begin, end) in
+a ctypes function. run() splits the flattened shared iterations into one contiguous share per
+thread (runtime.threads): one ctypes call per thread per operation. Operations too small to
+gain from threads run on the calling thread; a nest that copies A into its frame (PackA) runs
+on the workers alone where the calling thread's stack is too small for it. Compiled
+operations are cached per op (ops are immutable and hashable).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import ctypes
 import time
 from functools import lru_cache
 
-from ..backends import backend, why_not_runnable
+from ..backends import backend, place_code, why_not_runnable
+from ..backends.nest_plan import NestPlan
 from ..disasm import disassemble
 from ..errors import IsaMismatchError
 from ..log import nest_generated
-from ..runtime.memory import arena
 from ..runtime.threads import check_threads, pool, split_range, stack_suffices
-from .loop_nest import NestPlan, plan_nest
+from .loop_nest import plan_nest
 
 CACHE_SIZE = 256                 # compiled operations kept (LRU)
 MIN_WORK_PER_THREAD = 1 << 16    # flops (or elements) below which a thread costs more than it gains
@@ -50,7 +50,7 @@ class CompiledOperation:
     def __init__(self, op):
         self.target = op.target
         started = time.perf_counter()
-        self.plan = plan_nest(op)
+        self.plan = plan_nest(op, self.target)
         module = backend(self.target.isa)
         self.code = module.generate_loop_nest(self.target, self.plan)
         nest_generated(op, len(self.code), time.perf_counter() - started)
@@ -70,7 +70,7 @@ class CompiledOperation:
         if self._not_runnable is None:
             # the nest behind the entry guard (the caller's FP exception flags survive a run);
             # shares pages with other placed code
-            self._block = arena.place(module.guard_entry(self.target, self.code))
+            self._block = place_code(self.target, module.guard_entry(self.target, self.code))
             self.function = _ENTRY(self._block.address)
             self.single = total if len(self._shares) == 1 and not self.stack_bytes else None
 

@@ -45,13 +45,10 @@ class Step:
 
 
 def _optimizer():
-    import einjit
-    optimize = getattr(einjit, "optimize", None)
-    if optimize is None:
-        try:
-            from einjit.passes import optimize
-        except ImportError:       # the optimizer is not there: ops stay undefined
-            return None
+    try:
+        from einjit.passes import optimize
+    except ImportError:       # the optimizer is not there: ops stay undefined
+        return None
     return optimize
 
 

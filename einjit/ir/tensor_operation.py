@@ -34,8 +34,9 @@ from einjit.backends import Target, resolve_target
 from einjit.errors import OperandError, OperandValueError, OperationError, OperationTypeError
 from einjit.ir.dims import DIM_TYPES, EXEC_TYPES, Dim, check_int, check_name
 from einjit.ir.verify import KernelCall, check_operation, main_kind
-from einjit.kernel import ADDRESS_LIMIT, MIN_ADDRESS, data_address
+from einjit.limits import ADDRESS_LIMIT, MIN_ADDRESS
 from einjit.ops import BINARY_OPS, CONTRACTION_OPS, DTYPES, UNARY_OPS
+from einjit.runtime.arrays import data_address
 
 PRIM_MAINS = CONTRACTION_OPS + UNARY_OPS + BINARY_OPS + ("none",)
 PRIM_TOUCHES = ("none",) + UNARY_OPS

@@ -24,7 +24,7 @@ level. Rules (the TensorOperation contract):
 - binary main: 1 or 2 prim dims; M has stride 1 in in0, in1 and out; N gives ld_a/ld_b/ld_c.
 - first/last touch run in place on the out block (unary kernel, a == b, column-major with the
   out's unit-stride prim dim as rows).
-- kernel limits (einjit.primitives.BRGEMM_LIMITS / ELTWISE_LIMITS) and the kernels' lower
+- kernel limits (einjit.limits.BRGEMM_LIMITS / ELTWISE_LIMITS) and the kernels' lower
   bounds on leading dimensions (ld_a >= m, ...), the latter where the dim the ld steps over
   has size > 1; where it has size 1 the ld is irrelevant and KernelCall carries the bound.
 """
@@ -36,9 +36,8 @@ from dataclasses import dataclass
 
 from einjit.errors import OperationError
 from einjit.ir.dims import Dim
-from einjit.kernel import INTEGER_LIMIT
+from einjit.limits import BRGEMM_LIMITS, ELTWISE_LIMITS, INTEGER_LIMIT
 from einjit.ops import BINARY, CONTRACTION, UNARY
-from einjit.primitives import BRGEMM_LIMITS, ELTWISE_LIMITS
 
 EXEC_RANK = {"shared": 0, "seq": 1, "prim": 2}
 

@@ -15,11 +15,11 @@ rest "seq" (in their order), the shared dims stay in front.
   unit stride in in1; N the n dim (absent from in0) with the smallest out stride. Another k
   dim becomes the batch-reduce dim and the op a BRGEMM (else a GEMM): C then stays in
   registers across the whole batch. The batch is taken only while one call's blocks of in0
-  and in1 fit in L2 (einjit.primitives.batch_fits): a larger one streams its blocks from
+  and in1 fit in L2 (the target core's Microarch.batch_fits): a larger one streams its blocks from
   beyond L2 on every call, where a seq k loop keeps them cache-sized and, the m loops
   outermost (see reorder), lets one row of in0 blocks serve every n block from L2.
 
-Every candidate must fit the kernel's limits (einjit.primitives) and leading-dimension bounds.
+Every candidate must fit the kernel's limits (einjit.limits) and leading-dimension bounds.
 Where no dim fits a role, a dim of size 1 with the strides the kernel needs stands in for it
 (it loops once, so results do not change): a strided copy then runs as 1-row blocks, an outer
 product as a GEMM with k = 1. So identify always returns an op that satisfies the contract.
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from einjit.backends import Microarch
 from einjit.ir import Dim, TensorOperation
-from einjit.kernel import INTEGER_LIMIT
-from einjit.primitives import BRGEMM_LIMITS, ELTWISE_LIMITS, batch_fits
+from einjit.limits import BRGEMM_LIMITS, ELTWISE_LIMITS, INTEGER_LIMIT
 
 
 def _best(candidates: list[tuple[int, Dim]], key) -> tuple[int, Dim] | None:
@@ -46,7 +46,8 @@ def _take(pool: list[tuple[int, Dim]], chosen: tuple[int, Dim] | None, fallback:
     return chosen[1].with_(exec_type="prim")
 
 
-def _contraction(pool: list[tuple[int, Dim]], itemsize: int) -> tuple[str, list[Dim]]:
+def _contraction(pool: list[tuple[int, Dim]], itemsize: int,
+                 micro: Microarch) -> tuple[str, list[Dim]]:
     lm, ln, lk = (BRGEMM_LIMITS[name] for name in ("m", "n", "k"))
     largest = lambda item: (-item[1].size, -item[0])      # noqa: E731 (largest, then inner)
     m = _take(pool, _best([(i, d) for i, d in pool if d.type == "m" and d.size <= lm
@@ -64,7 +65,7 @@ def _contraction(pool: list[tuple[int, Dim]], itemsize: int) -> tuple[str, list[
               Dim("n", "prim", 1, 0, k.size, m.size))
     batch = _best([(i, d) for i, d in pool if d.type == "k"
                    and d.stride_in0 < INTEGER_LIMIT and d.stride_in1 < INTEGER_LIMIT
-                   and batch_fits(m.size, n.size, k.size, d.size, itemsize)], largest)
+                   and micro.batch_fits(m.size, n.size, k.size, d.size, itemsize)], largest)
     if batch is None:
         return "gemm", [m, n, k]
     # the batch dim goes outer: if it also has unit stride in in1, the contract takes the
@@ -104,7 +105,7 @@ def identify(op: TensorOperation) -> TensorOperation:
             if d.exec_type != "shared"]
     main = op.prim_main
     if op.kind == "contraction":
-        main, prims = _contraction(pool, np.dtype(op.dtype).itemsize)
+        main, prims = _contraction(pool, np.dtype(op.dtype).itemsize, op.target.micro)
     elif op.kind == "unary":
         prims = _eltwise(pool, ("stride_in0",), True, ("stride_in0", "stride_out"))
     elif op.kind == "binary":

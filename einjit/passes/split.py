@@ -21,7 +21,7 @@ size with no divisor <= the maximum (a large prime) stays whole: primitive ident
 then leaves it to a seq loop.
 
 Default maxima (elements) give the kernels large blocks within their limits
-(einjit.primitives.BRGEMM_LIMITS, ELTWISE_LIMITS): contractions m 128, n 64, k 512 (c dims of
+(einjit.limits.BRGEMM_LIMITS, ELTWISE_LIMITS): contractions m 128, n 64, k 512 (c dims of
 a contraction are never prim: not split); element-wise ops 1024 for every type.
 """
 

@@ -2,32 +2,35 @@
 ones reused from a pool of freed buffers.
 
 Alignment: numpy's large allocations start 16 bytes into a page (malloc's header), so a zmm
-store to their first element is not 64-byte aligned, and a BRGEMM asked to stream C (see
-einjit.codegen.loop_nest.STREAM_OUT_BYTES) falls back to cached stores. Arrays of
-ALIGN_FROM_BYTES and more are carved out of a slightly larger buffer at a 64-byte boundary;
-smaller ones are plain np.empty (they never stream, and the view costs a microsecond).
+store to their first element is not 64-byte aligned, and a BRGEMM asked to stream C (an out
+of the core's stream_out_bytes, einjit.codegen.loop_nest) falls back to cached stores.
+Arrays of ALIGN_FROM_BYTES and more are carved out of a slightly larger buffer at a 64-byte
+boundary; smaller ones are plain np.empty (they never stream, and the view costs a
+microsecond).
 
 Reuse: a fresh buffer of POOL_FROM_BYTES or more comes from the operating system as untouched
-pages, and the first write to each page faults and has the kernel zero it. For the tensor
-train's 1.4 GB result that is ~100 of ~330 ms a call (Zen 4 VM; with out= given, 230 ms). So
-when the last array viewing such a buffer goes, the buffer is kept for the next request of the
-same size instead of being unmapped. Idle buffers are kept up to BUFFER_POOL.limit bytes in
-all (the environment variable EINJIT_POOL_BYTES, read at import; default an eighth of physical
-memory; 0 turns reuse off; another value warns and keeps the default), the least recently
-freed dropped first; BUFFER_POOL.clear() releases them.
+pages, and the first write to each page faults and has the kernel zero it, a large share of
+a call that writes a large result (docs/measurements.md). So when the last array viewing such
+a buffer goes, the buffer is kept for the next request of the same size instead of being
+unmapped. Idle buffers are kept up to BUFFER_POOL.limit bytes in all (the environment
+variable EINJIT_POOL_BYTES, read at import; default an eighth of physical memory; 0 turns
+reuse off; another value warns and keeps the default), the least recently freed dropped
+first; BUFFER_POOL.clear() releases them.
 A reused buffer holds old data, as np.empty's may: every caller writes what it reads.
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import threading
 
 import numpy as np
 
+from einjit.settings import at_import, int_setting
+
 from ..errors import EinjitError
-from .settings import at_import, int_setting
 
 ALIGNMENT = 64                  # a cache line, a zmm register
 ALIGN_FROM_BYTES = 1 << 20
@@ -106,7 +109,7 @@ class _Lease:
 def aligned_empty(shape, dtype, order: str = "C") -> np.ndarray:
     """np.empty(shape, dtype, order) ("C" or "F"), its data 64-byte aligned when large, and
     its buffer reused from BUFFER_POOL when very large. On the call path of every einsum:
-    math.prod, not np.prod (5 us on a 4x4 result)."""
+    math.prod, not np.prod (numpy's costs microseconds on a small shape)."""
     shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
@@ -118,3 +121,12 @@ def aligned_empty(shape, dtype, order: str = "C") -> np.ndarray:
     start = -raw.ctypes.data % ALIGNMENT
     flat = np.asarray(_Lease(raw, start, nbytes)) if pooled else raw[start:start + nbytes]
     return flat.view(dtype).reshape(shape, order=order)
+
+
+def data_address(array: np.ndarray) -> int:
+    """The address of an array's first element. ctypes' buffer view of a writable C-ordered
+    array is several times cheaper than numpy's __array_interface__ dict; the rest go that
+    way."""
+    if array.flags.c_contiguous and array.flags.writeable:
+        return ctypes.addressof(ctypes.c_byte.from_buffer(array))
+    return array.__array_interface__["data"][0]

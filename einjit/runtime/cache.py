@@ -19,8 +19,9 @@ import threading
 from collections import OrderedDict
 from typing import Callable, Hashable
 
+from einjit.settings import int_setting
+
 from ..errors import EinjitError
-from .settings import int_setting
 
 DEFAULT_KERNEL_CACHE_SIZE = 1024
 

@@ -5,15 +5,16 @@ A chunk is one anonymous mapping. Its pages pass one way only, RW -> RX, and nev
 another thread may be executing any page that has been executable, so such a page is never
 written again. Blocks are appended into the chunk's open tail (RW, not executable); a block
 is sealed when its address is first asked for: every page written so far is switched to RX
-(the instruction cache flushed on AArch64, where it is not coherent with data writes), and
-the next block starts on the next page. Kernels generated together (a plan's primitives and
-its loop nest) therefore share pages, and a kernel sealed alone costs one page at most.
+(and the instruction cache flushed over it by the function a block was placed with, where
+the code's instruction set needs that), and the next block starts on the next page. Kernels
+generated together (a plan's primitives and its loop nest) therefore share pages, and a
+kernel sealed alone costs one page at most.
 
 A chunk is unmapped when every block in it has been released, explicitly (`release()`) or
 when the block is garbage collected. Releasing a block while a call into it is running is
 the caller's error, as with any unmapped code.
 
-    block = arena.place(code)    # copy into the open tail of a chunk
+    block = arena.place(code)    # copy into the open tail of a chunk (flush_icache=...)
     block.address                # seals on first access; the code is executable after it
     block.release()              # idempotent; also at garbage collection
 
@@ -24,15 +25,14 @@ must run before anything else is placed, such as the cpuid probe).
 from __future__ import annotations
 
 import ctypes
-import functools
 import mmap
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import EinjitError
-from .host import host_isa
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -48,30 +48,12 @@ _MAP_JIT = 0x800  # macOS: required for JIT pages under the hardened runtime
 
 PAGE_SIZE = mmap.PAGESIZE
 BLOCK_ALIGN = 64  # each block starts on a cache line
-# 256 KiB, at least 16 pages (AArch64 kernels may use 16 or 64 KiB pages)
+# 256 KiB, at least 16 pages (some systems use 16 or 64 KiB pages)
 CHUNK_SIZE = max(256 * 1024, 16 * PAGE_SIZE)
 
 
-@functools.cache
-def _icache_flusher():
-    """A function(start, end) that makes freshly written code visible to instruction fetch,
-    or None where the hardware keeps them coherent."""
-    if host_isa() != "aarch64":
-        return None  # x86 keeps instruction fetch coherent with stores
-    if sys.platform == "darwin":
-        sys_icache_invalidate = _libc.sys_icache_invalidate
-        sys_icache_invalidate.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        sys_icache_invalidate.restype = None
-        return lambda start, end: sys_icache_invalidate(start, end - start)
-    # libgcc exports __clear_cache (dc cvau / ic ivau over the range, then barriers)
-    try:
-        clear_cache = ctypes.CDLL("libgcc_s.so.1").__clear_cache
-    except (OSError, AttributeError) as exc:
-        raise EinjitError("running JIT code on AArch64 Linux needs libgcc_s.so.1 (its "
-                          f"__clear_cache flushes the instruction cache): {exc}") from exc
-    clear_cache.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    clear_cache.restype = None
-    return clear_cache
+# a function(start, end) that makes code freshly written there visible to instruction fetch
+IcacheFlush = Callable[[int, int], None]
 
 
 def _check(result: int, what: str) -> None:
@@ -85,8 +67,9 @@ def _round_up(value: int, multiple: int) -> int:
 
 
 class _Chunk:
-    """One mapping: [0, sealed) is RX, [sealed, size) RW; blocks are written at `used`."""
-    __slots__ = ("base", "size", "sealed", "used", "live")
+    """One mapping: [0, sealed) is RX, [sealed, size) RW; blocks are written at `used`.
+    flush_icache: what the blocks were placed with, run over the range each seal makes RX."""
+    __slots__ = ("base", "size", "sealed", "used", "live", "flush_icache")
 
     def __init__(self, size: int):
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
@@ -100,6 +83,7 @@ class _Chunk:
         self.sealed = 0
         self.used = 0
         self.live = 0   # blocks placed and not yet released
+        self.flush_icache: IcacheFlush | None = None
 
 
 @dataclass(frozen=True)
@@ -175,8 +159,10 @@ class CodeArena:
         self._chunks: set[_Chunk] = set()   # every mapped chunk
         self._released: list[_Chunk] = []   # one entry per released block, not yet processed
 
-    def place(self, code: bytes) -> CodeBlock:
-        """Copy `code` into the arena; it becomes executable when its address is first read."""
+    def place(self, code: bytes, flush_icache: IcacheFlush | None = None) -> CodeBlock:
+        """Copy `code` into the arena; it becomes executable when its address is first read.
+        flush_icache: the function making written code visible to instruction fetch, where
+        the code's instruction set needs one (its backend's; einjit.backends.place_code)."""
         code = bytes(code)
         size = len(code)
         if size == 0:
@@ -192,6 +178,7 @@ class CodeArena:
                     self._open = chunk  # else: a mapping of its own, the open chunk stays
             ctypes.memmove(chunk.base + offset, code, size)
             chunk.used = offset + size
+            chunk.flush_icache = chunk.flush_icache or flush_icache
             chunk.live += 1
             block = CodeBlock(self, chunk, offset, size)
             self._process_released()
@@ -215,9 +202,8 @@ class CodeArena:
                 sealed = min(_round_up(chunk.used, PAGE_SIZE), chunk.size)
                 _check(_libc.mprotect(chunk.base + chunk.sealed, sealed - chunk.sealed,
                                       mmap.PROT_READ | mmap.PROT_EXEC), "mprotect RX")
-                flush = _icache_flusher()
-                if flush is not None:
-                    flush(chunk.base + chunk.sealed, chunk.base + chunk.used)
+                if chunk.flush_icache is not None:
+                    chunk.flush_icache(chunk.base + chunk.sealed, chunk.base + chunk.used)
                 chunk.sealed = chunk.used = sealed  # later blocks start on the next page
             self._process_released()
         self._process_released_unlocked()
@@ -254,14 +240,15 @@ arena = CodeArena()
 
 class ExecutableMemory:
     """A read+execute copy of `code` in a mapping of its own; `address` is where it starts.
-    The mapping is unmapped by release() or at garbage collection."""
+    The mapping is unmapped by release() or at garbage collection. flush_icache: as for
+    CodeArena.place."""
 
-    def __init__(self, code: bytes):
+    def __init__(self, code: bytes, flush_icache: IcacheFlush | None = None):
         if not code:
             raise EinjitError("cannot map empty code")
         self.size = _round_up(len(code), PAGE_SIZE)
         # a private one-page-granular arena: its single block gets a mapping of its own
-        self._block = CodeArena(chunk_size=PAGE_SIZE).place(code)
+        self._block = CodeArena(chunk_size=PAGE_SIZE).place(code, flush_icache)
         self.address = self._block.address
 
     def release(self) -> None:

@@ -7,10 +7,11 @@ block. The caller runs the first share itself and waits for the rest.
 The default thread count is the number of CPUs this process may run on
 (os.sched_getaffinity), overridden by the EINJIT_NUM_THREADS environment variable.
 
-A loop nest may copy a block of A into its stack frame (codegen.loop_nest.PACK_MAX_BYTES), so
-the workers get at least WORKER_STACK_BYTES of stack whatever threading.stack_size says (musl
-gives a thread 128 KiB), and a nest that needs more than its calling thread has runs on the workers
-alone (thread_stack_bytes, WorkerPool.run's on_caller).
+A loop nest may copy a block of A into its stack frame (the core's pack_max_bytes at most,
+einjit.backends.Microarch), so the workers get at least WORKER_STACK_BYTES of stack whatever
+threading.stack_size says (musl gives a thread 128 KiB), and a nest that needs more than its
+calling thread has runs on the workers alone (thread_stack_bytes, WorkerPool.run's
+on_caller).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import queue
 import threading
 from typing import Callable, Sequence
 
+from einjit.settings import int_setting
+
 from ..errors import KernelParameterError
-from .settings import int_setting
 
 THREADS_ENV = "EINJIT_NUM_THREADS"
 WORKER_STACK_BYTES = 8 << 20        # glibc's usual default; only the pages touched cost memory

@@ -2,12 +2,22 @@
 entry of the op table with the same generator signatures (code for any ISA is generated on
 any host, so this runs everywhere)."""
 
+import dataclasses
 import inspect
 
 import pytest
 
 import einjit
-from einjit.backends import ISAS, Target, backend, resolve_target, why_not_runnable
+from einjit.backends import (
+    GENERIC,
+    ISAS,
+    Microarch,
+    Target,
+    backend,
+    resolve_target,
+    why_not_runnable,
+)
+from einjit.backends.x86_64 import cpu
 from einjit.errors import KernelParameterError, KernelParameterTypeError
 from einjit.ops import BINARY_OPS, UNARY_OPS
 
@@ -41,6 +51,7 @@ def test_every_backend_offers_the_same_functions(isa):
         assert inspect.signature(getattr(module, name)).parameters["dtype"].default == "float32"
     assert module.default_variant() in module.VARIANTS
     assert all(target.isa == isa for target in module.VARIANTS.values())
+    assert module.flush_icache is None or callable(module.flush_icache)
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=str)
@@ -86,3 +97,40 @@ def test_code_runs_only_where_the_host_matches():
     assert "generated for" in why_not_runnable(resolve_target(other))
     assert why_not_runnable(resolve_target(None)) is None
     assert isinstance(resolve_target(None), Target)
+
+
+def test_the_conflict_pitch_comes_from_l1s_lines_and_ways():
+    """Columns 8 lines apart start in every eighth set: 512 bytes on every core described (a
+    32 KiB 8-way or 48 KiB 12-way L1 of 64-byte lines, a 4 KiB way); where a way is shorter
+    than 8 lines, columns a way apart already share one set."""
+    assert GENERIC.l1_bytes == 32 << 10 and GENERIC.conflict_pitch_bytes == 512
+    assert {name: micro.conflict_pitch_bytes for name, micro in cpu.MICROARCHS.items()} == \
+        {"zen3": 512, "zen4": 512, "zen5": 512, "generic": 512}
+    assert resolve_target("aarch64").micro.conflict_pitch_bytes == 512
+    assert Microarch(l1_ways=4, l1_sets=4).conflict_pitch_bytes == 256
+    assert Microarch(l1_ways=4, l1_sets=256).conflict_pitch_bytes == 512
+
+
+def test_a_batch_fits_the_cores_budget_and_the_kernels_limit():
+    """More than one entry, at most the BRGEMM's br_size limit, in0 + in1 blocks within the
+    core's batch_block_bytes."""
+    micro = GENERIC
+    assert micro.batch_fits(128, 32, 16, 32, 4)                  # 320 KiB of 384
+    assert not micro.batch_fits(128, 32, 16, 1, 4)
+    assert not micro.batch_fits(128, 64, 32, 32, 4)              # 768 KiB
+    assert not micro.batch_fits(1, 1, 1, 1025, 4)                # past br_size 1024
+    assert not dataclasses.replace(micro, batch_block_bytes=(320 << 10) - 1).batch_fits(
+        128, 32, 16, 32, 4)
+
+
+def test_the_aarch64_backend_takes_its_variant_with_any_cores_facts():
+    """As on x86-64, a variant's Target with another core's facts generates code; a Target
+    that is not a variant's (other registers) is refused, naming it."""
+    neon = resolve_target("aarch64")
+    other_core = dataclasses.replace(neon, micro=dataclasses.replace(neon.micro,
+                                                                     pack_max_bytes=0))
+    module = backend("aarch64")
+    assert module.generate_brgemm(other_core, 8, 6, 4, 1) == module.generate_brgemm(neon, 8, 6,
+                                                                                    4, 1)
+    with pytest.raises(KernelParameterError, match="registers=16"):
+        module.generate_brgemm(dataclasses.replace(neon, registers=16), 8, 6, 4, 1)

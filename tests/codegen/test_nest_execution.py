@@ -5,6 +5,7 @@ element-by-element oracle in tests/ir), leaving every element it does not own un
 (the buffers are padded, and gaps between strided elements are compared too), on 1, 2 and 3
 threads, without ever touching memory past the operands (guard pages)."""
 
+import dataclasses
 import itertools
 import os
 import platform
@@ -13,9 +14,9 @@ import numpy as np
 import pytest
 
 import einjit
+from einjit.backends.nest_plan import SCRATCH, Prefetch
 from einjit.codegen import compile as compile_module
-from einjit.codegen import compile_operation, loop_nest, plan_nest
-from einjit.codegen.loop_nest import Prefetch
+from einjit.codegen import compile_operation, plan_nest
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
@@ -45,6 +46,17 @@ def every_share_threaded(monkeypatch):
     compile_module.compile_operation.cache_clear()
     yield
     compile_module.compile_operation.cache_clear()
+
+
+def plan_of(op):
+    """The nest plan of `op` for its own target."""
+    return plan_nest(op, op.target)
+
+
+def with_core(op, **facts):
+    """`op` for its target with some of the core's facts (Microarch fields) changed."""
+    micro = dataclasses.replace(op.target.micro, **facts)
+    return op.replace(isa=dataclasses.replace(op.target, micro=micro))
 
 
 def _slope(name, x, spread):
@@ -198,7 +210,7 @@ def test_plans_skip_size_one_loops_and_call_each_kernel_once():
     op = TensorOperation("float32", "zero", "gemm", "zero", ("m", "n", "k", "m", "n", "k"),
                          ("shared", "seq", "seq", "prim", "prim", "prim"), (1, 3, 1, 4, 5, 6),
                          (0, 0, 0, 1, 0, 4), (0, 30, 0, 0, 6, 1), (0, 20, 0, 1, 4, 0))
-    plan = plan_nest(op)
+    plan = plan_of(op)
     assert [dim.size for dim in plan.loops] == [3]
     # the size-1 k dims leave no k loop: the first touch's zero folds into the GEMM (it sets
     # C), the last touch's zero stays; brgemm params: m, n, k, batch, accumulate, stream, ld_b
@@ -214,7 +226,7 @@ def test_a_gemm_tells_its_kernel_the_pitch_of_b(dtype):
     op = TensorOperation(dtype, "none", "gemm", "none", ("n", "m", "n", "k"),
                          ("seq", "prim", "prim", "prim"), (3, 37, 20, 24),
                          (0, 1, 0, 37), (20 * pitch, 0, pitch, 1), (37 * 20, 1, 37, 0))
-    plan = plan_nest(op)
+    plan = plan_of(op)
     assert plan.main.params[6] == pitch == plan.main.integers[1]
     run_and_check(op)
 
@@ -234,19 +246,17 @@ def _conflicting_a_gemm(dtype, first="none", last="none", exec_outer="seq", in0_
                            num_threads=2)
 
 
-def _assert_same_bits_as_in_place(op, monkeypatch, seed):
-    """op's nest (copying A's block) gives C bit for bit as the nest reading A in place."""
+def _assert_same_bits_as_in_place(op, seed):
+    """op's nest (copying A's block) gives C bit for bit as the nest reading A in place (the
+    same op for a core that allows no copy)."""
     rng = np.random.default_rng(seed)
     in0, in1, copied = typed_buffers(op, rng)
     in_place = copied.copy()
     op.execute(in0, in1, copied)
-    monkeypatch.setattr(loop_nest, "_pack_a", lambda main, loops, size: (main, None))
-    compile_module.compile_operation.cache_clear()
-    assert plan_nest(op).pack_a is None
-    op.execute(in0, in1, in_place)
+    reading = with_core(op, pack_max_bytes=0)
+    assert plan_of(reading).pack_a is None
+    reading.execute(in0, in1, in_place)
     np.testing.assert_array_equal(bits(copied), bits(in_place))
-    monkeypatch.undo()
-    compile_module.compile_operation.cache_clear()
 
 
 def _conflicting_a_brgemm(dtype, gap=0):
@@ -263,20 +273,19 @@ def _conflicting_a_brgemm(dtype, gap=0):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_conflicting_batch_of_a_blocks_is_copied_as_one_matrix(dtype, monkeypatch,
-                                                                 every_share_threaded):
+def test_a_conflicting_batch_of_a_blocks_is_copied_as_one_matrix(dtype, every_share_threaded):
     """A batch whose A entries follow one another (K columns apart) at a 512-byte pitch is
     copied as one M x (K x batch) matrix; the BRGEMM reads its entries K copied columns apart.
     Results as numpy's, bit for bit those of the nest reading in place; entries further apart
     are read in place."""
     op = _conflicting_a_brgemm(dtype)
-    plan = plan_nest(op)
+    plan = plan_of(op)
     ld = plan.main.integers[0]
     assert plan.main.params[3] == 4 and plan.pack_a.copy.params == ("identity", 37, 96, False)
-    assert plan.main.integers[3] == 24 * ld and plan.main.pointers[0] == loop_nest.SCRATCH
+    assert plan.main.integers[3] == 24 * ld and plan.main.pointers[0] == SCRATCH
     run_and_check(op)
-    _assert_same_bits_as_in_place(op, monkeypatch, seed=2)
-    assert plan_nest(_conflicting_a_brgemm(dtype, gap=8)).pack_a is None
+    _assert_same_bits_as_in_place(op, seed=2)
+    assert plan_of(_conflicting_a_brgemm(dtype, gap=8)).pack_a is None
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -284,35 +293,36 @@ def test_a_conflicting_batch_of_a_blocks_is_copied_as_one_matrix(dtype, monkeypa
                                                      ("zero", "relu", "shared"),
                                                      ("square", "none", "shared")])
 def test_a_conflicting_a_block_is_copied_once_per_block(dtype, first, last, exec_outer,
-                                                        monkeypatch, every_share_threaded):
+                                                        every_share_threaded):
     """A's columns 512 bytes apart and the innermost loop over N: the nest copies A's block
     into its frame (the unary identity) when in0 moves and its GEMM reads the copy, whose
     leading dim is whole lines and not a multiple of 512 bytes; results as numpy's, bit for
     bit those of the nest reading A in place (on 1 and 2 threads, each with its own copy)."""
     op = _conflicting_a_gemm(dtype, first, last, exec_outer)
-    plan = plan_nest(op)
+    plan = plan_of(op)
     itemsize = np.dtype(dtype).itemsize
     ld = plan.main.integers[0]
-    assert plan.pack_a is not None and plan.main.pointers == (loop_nest.SCRATCH, 1, 2)
+    assert plan.pack_a is not None and plan.main.pointers == (SCRATCH, 1, 2)
     assert plan.pack_a.copy.params == ("identity", 37, 24, False)
     assert plan.pack_a.copy.integers == (512 // itemsize, ld)
     assert ld >= 37 and ld * itemsize % 64 == 0 and ld * itemsize % 512
     assert plan.pack_a.bytes == ld * 24 * itemsize
     run_and_check(op)
-    _assert_same_bits_as_in_place(op, monkeypatch, seed=1)
+    _assert_same_bits_as_in_place(op, seed=1)
 
 
 def test_a_blocks_are_copied_only_where_the_innermost_loop_reuses_them():
     """No copy where the innermost loop moves in0, where A's pitch is not a multiple of 512
-    bytes (the seeds' batch: 128 bytes) or where the copy would outgrow PACK_MAX_BYTES."""
-    assert plan_nest(_conflicting_a_gemm("float32")).pack_a is not None
-    assert plan_nest(_conflicting_a_gemm("float32", in0_inner=True)).pack_a is None
-    assert plan_nest(_conflicting_a_gemm("float32", ld_a=136)).pack_a is None
-    k = loop_nest.PACK_MAX_BYTES // (48 * 4) + 1
-    assert plan_nest(_conflicting_a_gemm("float32", k=k)).pack_a is None
+    bytes (the seeds' batch: 128 bytes) or where the copy would outgrow the core's
+    pack_max_bytes."""
+    assert plan_of(_conflicting_a_gemm("float32")).pack_a is not None
+    assert plan_of(_conflicting_a_gemm("float32", in0_inner=True)).pack_a is None
+    assert plan_of(_conflicting_a_gemm("float32", ld_a=136)).pack_a is None
+    k = einjit.resolve_target(None).micro.pack_max_bytes // (48 * 4) + 1
+    assert plan_of(_conflicting_a_gemm("float32", k=k)).pack_a is None
     batched = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
-    assert plan_nest(batched).pack_a is None
+    assert plan_of(batched).pack_a is None
 
 
 def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
@@ -321,23 +331,23 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     With a seq k loop the zero touch stays and the kernel adds."""
     brgemm = TensorOperation("float32", "zero", "brgemm", "relu", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
-    plan = plan_nest(brgemm)
+    plan = plan_of(brgemm)
     assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False, False, 32)
     assert plan.prefetch_out is None and plan.last_touch.params[0] == "relu"
     k_loop_outside = TensorOperation(
         "float32", "zero", "gemm", "relu", ("k", "m", "n", "m", "n", "k"),
         ("seq", "seq", "seq", "prim", "prim", "prim"), (8, OUTER, OUTER, 32, 32, 32),
         (1024, 8192, 0, 1, 0, 32), (1024, 0, 8192, 0, 32, 1), (0, 32768, 1024, 1, 32, 0))
-    plan = plan_nest(k_loop_outside)
+    plan = plan_of(k_loop_outside)
     assert plan.first_touch.params[0] == "zero"
     assert plan.main.params == (32, 32, 32, 1, True, False, 32)
     no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
-    plan = plan_nest(no_touch)
+    plan = plan_of(no_touch)
     assert plan.main.params[4] is True and plan.prefetch_out is not None
     square = TensorOperation("float32", "square", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
-    assert plan_nest(square).main.params[4] is True
+    assert plan_of(square).main.params[4] is True
 
 
 def test_a_brgemm_reading_c_prefetches_the_next_block_or_its_own_under_a_k_loop():
@@ -346,10 +356,10 @@ def test_a_brgemm_reading_c_prefetches_the_next_block_or_its_own_under_a_k_loop(
     column's lines, from the column's start."""
     no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
-    assert plan_nest(no_touch).prefetch_out == Prefetch(lines=3, columns=32, pitch=128,
+    assert plan_of(no_touch).prefetch_out == Prefetch(lines=3, columns=32, pitch=128,
                                                         ahead=1024 * 4)
     k_inner = _seeds_gemm("float64", (0, 1, 2), k_size=40)      # 40 k blocks: too big a batch
-    plan = plan_nest(k_inner)
+    plan = plan_of(k_inner)
     assert plan.seq[-1].reduction and plan.prefetch_out == Prefetch(5, 32, 256, 0)
 
 
@@ -373,33 +383,33 @@ def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last
     against numpy."""
     folded = _seeds_gemm(dtype, (0, 1, 2), first, last)
     kept = _seeds_gemm(dtype, (2, 0, 1), first, last)
-    plan = plan_nest(folded)
+    plan = plan_of(folded)
     assert [dim.size for dim in plan.seq] == [OUTER, OUTER]
     assert plan.main.params == (32, 32, 32, 8, first != "zero", False, 32)
     assert plan.main.integers == (32, 32, 32, 1024, 1024)
     assert (plan.first_touch is None) == (first in ("none", "zero"))
     assert (plan.last_touch is None) == (last == "none")
-    assert plan_nest(kept).main.params[3] == 1 and len(plan_nest(kept).seq) == 3
+    assert plan_of(kept).main.params[3] == 1 and len(plan_of(kept).seq) == 3
     run_and_check(folded)
     run_and_check(kept)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("last", ["none", "relu"])
-def test_a_set_c_streams_when_out_is_large_and_nothing_reads_it_back(dtype, last, monkeypatch):
-    """A zero first touch folded into the BRGEMM, out over STREAM_OUT_BYTES and no last touch:
-    the kernel streams C (x86: non-temporal stores when C is aligned); results as numpy's,
-    bit for bit those of the cached nest, nothing outside out written."""
-    op = TensorOperation(dtype, "zero", "brgemm", last, exec_types=(
+def test_a_set_c_streams_when_out_is_large_and_nothing_reads_it_back(dtype, last):
+    """A zero first touch folded into the BRGEMM, out over the core's stream_out_bytes and no
+    last touch: the kernel streams C (x86: non-temporal stores when C is aligned); results as
+    numpy's, bit for bit those of the cached nest, nothing outside out written."""
+    seeds = TensorOperation(dtype, "zero", "brgemm", last, exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), num_threads=2, **SEEDS)
-    out_bytes = (1 + sum((d.size - 1) * d.stride_out for d in op.dims)) * np.dtype(dtype).itemsize
-    monkeypatch.setattr(loop_nest, "STREAM_OUT_BYTES", out_bytes + 1)
-    assert not plan_nest(op).streams
-    cached = compile_operation(op)
-    monkeypatch.setattr(loop_nest, "STREAM_OUT_BYTES", out_bytes)
-    compile_operation.cache_clear()
-    assert plan_nest(op).streams == (last == "none")
-    assert plan_nest(op).main.params[4:6] == (False, last == "none")
+    out_bytes = (1 + sum((d.size - 1) * d.stride_out for d in seeds.dims)) * \
+        np.dtype(dtype).itemsize
+    below = with_core(seeds, stream_out_bytes=out_bytes + 1)
+    assert not plan_of(below).streams
+    cached = compile_operation(below)
+    op = with_core(seeds, stream_out_bytes=out_bytes)
+    assert plan_of(op).streams == (last == "none")
+    assert plan_of(op).main.params[4:6] == (False, last == "none")
     for misalign in (0, 1):
         rng = np.random.default_rng(misalign)
         in0, in1, out = typed_buffers(op, rng)
@@ -415,9 +425,28 @@ def test_a_set_c_streams_when_out_is_large_and_nothing_reads_it_back(dtype, last
         np.testing.assert_array_equal(bits(aligned), bits(other))
 
 
+def test_the_plan_takes_its_thresholds_from_the_target_it_is_given():
+    """One op planned for cores that differ in one fact: the copy of A, the batch of the
+    innermost k loop and the streaming of C follow the core of the target plan_nest gets."""
+    def core(op, **facts):
+        return dataclasses.replace(op.target, micro=dataclasses.replace(op.target.micro,
+                                                                        **facts))
+
+    copied = _conflicting_a_gemm("float32")
+    assert plan_nest(copied, copied.target).pack_a is not None
+    assert plan_nest(copied, core(copied, pack_max_bytes=0)).pack_a is None
+    folded = _seeds_gemm("float32", (0, 1, 2))
+    assert plan_nest(folded, folded.target).main.params[3] == 8
+    assert plan_nest(folded, core(folded, batch_block_bytes=0)).main.params[3] == 1
+    zeroed = TensorOperation("float32", "zero", "brgemm", "none", exec_types=(
+        "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
+    assert not plan_nest(zeroed, zeroed.target).streams
+    assert plan_nest(zeroed, core(zeroed, stream_out_bytes=1)).streams
+
+
 def test_a_k_loop_stays_a_loop_when_its_batch_would_not_fit_in_l2():
     """1024 k blocks of 32x32x32 floats are 8 MiB: separate GEMM calls keep each block small."""
-    plan = plan_nest(_seeds_gemm("float32", (0, 1, 2), k_size=1024))
+    plan = plan_of(_seeds_gemm("float32", (0, 1, 2), k_size=1024))
     assert plan.main.params[3] == 1 and [dim.size for dim in plan.seq] == [OUTER, OUTER, 1024]
 
 

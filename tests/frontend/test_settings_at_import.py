@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from einjit.runtime.settings import SettingWarning, at_import
+from einjit.settings import SettingWarning, at_import
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = ("import numpy as np, einjit\n"

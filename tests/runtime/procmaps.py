@@ -4,8 +4,11 @@ hand-encoded functions to place in executable memory."""
 import ctypes
 
 import einjit
+from einjit.backends import backend
 
 HOST = einjit.host_isa()
+# what code placed to run here is flushed with (None where instruction fetch is coherent)
+HOST_FLUSH = backend(HOST).flush_icache
 
 
 def maps() -> list[tuple[int, int, str]]:

@@ -15,7 +15,14 @@ from einjit.errors import EinjitError
 from einjit.runtime import memory
 from einjit.runtime.memory import BLOCK_ALIGN, PAGE_SIZE, CodeArena, ExecutableMemory
 
-from procmaps import call_int, mappings_of, permissions, return_constant, writable_and_executable
+from procmaps import (
+    HOST_FLUSH,
+    call_int,
+    mappings_of,
+    permissions,
+    return_constant,
+    writable_and_executable,
+)
 
 # small chunks so that tests cross chunk boundaries often
 SMALL_CHUNK = 4 * PAGE_SIZE
@@ -51,7 +58,7 @@ def spy(monkeypatch):
 
 def test_blocks_share_one_mapping_and_seal_together(spy):
     arena = CodeArena(SMALL_CHUNK)
-    blocks = [arena.place(return_constant(i)) for i in range(20)]
+    blocks = [arena.place(return_constant(i), HOST_FLUSH) for i in range(20)]
     starts = [b._chunk.base + b._offset for b in blocks]
     # appended one cache line apart in one mapping, still writable and not executable
     assert [s - starts[0] for s in starts] == [i * BLOCK_ALIGN for i in range(20)]
@@ -68,7 +75,7 @@ def test_blocks_share_one_mapping_and_seal_together(spy):
     assert [c[0] for c in spy.calls] == ["mmap", "mprotect"]
 
     # the next block starts on the next page, in the same chunk, still RW
-    late = arena.place(return_constant(99))
+    late = arena.place(return_constant(99), HOST_FLUSH)
     late_start = late._chunk.base + late._offset
     assert late._chunk is blocks[0]._chunk and late_start == starts[0] + PAGE_SIZE
     assert permissions(late_start) == "rw-p"
@@ -89,7 +96,7 @@ def test_no_page_is_ever_writable_and_executable(spy):
         code = return_constant(i)
         if i % 37 == 0:
             code += b"\x00" * (SMALL_CHUNK + 100)   # a block too big for a shared chunk
-        blocks.append(arena.place(code))
+        blocks.append(arena.place(code, HOST_FLUSH))
         assert writable_and_executable() == []
         if i % 3 == 0:
             assert call_int(blocks[-1].address) == i
@@ -115,12 +122,12 @@ def test_no_page_is_ever_writable_and_executable(spy):
 def test_full_chunk_opens_a_new_one_and_big_blocks_get_their_own():
     arena = CodeArena(SMALL_CHUNK)
     per_chunk = SMALL_CHUNK // BLOCK_ALIGN
-    blocks = [arena.place(return_constant(i)) for i in range(per_chunk + 1)]
+    blocks = [arena.place(return_constant(i), HOST_FLUSH) for i in range(per_chunk + 1)]
     assert blocks[per_chunk - 1]._chunk is blocks[0]._chunk
     assert blocks[per_chunk]._chunk is not blocks[0]._chunk and blocks[per_chunk]._offset == 0
-    big = arena.place(return_constant(7) + bytes(SMALL_CHUNK))
+    big = arena.place(return_constant(7) + bytes(SMALL_CHUNK), HOST_FLUSH)
     assert big._chunk.size == SMALL_CHUNK + PAGE_SIZE
-    after = arena.place(return_constant(8))   # the open chunk is still the second one
+    after = arena.place(return_constant(8), HOST_FLUSH)   # the open chunk is still the second one
     assert after._chunk is blocks[per_chunk]._chunk
     assert call_int(big.address) == 7 and call_int(after.address) == 8
     assert arena.stats().chunks == 3
@@ -130,7 +137,7 @@ def test_full_chunk_opens_a_new_one_and_big_blocks_get_their_own():
 
 def test_release_unmaps_a_chunk_when_its_last_block_goes():
     arena = CodeArena(SMALL_CHUNK)
-    a, b, c = (arena.place(return_constant(i)) for i in range(3))
+    a, b, c = (arena.place(return_constant(i), HOST_FLUSH) for i in range(3))
     address = b.address
     a.release()
     a.release()   # idempotent
@@ -144,20 +151,20 @@ def test_release_unmaps_a_chunk_when_its_last_block_goes():
     with pytest.raises(EinjitError, match="released"):
         c.address
     # a new block after that opens a fresh chunk
-    d = arena.place(return_constant(4))
+    d = arena.place(return_constant(4), HOST_FLUSH)
     assert call_int(d.address) == 4
 
 
 def test_garbage_collection_releases_blocks():
     arena = CodeArena(SMALL_CHUNK)
-    blocks = [arena.place(return_constant(i)) for i in range(5)]
+    blocks = [arena.place(return_constant(i), HOST_FLUSH) for i in range(5)]
     address = blocks[0].address
     del blocks
     assert permissions(address) is None and arena.stats().chunks == 0
     # blocks held in reference cycles go at the next collection
     cycles = []
     for i in range(5):
-        holder = [arena.place(return_constant(i))]
+        holder = [arena.place(return_constant(i), HOST_FLUSH)]
         holder.append(holder)
         cycles.append(holder[0].address)
     del holder
@@ -186,7 +193,7 @@ def test_collections_during_placement_do_not_deadlock_or_corrupt():
         for i in range(2000):
             # no container is allocated between the last cycle becoming garbage and the
             # arena's next critical section: the collection comes inside it
-            holder = [arena.place(codes[i % 1000])]
+            holder = [arena.place(codes[i % 1000], HOST_FLUSH)]
             holder.append(holder)      # freed only by the collector
             if i % 5 == 0:
                 kept.append(holder[0])
@@ -225,14 +232,14 @@ def test_sealed_code_runs_in_threads_while_new_blocks_are_placed_and_sealed(spy)
                 calls[slot] += 1
 
     prototype = ctypes.CFUNCTYPE(ctypes.c_int)
-    keep = [arena.place(return_constant(0))]
+    keep = [arena.place(return_constant(0), HOST_FLUSH)]
     ready.append((prototype(keep[0].address), 0))
     threads = [threading.Thread(target=caller, args=(slot,)) for slot in range(4)]
     for thread in threads:
         thread.start()
     try:
         for i in range(1, 3000):
-            block = arena.place(return_constant(i))
+            block = arena.place(return_constant(i), HOST_FLUSH)
             if (i // 100) % 2 == 0 and i % 2:
                 keep.append(block)
                 ready.append((prototype(block.address), i))   # sealed while others call
@@ -258,7 +265,7 @@ def test_concurrent_placing_from_many_threads():
     results = {}
 
     def work(slot):
-        blocks = [arena.place(return_constant(slot * 1000 + i)) for i in range(200)]
+        blocks = [arena.place(return_constant(slot * 1000 + i), HOST_FLUSH) for i in range(200)]
         results[slot] = [call_int(b.address) for b in blocks]
         for b in blocks[::2]:
             b.release()
@@ -284,8 +291,8 @@ def test_bad_arguments():
 
 def test_executable_memory_keeps_a_mapping_of_its_own():
     code = return_constant(5)
-    shared = memory.arena.place(code)           # the shared arena's open chunk
-    own = ExecutableMemory(code)
+    shared = memory.arena.place(code, HOST_FLUSH)           # the shared arena's open chunk
+    own = ExecutableMemory(code, HOST_FLUSH)
     assert own.size == PAGE_SIZE
     assert own._block._chunk is not shared._chunk and own._block._chunk.size == PAGE_SIZE
     assert call_int(own.address) == 5 and permissions(own.address) == "r-xp"
@@ -302,7 +309,7 @@ def test_kernels_generated_together_share_their_executable_pages():
     from einjit import primitives
 
     primitives._cache.clear()   # the kernels below are generated now, placed one after another
-    mark = memory.arena.place(return_constant(0))
+    mark = memory.arena.place(return_constant(0), HOST_FLUSH)
     mark.address     # seals the shared arena's tail: the next block starts a fresh page
     mark.release()
     m = 2047

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import einjit
-from einjit.backends import ISAS, backend, resolve_target
+from einjit.backends import ISAS, backend, place_code, resolve_target
 from einjit.codegen import compile as compile_module
 from einjit.codegen import compile_operation
 from einjit.disasm import disassemble
@@ -23,7 +23,6 @@ from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import lookup
 from einjit.runtime.host import host_isa
-from einjit.runtime.memory import arena
 from einjit.runtime.threads import pool
 
 pytestmark = pytest.mark.skipif(host_isa() is None, reason="runs generated code")
@@ -59,7 +58,8 @@ class Status:
         self.flags = FLAGS[isa]
         self.mask = sum(self.flags.values())
         get_code, set_code = _status_functions(isa)
-        self._blocks = arena.place(get_code), arena.place(set_code)
+        target = resolve_target(isa)
+        self._blocks = place_code(target, get_code), place_code(target, set_code)
         self.get = ctypes.CFUNCTYPE(ctypes.c_uint32)(self._blocks[0].address)
         self.put = ctypes.CFUNCTYPE(None, ctypes.c_uint64)(self._blocks[1].address)
 

@@ -3,14 +3,18 @@
 The kernel stores 1.0f to its first operand: kern(out, n) with `out` reaching n elements.
 """
 
+import ctypes
 import threading
 
 import numpy as np
 import pytest
 
 import einjit
+from einjit.backends import ISAS, backend, place_code, resolve_target
+from einjit.backends.aarch64 import icache
 from einjit.kernel import Kernel, Signature
-from einjit.runtime.memory import ExecutableMemory
+from einjit.runtime import memory
+from einjit.runtime.memory import PAGE_SIZE, CodeArena, ExecutableMemory
 
 STORE_ONE = {
     # mov dword [rdi], 0x3f800000 ; ret
@@ -37,7 +41,7 @@ def _mapping_permissions(address):
 
 
 def test_code_is_mapped_read_execute_only_and_released():
-    memory = ExecutableMemory(STORE_ONE[HOST])
+    memory = ExecutableMemory(STORE_ONE[HOST], backend(HOST).flush_icache)
     assert _mapping_permissions(memory.address) == "r-xp"
     address = memory.address
     memory.release()
@@ -101,3 +105,40 @@ def test_foreign_isa_code_can_be_inspected_but_not_called():
     with pytest.raises(einjit.IsaMismatchError, match=OTHER):
         kern(out, 1)
     assert out[0] == 0.0
+
+
+def test_the_arena_flushes_the_instruction_cache_as_the_code_was_placed_asking():
+    """The runtime knows no instruction set: a block placed with a flush function gets it
+    called over the bytes its seal makes executable (here the host's flush, recorded); code
+    placed without one is sealed without a flush."""
+    calls = []
+
+    def recording(start, end):
+        calls.append((start, end))
+        if backend(HOST).flush_icache is not None:
+            backend(HOST).flush_icache(start, end)
+
+    code = STORE_ONE[HOST]
+    arena = CodeArena(4 * PAGE_SIZE)
+    plain = arena.place(code)
+    assert plain.address and calls == []
+    flushed = arena.place(code, recording)
+    assert flushed.address == plain.address + PAGE_SIZE     # a seal ends its page
+    assert calls == [(flushed.address, flushed.address + len(code))]
+    own = ExecutableMemory(code, recording)
+    assert calls[1:] == [(own.address, own.address + len(code))]
+    out = np.zeros(1, np.float32)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(flushed.address)(out.ctypes.data)
+    assert out[0] == 1.0
+    own.release()
+
+
+def test_code_is_placed_with_its_backends_instruction_cache_flush(monkeypatch):
+    """place_code hands the arena what the target's backend says: AArch64's icache flush,
+    nothing for x86-64 (instruction fetch there sees stores)."""
+    placed = []
+    monkeypatch.setattr(memory.arena, "place",
+                        lambda code, flush_icache=None: placed.append((code, flush_icache)))
+    for isa in ISAS:
+        place_code(resolve_target(isa), STORE_ONE[isa])
+    assert placed == [(STORE_ONE["aarch64"], icache.flush_icache), (STORE_ONE["x86_64"], None)]

@@ -2,7 +2,7 @@
 
     nest(in0=x0, in1=x1, out=x2, begin=x3, end=x4)
 
-walks the NestPlan's odometer (see einjit/codegen/loop_nest.py) over shared iterations
+walks the NestPlan's odometer (see einjit/backends/nest_plan.py) over shared iterations
 [begin, end) and calls the kernels, which follow in the same buffer as leaf functions (AAPCS64
 calls, bl). Registers that live across calls are callee-saved: the three operand pointers
 (x19..x21) and the iteration count (x22); the odometer's indices sit in the frame, and so does
@@ -19,7 +19,7 @@ from einjit.backends.aarch64.binary import emit_binary
 from einjit.backends.aarch64.brgemm import emit_brgemm
 from einjit.backends.aarch64.encode import SP, XZR
 from einjit.backends.aarch64.unary import emit_unary
-from einjit.codegen.loop_nest import IN0, SCRATCH, KernelCall, NestPlan, emitter_arguments
+from einjit.backends.nest_plan import IN0, SCRATCH, KernelCall, NestPlan, emitter_arguments
 
 POINTERS = (19, 20, 21)               # in0, in1, out: live across calls
 COUNT = enc.Reg(22)                   # iterations left (a Reg: counted_loop's runtime count)

@@ -1,17 +1,24 @@
-"""The AArch64 targets (Advanced SIMD: 32 vector registers of 128 bits), the element types
-the kernels compute in, and the checks every emitter makes of its parameters before emitting
-anything."""
+"""The AArch64 targets (Advanced SIMD: 32 vector registers of 128 bits) and the core facts
+code for them is planned with, the element types the kernels compute in, and the checks every
+emitter makes of its parameters before emitting anything."""
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from einjit.backends import Target
+from einjit.backends import Microarch, Target
 from einjit.errors import KernelParameterError, KernelParameterTypeError
 
-NEON = Target("aarch64", "neon", vector_bits=128, registers=32)
+# The core the loop nests and passes plan for (einjit.backends.Microarch): 128-bit NEON at
+# full rate. No Arm core has been measured for the cache facts and thresholds yet: they are
+# the generic core's (a 32 KiB 8-way L1 of 64-byte lines, the x86 cores' nest thresholds),
+# stated here so that a measured core replaces them in one place.
+GENERIC_CORE = Microarch("generic-aarch64", full_rate_bits=128, l1_ways=8, l1_sets=64,
+                         batch_block_bytes=384 << 10, pack_max_bytes=288 << 10,
+                         stream_out_bytes=64 << 20)
+NEON = Target("aarch64", "neon", vector_bits=128, registers=32, micro=GENERIC_CORE)
 VARIANTS = {NEON.variant: NEON}
 
 
@@ -47,9 +54,11 @@ ELEMENTS = {FLOAT32.dtype: FLOAT32, FLOAT64.dtype: FLOAT64}
 
 
 def check_target(target: Target) -> Target:
-    """`target` if this backend generates code for it, else KernelParameterError."""
-    if not isinstance(target, Target) or target.isa != "aarch64" or \
-            VARIANTS.get(target.variant) != target:
+    """`target` if this backend generates code for it (a variant's, with any core's facts),
+    else KernelParameterError."""
+    variant = VARIANTS.get(getattr(target, "variant", None))
+    if not isinstance(target, Target) or target.isa != "aarch64" or variant is None or \
+            replace(variant, micro=target.micro) != target:
         raise KernelParameterError(f"target={target!r}: the aarch64 backend generates code "
                                    f"for {', '.join(map(repr, VARIANTS.values()))} only")
     return target

@@ -25,6 +25,10 @@ VARIANTS = {
 }
 
 
+# x86 keeps instruction fetch coherent with stores: placed code needs no flush
+flush_icache = None
+
+
 def default_variant() -> str:
     """The host's best variant, or the one EINJIT_X86_VARIANT forces (see cpu.variant)."""
     return cpu.variant()
@@ -37,4 +41,4 @@ def missing_features(variant: str) -> tuple[str, ...]:
 
 __all__ = ["VARIANTS", "default_variant", "missing_features", "emit_brgemm", "emit_unary",
            "emit_binary", "generate_brgemm", "generate_unary", "generate_binary",
-           "generate_loop_nest", "guard_entry"]
+           "generate_loop_nest", "guard_entry", "flush_icache"]

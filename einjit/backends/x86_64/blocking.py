@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from einjit.backends import CONFLICT_PITCH_BYTES, LINE_BYTES, Target
+from einjit.backends import LINE_BYTES, Target
 from einjit.backends.x86_64.precision import precision
 
 COLUMNS_PER_BASE = 5          # B columns one base pointer reaches (see brgemm's doc)
@@ -741,13 +741,12 @@ def batch_chunks(target: Target, panel: Panel, k: int, br: int, element_bytes: i
 # from ld_a: other pitches read A where it lies. Batches read A in place: copying each entry
 # of a chunk measured -7 to +4 points (48x24x64 x 16 at ld_a = 128 73 -> 66%, 64x64x64 x 8
 # 84 -> 87%, 128x32x16 x 32 with entries 8 KiB apart 82 -> 81%).
-PACK_PITCH_BYTES = CONFLICT_PITCH_BYTES
 PACK_FRAME_BYTES = 32768         # most stack a block row's copy of A may take
 
 
 def packs_a(target: Target, panel: Panel, steps: int, br: int, element_bytes: int) -> bool:
     """Whether the panel's block rows copy A's panel (`steps` k-steps) into the frame where
-    ld_a is a multiple of PACK_PITCH_BYTES: no batch, whole vectors only (the copy reads no
+    ld_a is a multiple of the core's conflict pitch: no batch, whole vectors only (the copy reads no
     row past M), two column blocks or more a row, and the copy within PACK_FRAME_BYTES."""
     column_blocks = panel.n_blocks + (panel.tail_blocks if panel.n_tail else 0)
     row_bytes = panel.vectors * target.vector_bits // 8

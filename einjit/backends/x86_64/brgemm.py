@@ -76,7 +76,6 @@ from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.blocking import (
     COLUMNS_PER_BASE,
-    PACK_PITCH_BYTES,
     PAIR_STEPS,
     POOL_REGISTERS,
     Panel,
@@ -356,7 +355,7 @@ class _Generator:
 
     def _row(self, panel: Panel, accumulate: bool, k: int) -> None:
         """One row of blocks across all columns (_columns); where the panel packs A (see
-        packs_a) and ld_a is a multiple of PACK_PITCH_BYTES, from a copy of the row's k
+        packs_a) and ld_a is a multiple of the core's conflict pitch, from a copy of the row's k
         steps of A in the frame, whose pitch is the row's height (A_ROW and LDA point at it
         meanwhile): the blocks read the same elements, the sums are bit for bit alike."""
         if not self.packs[panel]:
@@ -367,7 +366,7 @@ class _Generator:
         direct = asm.label()
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_mr(self.saved_a_row, A_PTR),
             enc.mov_mr(self.saved_lda, LDA), enc.mov_rr(scratch, LDA),
-            enc.and_ri(scratch, PACK_PITCH_BYTES - 1))
+            enc.and_ri(scratch, self.target.micro.conflict_pitch_bytes - 1))
         asm.jcc("ne", direct)
         copy = B_BASE                         # free until the first block loads it
         asm(enc.lea(copy, Mem(RSP, disp=self.pack_buffer + LINE_BYTES - 1)),

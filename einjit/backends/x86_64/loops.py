@@ -2,7 +2,7 @@
 
     nest(in0=rdi, in1=rsi, out=rdx, begin=rcx, end=r8)
 
-walks the NestPlan's odometer (see einjit/codegen/loop_nest.py) over shared iterations
+walks the NestPlan's odometer (see einjit/backends/nest_plan.py) over shared iterations
 [begin, end) and calls the kernels, which follow in the same buffer as leaf functions
 (System V calls, rel32). Registers that live across calls are callee-saved: the three
 operand pointers (rbx, rbp, r12) and the iteration count (r13); the odometer's indices sit in
@@ -13,6 +13,7 @@ as immediates where they fit in 32 bits.
 from __future__ import annotations
 
 from einjit.backends import LINE_BYTES, Target
+from einjit.backends.nest_plan import IN0, SCRATCH, KernelCall, NestPlan, emitter_arguments
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.binary import emit_binary
@@ -35,7 +36,6 @@ from einjit.backends.x86_64.encode import (
     Mem,
 )
 from einjit.backends.x86_64.unary import emit_unary
-from einjit.codegen.loop_nest import IN0, SCRATCH, KernelCall, NestPlan, emitter_arguments
 
 POINTERS = (RBX, RBP, R12)            # in0, in1, out: live across calls
 COUNT = R13                           # iterations left

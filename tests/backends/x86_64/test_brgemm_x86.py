@@ -25,7 +25,6 @@ from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.blocking import (
     MAX_COLS,
     MIN_K_CHUNK,
-    PACK_PITCH_BYTES,
     PAIR_DOT_MIN_N,
     PAIR_TAIL_LONG_K,
     Panel,
@@ -800,9 +799,9 @@ def test_large_k_runs_in_chunks_where_a_outruns_l2(variant, dtype):
         assert k_chunks(chosen, panels, 500, 1) == 1
 
 
-def _conflicting_ld_a(m, dtype):
-    """The least ld_a >= m whose columns lie a multiple of PACK_PITCH_BYTES apart."""
-    step = PACK_PITCH_BYTES // np.dtype(dtype).itemsize
+def _conflicting_ld_a(m, dtype, micro):
+    """The least ld_a >= m whose columns lie a multiple of the core's conflict pitch apart."""
+    step = cpu.MICROARCHS[micro].conflict_pitch_bytes // np.dtype(dtype).itemsize
     return -(-m // step) * step
 
 
@@ -816,7 +815,7 @@ def test_a_copied_at_a_conflicting_pitch_gives_the_bits_of_a_reading_in_place(va
     within the tolerance of the exact product, nothing outside C written."""
     for index, (m, n, k, br) in enumerate(PACKED_A):
         kernel = Compiled(m, n, k, br, variant, dtype, micro=micro)
-        far = _conflicting_ld_a(m, dtype) + 4096 // np.dtype(dtype).itemsize * (index % 2)
+        far = _conflicting_ld_a(m, dtype, micro) + 4096 // np.dtype(dtype).itemsize * (index % 2)
         copied = Case(m, n, k, br, seed=index, dtype=dtype, ld_a=far)
         in_place = Case(m, n, k, br, seed=index, dtype=dtype, ld_a=m + 3)
         Case._matrix(in_place.a, 0, m, k, in_place.ld_a)[...] = Case._matrix(copied.a, 0, m, k,

@@ -1,0 +1,126 @@
+"""The plan of a loop nest: what codegen decides (einjit.codegen.loop_nest) and every backend
+turns into code (backends/<isa>/loops.py, generate_loop_nest(target, plan)). ISA-neutral
+records only; how a plan is chosen lives in codegen.
+
+A nest walks an operation's non-primitive dims (shared ones first, then seq) as ONE flattened
+odometer: iteration t of the range [begin * S, end * S), S being the product of the seq
+sizes, visits the index tuple t in mixed radix, and at each tuple calls the primitive kernels
+on the three operand pointers advanced by that tuple's offsets. The entry point is
+
+    nest(in0, in1, out, begin, end)         # [begin, end): this thread's shared iterations
+
+so a thread runs its slice of the flattened shared dims with one call, and the odometer's
+carry chain replaces a nest of loops (a kernel call dwarfs a carry check either way).
+
+At each index tuple, in order: the first touch on the out block if every reduction index is
+0, the out block's prefetch, the copy of A's block (PackA) where in0 has moved since the last
+copy, the main kernel, the last touch if every reduction index is at its end. The kernels
+follow the nest in the same buffer and are called as leaf functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+IN0, IN1, OUT = 0, 1, 2      # operand numbers in the nest's argument order
+SCRATCH = 3                  # the nest's copy of A's block (see PackA)
+
+
+@dataclass(frozen=True)
+class LoopDim:
+    """One non-primitive dim of the nest: `strides` in bytes for (in0, in1, out)."""
+    size: int
+    strides: tuple[int, int, int]
+    reduction: bool          # a k dim: first/last touch wait for its first/last index
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """A primitive kernel and the arguments the nest passes it.
+
+    kind and params name the kernel as the backend generators take them
+    (generate_<kind>(target, *params)); `pointers` are operand numbers (IN0, IN1, OUT,
+    SCRATCH) for its pointer arguments; `integers` its integer arguments (leading dims, batch
+    strides in elements), fixed for the whole nest."""
+    kind: str                # "brgemm", "unary" or "binary"
+    params: tuple
+    pointers: tuple[int, ...]
+    integers: tuple[int, ...]
+    dtype: str = "float32"
+
+    @property
+    def kernel(self) -> tuple:
+        """What identifies the generated kernel (calls may differ in their arguments)."""
+        return (self.kind, self.params, self.dtype)
+
+
+def emitter_arguments(kernel: tuple) -> tuple[tuple, dict]:
+    """The positional and keyword arguments (after asm, target) of the backend's
+    emit_<kind> for a KernelCall.kernel: brgemm params end with `accumulate`, `stream` and
+    `ld_b` (the leading dimension of B every call passes, so the kernel can block for it)."""
+    kind, params, dtype = kernel
+    if kind == "brgemm":
+        accumulate, stream, ld_b = params[4:]
+        return params[:4], {"dtype": dtype, "accumulate": accumulate, "stream": stream,
+                            "ld_b": ld_b}
+    return params, {"dtype": dtype}
+
+
+@dataclass(frozen=True)
+class Prefetch:
+    """Cache lines to prefetch: `lines` 64-byte lines from the start of each of `columns`
+    columns, `pitch` bytes apart, from the out pointer plus `ahead` bytes. ahead 0: this
+    call's block, into L1; else the next call's, into L2."""
+    lines: int
+    columns: int
+    pitch: int
+    ahead: int = 0
+
+
+@dataclass(frozen=True)
+class PackA:
+    """A's block copied into the nest's frame by `copy` (the unary identity, in0 to SCRATCH)
+    before the main call whenever in0 has moved since the last copy; the main call reads the
+    copy (SCRATCH, its leading dim). `bytes`: the copy's size."""
+    copy: KernelCall
+    bytes: int
+
+
+@dataclass(frozen=True)
+class NestPlan:
+    shared: tuple[LoopDim, ...]      # flattened into the [begin, end) range, outermost first
+    seq: tuple[LoopDim, ...]         # walked fully inside each shared iteration
+    first_touch: KernelCall | None
+    main: KernelCall | None
+    last_touch: KernelCall | None
+    prefetch_out: Prefetch | None = None
+    pack_a: PackA | None = None
+
+    @property
+    def loops(self) -> tuple[LoopDim, ...]:
+        return self.shared + self.seq
+
+    @property
+    def shared_iterations(self) -> int:
+        return prod(dim.size for dim in self.shared)
+
+    @property
+    def seq_iterations(self) -> int:
+        return prod(dim.size for dim in self.seq)
+
+    @property
+    def streams(self) -> bool:
+        """Whether the main kernel may store non-temporally (the nest then ends in a fence
+        that orders those stores before the caller's next ones)."""
+        return self.main is not None and self.main.kind == "brgemm" and self.main.params[5]
+
+    @property
+    def kernels(self) -> tuple[tuple, ...]:
+        """The distinct kernels the nest calls (KernelCall.kernel), in a stable order."""
+        found = []
+        pack = self.pack_a.copy if self.pack_a else None
+        for call in (self.first_touch, pack, self.main, self.last_touch):
+            if call is not None and call.kernel not in found:
+                found.append(call.kernel)
+        return tuple(found)
