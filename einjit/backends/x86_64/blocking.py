@@ -33,28 +33,72 @@ AVX2_SHARES = (1, 2, 4)       # rows one broadcast load repeats: vbroadcastss, s
 
 
 @dataclass(frozen=True)
-class Panel:
-    """`blocks` register blocks stacked along M, each `vectors` vectors tall (the last one
-    of each block holding only `tail_rows` rows if tail_rows > 0, packed `group` columns to
-    a vector if group > 1), swept along N in `n_blocks` blocks of `cols` columns plus
-    `tail_blocks` blocks of `n_tail` columns. overlap: the tail vector is loaded and stored
-    whole, without masks, ending at the last row (see brgemm._VectorRegisters). quads: how
-    many of a block's columns take B four k-steps at a time (see quad_limit). dot: the lanes
-    one k-step takes where the tail rows are dot products along K (0: they are not; see
+class TailMode:
+    """How a block row holds its tail rows and takes its k-steps. group: columns whose tail
+    rows share one vector (1: not packed). overlap: the tail vector is loaded and stored
+    whole, without masks, ending at the last row (see brgemm's registers). quads: how many of
+    a block's columns take B four k-steps at a time (see quad_limit). dot: the lanes one
+    k-step takes where the tail rows are dot products along K (0: they are not; see
     dot_tail_share). pairs: a block of one whole vector (and a tail of PAIR_TAIL_ROWS rows,
     `group` columns a vector) that takes its k-steps two at a time (see PAIR_STEPS)."""
+    group: int = 1
+    overlap: bool = False
+    quads: int = 0
+    dot: int = 0
+    pairs: bool = False
+
+    @property
+    def masked(self) -> bool:
+        """A tail held so is one vector a column under a mask (k1, or AVX2's mask vector)."""
+        return not (self.overlap or self.dot or self.group > 1 or self.pairs)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """`blocks` register blocks stacked along M, each `vectors` vectors tall (the last one
+    of each block holding only `tail_rows` rows if tail_rows > 0, held as `mode` says),
+    swept along N in `n_blocks` blocks of `cols` columns plus `tail_blocks` blocks of
+    `n_tail` columns."""
     blocks: int
     vectors: int
     tail_rows: int
     cols: int
     n_blocks: int
     n_tail: int
-    group: int = 1
-    overlap: bool = False
-    quads: int = 0
-    dot: int = 0
+    mode: TailMode = TailMode()
     tail_blocks: int = 1
-    pairs: bool = False
+
+    @property
+    def column_blocks(self) -> int:
+        """Blocks in a row of the panel."""
+        return self.n_blocks + (self.tail_blocks if self.n_tail else 0)
+
+
+@dataclass(frozen=True)
+class RowForms:
+    """The tail modes and k-step forms a block row may weigh (see _candidate_modes)."""
+    pack: bool = True           # a packed tail (pack_group columns a vector)
+    quads: bool = False         # B's quads (quad_limit)
+    dot: int = 0                # dot products along K, this many lanes a k-step
+    pairs: bool = False         # k-steps in pairs (PAIR_STEPS)
+    pairs_only: bool = False    # nothing but pairs (see wide_pair_target)
+
+
+@dataclass(frozen=True)
+class RowSweep:
+    """The cheapest blocking of one block row along N (see _sweep_n): blocks of `cols`
+    columns, `n_blocks` of them and `tail_blocks` of `n_tail` columns, held as `mode` says."""
+    cycles: float
+    cols: int
+    n_blocks: int
+    n_tail: int
+    tail_blocks: int
+    mode: TailMode
+
+    def panel(self, count: int, vectors: int, tail_rows: int) -> Panel:
+        """The Panel of `count` block rows blocked so."""
+        return Panel(count, vectors, tail_rows, self.cols, self.n_blocks, self.n_tail,
+                     self.mode, self.tail_blocks)
 
 
 def share_lanes(target: Target, tail_rows: int, element_bytes: int = 4) -> int:
@@ -119,8 +163,8 @@ QUAD_SHUFFLE_FMA_SHARE = 0.5
 NO_QUAD_GROUPS = (2, 8)
 
 
-def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: int,
-               element_bytes: int, group: int = 1) -> int:
+def quad_limit(target: Target, vectors: int, tail_rows: int, mode: TailMode, k: int,
+               element_bytes: int) -> int:
     """Most quad columns a block may have (0: none): AVX2 (VEX) float32 blocks of at most one
     full vector (and a masked or packed tail), K of at least 4 steps. Only for an M that one
     such block row covers (see _plan): the model would otherwise cut taller M into such
@@ -132,8 +176,8 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, overlap: bool, k: i
     changes, 12x44x64 85 -> 91%). Beside 4 columns a vector (M = 10) they stay: without
     them K = 16 gained, K = 64 lost up to 11 points."""
     full = vectors - (1 if tail_rows else 0)
-    if (target.masks or element_bytes != 4 or full > 1 or overlap or k < 4
-            or group in NO_QUAD_GROUPS):
+    if (target.masks or element_bytes != 4 or full > 1 or mode.overlap or k < 4
+            or mode.group in NO_QUAD_GROUPS):
         return 0
     return MAX_QUADS
 
@@ -214,38 +258,36 @@ def pair_group(target: Target, tail_rows: int) -> int:
     return target.lanes() // (PAIR_STEPS * share_lanes(target, tail_rows))
 
 
-def _accumulators(vectors: int, cols: int, group: int, pairs: bool = False) -> int:
-    if pairs:               # a column's rows in two vectors of step pairs, then the tail's
+def _accumulators(vectors: int, cols: int, mode: TailMode) -> int:
+    group = mode.group
+    if mode.pairs:          # a column's rows in two vectors of step pairs, then the tail's
         return 2 * cols + (-(-cols // group) if vectors > 1 else 0)
     if group == 1:
         return vectors * cols
     return (vectors - 1) * cols + -(-cols // group)
 
 
-def _max_cols(target: Target, vectors: int, tail_rows: int, group: int,
-              overlap: bool = False, quads: int = 0, dot: int = 0, pairs: bool = False) -> int:
-    if pairs:          # A's two vectors of step pairs, B's pair; a tail's A and packed B
-        spare = target.registers - 3 - ((2 if group > 1 else 1) if tail_rows else 0)
-        cols = 0
-        while cols < MAX_COLS and _accumulators(vectors, cols + 1, group, True) <= spare:
-            cols += 1
-        return cols
-    spare = target.registers - vectors - quads     # A's vectors (dot: and its tail), B's quads
-    if group > 1:                                       # broadcast, packed B, AVX-512: indices
-        spare -= 3 if target.masks else 2
-    elif dot or not (target.masks and vectors == 1):  # embedded broadcast needs no register
-        spare -= 1
-    if tail_rows and not target.masks and group == 1 and not (overlap or dot):  # its mask
-        spare -= 1
+def _max_cols(target: Target, vectors: int, tail_rows: int, mode: TailMode) -> int:
+    """Most columns a block held as `mode` can have with the registers left over."""
+    if mode.pairs:     # A's two vectors of step pairs, B's pair; a tail's A and packed B
+        spare = target.registers - 3 - ((2 if mode.group > 1 else 1) if tail_rows else 0)
+    else:
+        spare = target.registers - vectors - mode.quads    # A's vectors (dot: and its tail)
+        if mode.group > 1:                                 # broadcast, packed B, indices
+            spare -= 3 if target.masks else 2
+        elif mode.dot or not (target.masks and vectors == 1):  # embedded broadcast: none
+            spare -= 1
+        if tail_rows and not target.masks and mode.masked:      # its mask vector
+            spare -= 1
     cols = 0
-    while cols < MAX_COLS and _accumulators(vectors, cols + 1, group) <= spare:
+    while cols < MAX_COLS and _accumulators(vectors, cols + 1, mode) <= spare:
         cols += 1
     return cols
 
 
 def max_cols(target: Target, vectors: int, tail_rows: int) -> int:
     """Most columns a block of `vectors` vectors can have with the registers left over."""
-    return max(_max_cols(target, vectors, tail_rows, group)
+    return max(_max_cols(target, vectors, tail_rows, TailMode(group))
                for group in {1, pack_group(target, vectors, tail_rows)})
 
 
@@ -256,12 +298,12 @@ def max_cols(target: Target, vectors: int, tail_rows: int) -> int:
 SPLIT_ACCESSES = {512: 2.0, 256: 1.5}       # by vector width in bits
 
 
-def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
-                 group: int, quads: int = 0, dot: int = 0, pairs: bool = False
+def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int, mode: TailMode
                  ) -> tuple[float, float, float]:
     """(FMAs, all vector instructions, L1 accesses) of one k-step."""
+    group, quads, dot = mode.group, mode.quads, mode.dot
     full = vectors - (1 if tail_rows else 0)
-    if pairs:         # per two steps: 2 columns of A, their 2 unpacks, a B pair a column
+    if mode.pairs:         # per two steps: 2 columns of A, their 2 unpacks, a B pair a column
         split = SPLIT_ACCESSES[target.vector_bits]
         fmas, ops, loads = cols, cols + 1, (2 * split + cols) / 2
         if tail_rows:   # the tail's FMAs, blends of B, and A's 2 loads and 1 or 3 shuffles
@@ -277,7 +319,7 @@ def _step_counts(target: Target, vectors: int, cols: int, tail_rows: int,
         loads = (full * SPLIT_ACCESSES[target.vector_bits] + (cols if full else 0)
                  + (b_loads + 1) / steps)
         return fmas, fmas, loads
-    fmas = _accumulators(vectors, cols, group)
+    fmas = _accumulators(vectors, cols, mode)
     shuffles = 0 if group == 1 else cols - -(-cols // group)       # blends of B
     if group > 1 and target.masks:                         # vpermps of A
         shuffles += 1
@@ -297,9 +339,8 @@ STORE_BURST_UNITS = 16
 STORE_BURST_CYCLES = 2.0
 
 
-def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group: int, k: int,
-                  br: int, overlap: bool = False, quads: int = 0, dot: int = 0,
-                  pairs: bool = False) -> float:
+def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, mode: TailMode,
+                  k: int, br: int) -> float:
     """One register block: k-steps of target.micro.fma_pipes FMAs a cycle (a vector wider
     than the core's full-rate width counts once per half, as do its loads and stores), 4
     vector instructions a cycle, 4 cycles of FMA latency per accumulator chain, load_ports
@@ -321,8 +362,9 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
     without a tail a quad column's shuffle counts QUAD_SHUFFLE_FMA_SHARE of an FMA."""
     micro = target.micro
     passes = micro.passes(target.vector_bits)
-    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, group, quads, dot,
-                                           pairs)
+    group, overlap, quads, dot, pairs = (mode.group, mode.overlap, mode.quads, mode.dot,
+                                         mode.pairs)
+    fmas, vector_ops, loads = _step_counts(target, vectors, cols, tail_rows, mode)
     split = SPLIT_ACCESSES[target.vector_bits]
     full = vectors - (1 if tail_rows else 0)
     masked_stores = reduce = 0
@@ -358,75 +400,71 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, group
         reduce = cols * 3 + tails * 5
     burst = 0.0
     if micro.full_rate_bits < 512:                  # measured where zmm stores go in halves
-        stores = cols + tails if pairs else _accumulators(vectors, cols, group)
+        stores = cols + tails if pairs else _accumulators(vectors, cols, mode)
         burst = max(0, stores - STORE_BURST_UNITS) * STORE_BURST_CYCLES
     return (max(compute, memory) + 4 * br + 12 + latency + reduce / 4 + burst
             + masked_stores * micro.masked_store_cycles)
 
 
-def _tail_modes(target: Target, vectors: int, tail_rows: int, packable: bool,
-                element_bytes: int = 4, dottable: int = 0) -> set[tuple[int, bool, int]]:
-    """(group, overlap, dot) choices for a block row: masked, packed (pack_group columns a
-    vector), (AVX2, two or more vectors) an overlapping whole tail vector, or where
-    dot_tail_share gives a share (`dottable`), dot products along K (with AVX-512 masks only in
-    a block of no full vector: beside full ones they were measured against AVX2 tails only,
-    on Zen 4)."""
-    modes = {(1, False, 0)}
-    if packable:
-        modes.add((pack_group(target, vectors, tail_rows, element_bytes), False, 0))
-    if tail_rows and vectors > 1 and not target.masks:
-        modes.add((1, True, 0))
-    if tail_rows and dottable and (vectors == 1 or not target.masks):
-        modes.add((1, False, dottable))
+def _candidate_modes(target: Target, vectors: int, tail_rows: int, k: int, element_bytes: int,
+                     forms: RowForms) -> list[TailMode]:
+    """The TailModes a block row of `vectors` vectors may weigh, as `forms` allows: a masked
+    tail, a packed one (pack_group columns a vector), (AVX2, two or more vectors) an
+    overlapping whole tail vector, dot products along K (with AVX-512 masks only in a block
+    of no full vector: beside full ones they were measured against AVX2 tails only), k-steps
+    in pairs; each also with 1 to quad_limit quad columns where forms.quads allows them. In
+    the order ties go to: not packed (no lane shuffles for nothing), masked rather than
+    overlapping or dot products, B not in quads, k-steps not in pairs."""
+    keys = set()                              # (group, overlap, dot, pairs): sorted, the order
+    if not forms.pairs_only:
+        keys.add((1, False, 0, False))
+        if forms.pack:
+            keys.add((pack_group(target, vectors, tail_rows, element_bytes), False, 0, False))
+        if tail_rows and vectors > 1 and not target.masks:
+            keys.add((1, True, 0, False))
+        if tail_rows and forms.dot and (vectors == 1 or not target.masks):
+            keys.add((1, False, forms.dot, False))
+    if forms.pairs:
+        keys.add((pair_group(target, tail_rows) if tail_rows else 1, False, 0, True))
+    modes = []
+    for group, overlap, dot, pairs in sorted(keys):
+        mode = TailMode(group, overlap, 0, dot, pairs)
+        most = (quad_limit(target, vectors, tail_rows, mode, k, element_bytes)
+                if forms.quads and not (dot or pairs) else 0)
+        modes += [TailMode(group, overlap, quads, dot, pairs) for quads in range(most + 1)]
     return modes
 
 
 def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: int,
-             packable: bool = True, element_bytes: int = 4, col_limit: int = MAX_COLS,
-             quadable: bool = False, dottable: int = 0, pairable: bool = False,
-             pairs_only: bool = False
-             ) -> tuple[float, int, int, int, int, bool, int, int, int, bool] | None:
-    """Best (cycles, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks, pairs)
-    for one block row of `vectors` vectors, at most col_limit columns a block (pairable: its
-    k-steps may go in pairs, see PAIR_STEPS): N as blocks of `cols`
+             modes: list[TailMode], col_limit: int = MAX_COLS) -> RowSweep | None:
+    """The cheapest blocking of one block row of `vectors` vectors over N, held in one of
+    `modes` (on a tie the first), at most col_limit columns a block: N as blocks of `cols`
     and one narrower block of the rest, or as blocks of cols and of cols - 1 (a block of few
     columns has too few accumulator chains to hide the FMA latency: 25 = 6 x 4 + 1 runs
-    slower than 4 x 4 + 3 x 3). On a tie the tail is not packed (no lane shuffles for
-    nothing), masked rather than overlapping or dot products, and B not read in quads nor
-    the k-steps taken in pairs (pairs_only: nothing else; None if they cannot be).
-    AVX-512 packs float32 tails only (its lane indices and masks are derived for 32-bit
-    lanes); AVX2 packs both, in 32-bit lanes."""
+    slower than 4 x 4 + 3 x 3). None if no mode fits a column. AVX-512 packs float32 tails
+    only (its lane indices and masks are derived for 32-bit lanes); AVX2 packs both, in
+    32-bit lanes."""
     best = None
-    modes = set() if pairs_only else {
-        mode + (False,) for mode in _tail_modes(target, vectors, tail_rows, packable,
-                                                element_bytes, dottable)}
-    if pairable:
-        modes.add((pair_group(target, tail_rows) if tail_rows else 1, False, 0, True))
-    for group, overlap, dot, pairs in sorted(modes):
-        most = (quad_limit(target, vectors, tail_rows, overlap, k, element_bytes, group)
-                if quadable and not (dot or pairs) else 0)
-        for quads in range(most + 1):
-            widest = min(_max_cols(target, vectors, tail_rows, group, overlap, quads, dot,
-                                   pairs), col_limit)
-            if widest < max(quads, 1):
-                continue
-            fewest = -(-n // widest)
-            for cols in range(max(-(-n // fewest), quads), min(widest, n) + 1):
-                n_blocks, n_tail = divmod(n, cols)
-                splits = [(n_blocks, n_tail, 1)]
-                narrower = (cols - n_tail) % cols           # blocks of cols - 1 instead
-                if n_tail and cols > 2 and narrower * (cols - 1) <= n:
-                    splits.append(((n - narrower * (cols - 1)) // cols, cols - 1, narrower))
-                for blocks, tail, tail_blocks in splits:
-                    cycles = blocks * _block_cycles(target, vectors, cols, tail_rows, group, k,
-                                                    br, overlap, quads, dot, pairs)
-                    if tail:
-                        cycles += tail_blocks * _block_cycles(target, vectors, tail, tail_rows,
-                                                              group, k, br, overlap,
-                                                              min(quads, tail), dot, pairs)
-                    if best is None or cycles < best[0]:
-                        best = (cycles, cols, blocks, tail, group, overlap, quads, dot,
-                                tail_blocks, pairs)
+    for mode in modes:
+        quads = mode.quads
+        widest = min(_max_cols(target, vectors, tail_rows, mode), col_limit)
+        if widest < max(quads, 1):
+            continue
+        fewest = -(-n // widest)
+        for cols in range(max(-(-n // fewest), quads), min(widest, n) + 1):
+            n_blocks, n_tail = divmod(n, cols)
+            splits = [(n_blocks, n_tail, 1)]
+            narrower = (cols - n_tail) % cols           # blocks of cols - 1 instead
+            if n_tail and cols > 2 and narrower * (cols - 1) <= n:
+                splits.append(((n - narrower * (cols - 1)) // cols, cols - 1, narrower))
+            for blocks, tail, tail_blocks in splits:
+                cycles = blocks * _block_cycles(target, vectors, cols, tail_rows, mode, k, br)
+                if tail:
+                    narrow = mode if quads <= tail else replace(mode, quads=tail)
+                    cycles += tail_blocks * _block_cycles(target, vectors, tail, tail_rows,
+                                                          narrow, k, br)
+                if best is None or cycles < best.cycles:
+                    best = RowSweep(cycles, cols, blocks, tail, tail_blocks, mode)
     return best
 
 
@@ -511,8 +549,8 @@ def wide_pair_target(target: Target, unmasked: Target, m: int, n: int, k: int,
     if tail:
         long_enough = share_lanes(unmasked, tail) < 4 or k >= PAIR_TAIL_LONG_K
         return wide if tail in PAIR_TAIL_ROWS and long_enough else None
-    one_block = _max_cols(unmasked, 1, 0, 1, pairs=True) < n <= _max_cols(wide, 1, 0, 1,
-                                                                          pairs=True)
+    pairs = TailMode(pairs=True)
+    one_block = _max_cols(unmasked, 1, 0, pairs) < n <= _max_cols(wide, 1, 0, pairs)
     return wide if one_block else None
 
 
@@ -540,13 +578,14 @@ def pair_dot_panels(target: Target, m: int, n: int, k: int, br: int, element_byt
     if dot_tail_share(target, tail, k, br, element_bytes) != tail:    # as measured: no padding
         return None
     col_limit = _column_limit(target, ld_b, element_bytes, br, dot=True)
-    rows = _sweep_n(target, 1, 0, n, k, br, element_bytes=element_bytes, col_limit=col_limit,
-                    pairable=True, pairs_only=True)
-    tail_row = _sweep_n(target, 1, tail, n, k, br, packable=False, element_bytes=element_bytes,
-                        col_limit=col_limit, dottable=tail)
-    if rows is None or tail_row is None or not _panel(1, 1, tail, tail_row).dot:
+    pair_modes = _candidate_modes(target, 1, 0, k, element_bytes,
+                                  RowForms(pairs=True, pairs_only=True))
+    dot_modes = _candidate_modes(target, 1, tail, k, element_bytes, RowForms(pack=False, dot=tail))
+    rows = _sweep_n(target, 1, 0, n, k, br, pair_modes, col_limit)
+    tail_row = _sweep_n(target, 1, tail, n, k, br, dot_modes, col_limit)
+    if rows is None or tail_row is None or not tail_row.mode.dot:
         return None
-    return _panel(1, 1, 0, rows), _panel(1, 1, tail, tail_row)
+    return rows.panel(1, 1, 0), tail_row.panel(1, 1, tail)
 
 
 def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
@@ -592,13 +631,6 @@ def _column_limit(target: Target, ld_b: int | None, element_bytes: int, br: int,
     return min(col_limit, COLUMNS_PER_BASE * base_registers(br, dot))
 
 
-def _panel(count: int, vectors: int, tail_rows: int, sweep: tuple) -> Panel:
-    """The Panel of `count` block rows that a _sweep_n result describes."""
-    _, cols, n_blocks, n_tail, group, overlap, quads, dot, tail_blocks, pairs = sweep
-    return Panel(count, vectors, tail_rows, cols, n_blocks, n_tail, group, overlap, quads, dot,
-                 tail_blocks, pairs)
-
-
 def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
           ld_b: int | None = None) -> tuple[float, tuple[Panel, ...]]:
     elements = precision(dtype)
@@ -609,6 +641,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     col_limit = _column_limit(target, ld_b, elements.bytes, br, bool(dottable))
     pairable = pair_steps_fit(target, k, elements.bytes)
     pairs_only = not target.masks and target.registers > 16        # see wide_pair_target
+    packs = packs_tail(target, m, elements.bytes)
     sweeps = {}
     best = None
     for heights in _row_partitions(vectors_total):
@@ -626,19 +659,19 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
             rows = tail_rows if masked else 0
             key = (height, rows)
             if key not in sweeps:
-                sweeps[key] = _sweep_n(target, height, rows, n, k, br,
-                                       packs_tail(target, m, elements.bytes), elements.bytes,
-                                       col_limit, quadable=height == vectors_total,
-                                       dottable=dottable,
-                                       pairable=pairable and (
-                                           height == 1 and not rows or pairs_only
-                                           and height == 2 and rows in PAIR_TAIL_ROWS)
-                                       and vectors_total - (1 if tail_rows else 0) == 1,
-                                       pairs_only=pairs_only)
-            if sweeps[key] is None:      # no blocking of this row: not a partition for it
+                forms = RowForms(
+                    pack=packs, quads=height == vectors_total, dot=dottable,
+                    pairs=pairable and (height == 1 and not rows or pairs_only and height == 2
+                                        and rows in PAIR_TAIL_ROWS)
+                    and vectors_total - (1 if tail_rows else 0) == 1,
+                    pairs_only=pairs_only)
+                modes = _candidate_modes(target, height, rows, k, elements.bytes, forms)
+                sweeps[key] = _sweep_n(target, height, rows, n, k, br, modes, col_limit)
+            sweep = sweeps[key]
+            if sweep is None:            # no blocking of this row: not a partition for it
                 break
-            cycles += count * sweeps[key][0]
-            panels.append(_panel(count, height, rows, sweeps[key]))
+            cycles += count * sweep.cycles
+            panels.append(sweep.panel(count, height, rows))
         else:
             if best is None or cycles < best[0]:
                 best = (cycles, tuple(panels))
@@ -673,10 +706,11 @@ def _panel_step_bytes(target: Target, panels: tuple[Panel, ...], steps: int,
     vector_bytes = target.vector_bits // 8
     step_bytes = 0
     for panel in panels:
-        if panel.n_blocks + (panel.tail_blocks if panel.n_tail else 0) < 2:
+        if panel.column_blocks < 2:
             continue
-        fmas = _step_counts(target, panel.vectors, panel.cols, panel.tail_rows, panel.group,
-                            panel.quads)[0]
+        # the FMAs of a block taking one k-step at a time (dot tails and pairs counted so)
+        one_step = TailMode(panel.mode.group, quads=panel.mode.quads)
+        fmas = _step_counts(target, panel.vectors, panel.cols, panel.tail_rows, one_step)[0]
         cycles = fmas * micro.passes(target.vector_bits) / micro.fma_pipes
         a_bytes = panel.vectors * vector_bytes
         if a_bytes / cycles > L2_REFILL_BYTES and a_bytes * steps > budget:
@@ -696,8 +730,8 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
     step_bytes = _panel_step_bytes(target, panels, k, element_bytes)
     if not step_bytes:
         return 1
-    unit = max([dot_steps(panel.dot) for panel in panels if panel.dot]
-               + [PAIR_STEPS for panel in panels if panel.pairs], default=1)
+    unit = max([dot_steps(panel.mode.dot) for panel in panels if panel.mode.dot]
+               + [PAIR_STEPS for panel in panels if panel.mode.pairs], default=1)
     budget = _chunk_budget(target)
     for chunks in range(-(-k * step_bytes // budget), k // MIN_K_CHUNK + 1):
         if k % chunks == 0 and k // chunks % unit == 0:
@@ -721,7 +755,7 @@ def batch_chunks(target: Target, panel: Panel, k: int, br: int, element_bytes: i
     entry a chunk at least. Not for dot tails and step pairs, which load less of A a step
     than the rule counts (Zen 4, chunked as the rule said: 9x64x64 batch 8 in pairs 6% slower,
     17x64x64 batch 8 with a dot tail 2%)."""
-    if br == 1 or panel.dot or panel.pairs:
+    if br == 1 or panel.mode.dot or panel.mode.pairs:
         return 1
     step_bytes = _panel_step_bytes(target, (panel,), k * br, element_bytes)
     if not step_bytes:
@@ -749,9 +783,8 @@ def packs_a(target: Target, panel: Panel, steps: int, br: int, element_bytes: in
     """Whether the panel's block rows copy A's panel (`steps` k-steps) into the frame where
     ld_a is a multiple of PACK_PITCH_BYTES: no batch, whole vectors only (the copy reads no
     row past M), two column blocks or more a row, and the copy within PACK_FRAME_BYTES."""
-    column_blocks = panel.n_blocks + (panel.tail_blocks if panel.n_tail else 0)
     row_bytes = panel.vectors * target.vector_bits // 8
-    return (br == 1 and not panel.tail_rows and not panel.dot and column_blocks >= 2
+    return (br == 1 and not panel.tail_rows and not panel.mode.dot and panel.column_blocks >= 2
             and row_bytes * steps <= PACK_FRAME_BYTES)
 
 

@@ -58,8 +58,8 @@ that sweeps its columns twice or more reads a copy of its A panel in the stack f
 runs on a core with 32 (AVX2 code on Zen 4's AVX-512), a row's blocks (both widths of N's
 split) alternate two sets of accumulators and carry each block's update of C into the next
 block's K loop
-(_Generator._pipelined). Other runs (16 registers, AVX-512 code, wide step pairs) are
-skewed instead (_Generator._skewed): slot s of each block (a column, or a packed tail's
+(_Generator._emit_pipelined). Other runs (16 registers, AVX-512 code, wide step pairs) are
+skewed instead (_Generator._emit_skewed): slot s of each block (a column, or a packed tail's
 group) starts K at step s, so a block's first k-steps finish the previous block's slots and
 update their C one slot a step. K = 1 with a batch of one is generated apart
 (_OuterProduct): C's stores bound it, not FMAs.
@@ -69,6 +69,7 @@ base+3L (through a register holding 3L) and base+4L, where L is ld_b in bytes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from einjit.backends import LINE_BYTES, Target
@@ -80,6 +81,7 @@ from einjit.backends.x86_64.blocking import (
     PAIR_STEPS,
     POOL_REGISTERS,
     Panel,
+    TailMode,
     batch_chunks,
     choose,
     dot_steps,
@@ -114,7 +116,7 @@ from einjit.errors import KernelParameterError
 # general registers: arguments as they arrive, then a pool for the other roles
 A_PTR, B_BASE, C_PTR, LDA, LDB, LDC = RDI, RSI, RDX, RCX, R8, R9
 POOL = (RAX, R10, R11, RBX, RBP, R12, R13, R14, R15)
-# Instructions of a carried C update (see _Generator._pipelined) a k-step takes: Zen 4, 3x4
+# Instructions of a carried C update (see _Generator._emit_pipelined) a k-step takes: Zen 4, 3x4
 # ymm blocks at K = 16, 2-3 vectors of C (add, store) a step 98% of peak, 4 a step 97%.
 CARRIED_PER_STEP = 6
 
@@ -137,9 +139,9 @@ class _Generator:
         self.asm, self.m, self.k, self.br, self.accumulate = asm, m, k, br, accumulate
         self.p = elements
         self.target, self.panels = choose(m, n, k, br, target, elements.dtype, ld_b)
-        self.dot = next((panel for panel in self.panels if panel.dot), None)
+        self.dot_panel = next((panel for panel in self.panels if panel.mode.dot), None)
         # code planned for 16 vector registers on a core with 32: the upper 16 hold a second
-        # set of accumulators (see _pipelined)
+        # set of accumulators (see _emit_pipelined)
         self.spare_bank = 16 if target.registers >= 32 and self.target.registers <= 16 else 0
         # where A's panels outgrow L1: K in chunks (a kernel without a batch, every panel
         # alike) or, per panel, its batch
@@ -166,27 +168,27 @@ class _Generator:
         self.ldb3 = pool.pop(0) if widest > 3 else None
         self.batch = (pool.pop(0), pool.pop(0), pool.pop(0)) if br > 1 else None
         # a dot tail: the frame holding A's copied tail rows, and the register walking them
-        self.a_tail = pool.pop(0) if self.dot else None
+        self.a_tail = pool.pop(0) if self.dot_panel else None
         # the frame: the copy of A's tail rows, then where the blocks start walking it; then
         # A_ROW and ld_a saved while a block row reads its copy of A's panel, and that copy
         # (see packs_a), 64-byte aligned
-        self.dot_bytes = br * k * self.dot.dot * elements.bytes if self.dot else 0
+        self.dot_bytes = br * k * self.dot_panel.mode.dot * elements.bytes if self.dot_panel else 0
         self.dot_origin = Mem(RSP, disp=self.dot_bytes)
         self.packs = {panel: packs_a(self.target, panel, k // self.chunks[panel], br,
                                      elements.bytes) for panel in self.panels}
         pack_bytes = max((self._row_bytes(panel) * (k // self.chunks[panel])
                           for panel in self.panels if self.packs[panel]), default=0)
-        saves = self.dot_bytes + 32 if self.dot else 0
+        saves = self.dot_bytes + 32 if self.dot_panel else 0
         self.saved_a_row, self.saved_lda = Mem(RSP, disp=saves), Mem(RSP, disp=saves + 8)
         self.pack_buffer = saves + 16
         self.frame = self.pack_buffer + LINE_BYTES + pack_bytes if pack_bytes else saves
         bases = -(-widest // COLUMNS_PER_BASE)
         assert len(pool) >= bases - 1, "too few general registers for B's bases"
         self.bases = (B_BASE,) + tuple(pool[:bases - 1])
-        # a skewed run (see _skewed) also reads the previous block's columns of B
-        self.skewing = {panel: self._skewable(panel) for panel in self.panels}
+        # a skewed run (see _emit_skewed) also reads the previous block's columns of B
+        self.skewing = {panel: self._can_skew(panel) for panel in self.panels}
         if len(pool) < 2 * bases - 1 or not any(
-                self._skews(panel, blocks, cols, k)
+                self._run_is_skewed(panel, blocks, cols, k)
                 for panel in self.panels for blocks, cols in self._runs(panel)):
             self.skewing = dict.fromkeys(self.panels, False)
         self.previous_bases = tuple(pool[bases - 1:2 * bases - 1]) if any(
@@ -217,7 +219,7 @@ class _Generator:
             asm.reserve_stack(self.frame)
         asm(enc.mov_mr(A_ROW, A_PTR), enc.mov_mr(C_ROW, C_PTR), enc.mov_mr(B_ORIGIN, B_BASE))
         self._set_tail_masks()
-        if self.dot:
+        if self.dot_panel:
             self._copy_a_tail()
         if self.stream:
             # whole lines: C and ld_c (bytes) line-aligned, else the cached body
@@ -249,13 +251,13 @@ class _Generator:
         stores waits for them to reach the cache (measured: 36x3x16 ran 25% slower; a packed
         tail's mask windows straddle two stores, but the first is loaded after a whole block's
         K loop)."""
-        tail_panel = next((p for p in self.panels if p.tail_rows and not (p.overlap or p.dot
-                                                                          or p.pairs)
-                           and not (p.group > 1 and not self.target.masks)), None)
+        tail_panel = next((p for p in self.panels if p.tail_rows
+                           and not (p.mode.overlap or p.mode.dot or p.mode.pairs)
+                           and (p.mode.group == 1 or self.target.masks)), None)
         if tail_panel is None:
             return
         asm, scratch, lanes = self.asm, self.counter, self.target.lanes(self.p.bytes)
-        tail, group = tail_panel.tail_rows, tail_panel.group
+        tail, group = tail_panel.tail_rows, tail_panel.mode.group
         first = lanes - tail if tail_panel.vectors > 1 else 0     # lane of the first tail row
         if self.target.masks:
             if group > 1:
@@ -295,8 +297,8 @@ class _Generator:
         copies of rows, whose sums are never stored; A_PTR is free here: the blocks reload it
         from A_ROW)."""
         asm, walker = self.asm, self.a_tail
-        rows = self.dot.tail_rows
-        steps = dot_steps(self.dot.dot)
+        rows = self.dot_panel.tail_rows
+        steps = dot_steps(self.dot_panel.mode.dot)
         asm(enc.mov_rr(walker, RSP), enc.mov_mr(self.dot_origin, walker),
             enc.add_ri(A_PTR, (self.m - rows) * self.p.bytes))
         code = []
@@ -390,16 +392,16 @@ class _Generator:
         asm = self.asm
         asm(enc.mov_rm(self.counter, B_ORIGIN), enc.mov_mr(B_COL, self.counter),
             enc.mov_rm(C_PTR, C_ROW))
-        pipelines = self._pipelines(panel)
+        pipelines = self._can_pipeline(panel)
         sequences = self._sequences(panel) if pipelines else [self._runs(panel)]
         for index, sequence in enumerate(sequences):
             if pipelines and sum(blocks for blocks, _ in sequence) > 1:
-                self._pipelined(panel, sequence, accumulate, k)
+                self._emit_pipelined(panel, sequence, accumulate, k)
                 continue
             for position, (blocks, cols) in enumerate(sequence):
                 last = index == len(sequences) - 1 and position == len(sequence) - 1
-                if self._skews(panel, blocks, cols, k):
-                    self._skewed(panel, blocks, cols, accumulate, k)
+                if self._run_is_skewed(panel, blocks, cols, k):
+                    self._emit_skewed(panel, blocks, cols, accumulate, k)
                 else:
                     self._run(panel, blocks, cols, accumulate, k, last)
 
@@ -423,24 +425,23 @@ class _Generator:
 
     @classmethod
     def _sequences(cls, panel: Panel) -> list[list[tuple[int, int]]]:
-        """The runs as sequences of pipelined blocks (see _pipelined): both runs in one
+        """The runs as sequences of pipelined blocks (see _emit_pipelined): both runs in one
         where their blocks hold the same roles, else each alone (a run of fewer columns
         than the panel's quads holds fewer quads)."""
         runs = cls._runs(panel)
-        if len({min(panel.quads, cols) for _, cols in runs}) == 1:
+        if len({min(panel.mode.quads, cols) for _, cols in runs}) == 1:
             return [runs]
         return [[run] for run in runs]
 
-    def _pipelines(self, panel: Panel) -> bool:
-        """Whether runs of the panel's blocks are pipelined (see _pipelined): a bank of
+    def _can_pipeline(self, panel: Panel) -> bool:
+        """Whether runs of the panel's blocks are pipelined (see _emit_pipelined): a bank of
         registers is spare, no batch loop surrounds the K loop, K is not in chunks, and C
         is not stored by vmaskmovps (VEX only: no upper register can be its source)."""
-        masked = panel.tail_rows and not (panel.overlap or panel.dot or panel.group > 1
-                                          or panel.pairs)
+        masked = panel.tail_rows and panel.mode.masked
         return bool(self.spare_bank and self.br == 1 and self.chunks[panel] == 1
                     and not masked)
 
-    def _pipelined(self, panel: Panel, runs: list[tuple[int, int]], accumulate: bool,
+    def _emit_pipelined(self, panel: Panel, runs: list[tuple[int, int]], accumulate: bool,
                    k: int) -> None:
         """The panel's runs of (blocks, columns) as one sequence of blocks whose accumulators
         alternate between two register sets: each block's update of C is spread over the
@@ -483,15 +484,14 @@ class _Generator:
         self._update_c(registers(*previous), phases)
         self._next_columns(previous[1], b=False)
 
-    def _skewable(self, panel: Panel) -> bool:
-        """Whether runs of the panel's blocks may be skewed (see _skewed): no spare bank
+    def _can_skew(self, panel: Panel) -> bool:
+        """Whether runs of the panel's blocks may be skewed (see _emit_skewed): no spare bank
         (16-register code on a core with 32 pipelines instead), no batch loop, K not in
         chunks, no quads or dot tail, no lone masked vector."""
         # a masked vector starting a column's rows spans into the next column, whose load
         # of C then waits for its store (Zen 4, AVX-512 13x40x64: 82 -> 68% of peak skewed)
-        spills = (panel.vectors == 1 and panel.tail_rows
-                  and not (panel.overlap or panel.group > 1 or panel.pairs))
-        plain = not (panel.quads or panel.dot or spills)
+        spills = panel.vectors == 1 and panel.tail_rows and panel.mode.masked
+        plain = not (panel.mode.quads or panel.mode.dot or spills)
         return bool(plain and not self.spare_bank and self.br == 1
                     and self.chunks[panel] == 1)
 
@@ -500,20 +500,20 @@ class _Generator:
         columns of a tail in step pairs of a vector a column (summed two at once, see
         _sum_pair_rows), or as many of any as a head no longer than K needs (a slot takes a
         step, or a pair)."""
-        unit = PAIR_STEPS if panel.pairs else 1
-        base = (panel.group if panel.group > 1
-                else PAIR_STEPS if panel.pairs and panel.tail_rows else 1)
+        unit = PAIR_STEPS if panel.mode.pairs else 1
+        base = (panel.mode.group if panel.mode.group > 1
+                else PAIR_STEPS if panel.mode.pairs and panel.tail_rows else 1)
         width = base
         while -(-cols // width) * unit > k:
             width += base
         return [range(first, min(first + width, cols)) for first in range(0, cols, width)]
 
-    def _skews(self, panel: Panel, blocks: int, cols: int, k: int) -> bool:
+    def _run_is_skewed(self, panel: Panel, blocks: int, cols: int, k: int) -> bool:
         """Whether a run of `blocks` blocks of `cols` columns is skewed: two blocks or more,
         two slots or more."""
         return self.skewing[panel] and blocks > 1 and len(self._slots(panel, cols, k)) > 1
 
-    def _skewed(self, panel: Panel, blocks: int, cols: int, accumulate: bool, k: int) -> None:
+    def _emit_skewed(self, panel: Panel, blocks: int, cols: int, accumulate: bool, k: int) -> None:
         """`blocks` blocks of `cols` columns whose columns are skewed: the block's slots (its
         columns, or a packed tail's groups of columns, which share an accumulator; wider
         where the head would outgrow K, see _slots) take their k-steps from their own step
@@ -534,11 +534,11 @@ class _Generator:
         count = -(-cols // COLUMNS_PER_BASE)
         current, previous = self.bases[:count], self.previous_bases[:count]
         slots = self._slots(panel, cols, k)
-        unit = PAIR_STEPS if panel.pairs else 1
+        unit = PAIR_STEPS if panel.mode.pairs else 1
         self._load_tail_roles(regs)          # nothing in the run overwrites them
 
         def column(bases: tuple[Reg, ...], j: int, step: int) -> list[bytes]:
-            if panel.pairs:
+            if panel.mode.pairs:
                 return self._pair_column(regs, bases, j, step * p.bytes)
             return self._column_step(regs, bases, j, step)
 
@@ -551,7 +551,7 @@ class _Generator:
         # update of slot s, the FMAs of later slots on the previous block's B, and (slot s
         # zeroed first) those of slot s and earlier on this block's
         heads = []
-        a_part = b"".join(self._pair_a(regs) if panel.pairs else self._a_column(regs))
+        a_part = b"".join(self._pair_a(regs) if panel.mode.pairs else self._a_column(regs))
         for s_index, slot in enumerate(slots):
             step = s_index * unit
             old = [code for later in slots[s_index + 1:] for j in later
@@ -615,8 +615,8 @@ class _Generator:
                      enc.mov_rr(scratch, b_step), enc.add_ri(scratch, self.k * p.bytes),
                      enc.imul_rri(scratch, scratch, entries), enc.mov_rm(A_PTR, B_ORIGIN),
                      enc.add_rr(A_PTR, scratch), enc.mov_mr(B_ORIGIN, A_PTR))
-        if self.dot:
-            share = self.dot.dot
+        if self.dot_panel:
+            share = self.dot_panel.mode.dot
             self.asm(enc.mov_rm(A_PTR, self.dot_origin),
                      enc.add_ri(A_PTR, steps * share * p.bytes),
                      enc.mov_mr(self.dot_origin, A_PTR))
@@ -644,9 +644,9 @@ class _Generator:
     def _registers(self, panel: Panel, cols: int, bank: int = 0,
                    carried: bool = False, widest: frozenset[int] = frozenset()
                    ) -> _VectorRegisters:
-        return _VectorRegisters(self.target, panel.vectors, cols, panel.tail_rows, panel.group,
-                                self.p, panel.overlap, min(panel.quads, cols), panel.dot,
-                                panel.pairs, bank, carried, widest)
+        mode = panel.mode if panel.mode.quads <= cols else replace(panel.mode, quads=cols)
+        return _VectorRegisters(self.target, panel.vectors, cols, panel.tail_rows, mode, self.p,
+                                bank, carried, widest)
 
     def _compute(self, panel: Panel, regs: _VectorRegisters, k: int,
                  carry: list[bytes] | None = None) -> None:
@@ -654,7 +654,7 @@ class _Generator:
         (the previous block's update of C) to spread over the first k-steps."""
         asm = self.asm
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
-        if panel.dot:
+        if panel.mode.dot:
             asm(enc.mov_rm(self.a_tail, self.dot_origin))
         bases = self.bases[:-(-regs.cols // COLUMNS_PER_BASE)]
         for previous, base in zip(bases, bases[1:]):
@@ -684,7 +684,7 @@ class _Generator:
     def _update_code(self, regs: _VectorRegisters, phases: tuple[int, ...],
                      columns: range | None = None) -> list[bytes]:
         """After the K loop, phase 0: the accumulators += C; phase 1: C := the accumulators
-        (of `columns` only: a skewed slot's, see _skewed; None: every column).
+        (of `columns` only: a skewed slot's, see _emit_skewed; None: every column).
         C is added at the end, not loaded first: no FMA then waits for a load of C, which
         may wait for a store of C still on its way to the cache (the previous call's, or the
         previous chunk's). Measured on Zen 4, K = 16: 16x16 76 -> 98% of peak, 8x24 68 ->
@@ -930,10 +930,11 @@ class _VectorRegisters:
     packed accumulator a group and A's tail rows of both steps in a_tail; sum_pairs leaves
     it as a packed tail's vector, moved by add_packed and store_packed."""
 
-    def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
-                 elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0,
-                 dot: int = 0, pairs: bool = False, bank: int = 0, carried: bool = False,
+    def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, mode: TailMode,
+                 elements: Precision = FLOAT32, bank: int = 0, carried: bool = False,
                  widest: frozenset[int] = frozenset()):
+        group, overlap, quads, dot, pairs = (mode.group, mode.overlap, mode.quads, mode.dot,
+                                             mode.pairs)
         self.p, self.overlap, self.dot, self.pairs = elements, overlap, dot, pairs
         self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
         self.vector_bytes = self.width // 8
@@ -982,7 +983,7 @@ class _VectorRegisters:
         self.packed_acc = pool[cols * own:cols * own + packed]
         # the update of C's scratch registers: once K is done, the broadcast register and A's
         # first (a dot tail's, its A register). An update carried into the next block's K
-        # loop (see _Generator._pipelined) takes the registers of the two lowest
+        # loop (see _Generator._emit_pipelined) takes the registers of the two lowest
         # accumulators, which neither set then uses: the lower set's move to the top two
         # upper registers no accumulator of an upper set holds (`widest`: the accumulators of
         # the sequence's widest block, whose registers every narrower one's are a prefix

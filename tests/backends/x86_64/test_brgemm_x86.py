@@ -29,6 +29,7 @@ from einjit.backends.x86_64.blocking import (
     PAIR_DOT_MIN_N,
     PAIR_TAIL_LONG_K,
     Panel,
+    TailMode,
     _max_cols,
     b_column_limit,
     batch_chunks,
@@ -86,25 +87,27 @@ def choices(tgt, m, n, k, br, dtype="float32"):
     generator = _Generator(Assembler(), tgt, m, n, k, br, precision(dtype))
     chosen, panels = generator.target, generator.panels
     words = {f"{chosen.vector_bits}-bit"}
-    if any(generator._pipelines(panel)
+    if any(generator._can_pipeline(panel)
            and any(sum(blocks for blocks, _ in run) > 1 for run in generator._sequences(panel))
            for panel in panels):
         words.add("pipelined")
     for panel in panels:
-        if any(generator._skews(panel, blocks, cols, k) for blocks, cols in generator._runs(panel)):
+        mode = panel.mode
+        if any(generator._run_is_skewed(panel, blocks, cols, k)
+               for blocks, cols in generator._runs(panel)):
             words.add("skewed")
-            if panel.group > 1:
+            if mode.group > 1:
                 words.add("skewed packed")
-            if panel.pairs:
+            if mode.pairs:
                 words.add("skewed pairs")
-            if panel.tail_rows and not (panel.overlap or panel.group > 1 or panel.pairs):
+            if panel.tail_rows and not (mode.overlap or mode.group > 1 or mode.pairs):
                 words.add("skewed masked")
         if panel.tail_rows:
-            words.add("pair tail" if panel.pairs else "packed" if panel.group > 1
-                      else "overlap" if panel.overlap else "dot" if panel.dot else "masked")
-        if panel.quads:
+            words.add("pair tail" if mode.pairs else "packed" if mode.group > 1
+                      else "overlap" if mode.overlap else "dot" if mode.dot else "masked")
+        if mode.quads:
             words.add("quads")
-        if panel.pairs:
+        if mode.pairs:
             words.add("pairs")
         if panel.n_tail and panel.tail_blocks > 1:
             words.add("two widths")
@@ -433,7 +436,8 @@ def test_the_wide_pair_shapes_take_one_block_of_32_registers():
     for shape in WIDE_PAIRS:
         generator = _Generator(Assembler(), target("avx512", "zen4"), *shape, precision("float32"))
         assert generator.target.registers == 32, shape
-        assert [(p.pairs, p.n_blocks, p.n_tail) for p in generator.panels] == [(True, 1, 0)], shape
+        assert [(p.mode.pairs, p.n_blocks, p.n_tail)
+                for p in generator.panels] == [(True, 1, 0)], shape
         assert "pipelined" not in choices(target("avx512", "zen4"), *shape), shape
         avx2 = _Generator(Assembler(), target("avx2", "zen4"), *shape, precision("float32"))
         assert avx2.target.registers == 16, shape
@@ -561,7 +565,7 @@ def test_a_skewed_head_is_no_longer_than_k():
         generator = _Generator(Assembler(), target(variant, "zen4"), m, n, k, br)
         widths = {len(slot) for panel in generator.panels
                   for blocks, cols in generator._runs(panel)
-                  if generator._skews(panel, blocks, cols, k)
+                  if generator._run_is_skewed(panel, blocks, cols, k)
                   for slot in generator._slots(panel, cols, k)}
         assert widths and max(widths) > 1, shape
 
@@ -571,7 +575,7 @@ def test_a_row_pipelines_both_runs_as_one_sequence_where_their_roles_agree():
     of the run's last block carried into the tail block's K loop), unless the tail run has
     fewer columns than the panel's quads and so other registers in their roles."""
     def panel(cols, n_tail, quads):
-        return Panel(1, 1, 0, cols, 3, n_tail, quads=quads)
+        return Panel(1, 1, 0, cols, 3, n_tail, TailMode(quads=quads))
     assert _Generator._sequences(panel(6, 4, 3)) == [[(3, 6), (1, 4)]]
     assert _Generator._sequences(panel(6, 2, 3)) == [[(3, 6)], [(1, 2)]]
     assert _Generator._sequences(panel(6, 0, 3)) == [[(3, 6)]]
@@ -701,7 +705,7 @@ def test_zen3_runs_m9_and_m10_as_pairs_and_a_dot_tail():
     zen3, zen4 = target("avx2", "zen3"), target("avx2", "zen4")
     for shape in PAIR_DOTS:
         generator = _Generator(Assembler(), zen3, *shape, precision("float32"))
-        assert [(p.tail_rows, p.pairs, p.dot) for p in generator.panels] == [
+        assert [(p.tail_rows, p.mode.pairs, p.mode.dot) for p in generator.panels] == [
             (0, True, 0), (shape[0] - 8, False, shape[0] - 8)], shape
         assert pair_dot_panels(zen3, *shape) is not None
         assert pair_dot_panels(zen4, *shape) is None, shape
@@ -767,7 +771,7 @@ def _widest_block_shapes(variant, micro):
             m = vectors * isa.lanes() - (isa.lanes() - tail if tail else 0)
             cols = max_cols(isa, vectors, tail)
             if micro != PACK and tail and vectors > 1:
-                cols = _max_cols(isa, vectors, tail, 1, overlap=True)
+                cols = _max_cols(isa, vectors, tail, TailMode(overlap=True))
             shapes.append((m, cols, 5, 3))
     return shapes
 
@@ -841,7 +845,7 @@ def test_block_rows_copy_a_where_they_sweep_it_twice(variant):
                                        precision(dtype))
                 assert any(generator.packs.values()), (micro, dtype, m, n, k)
                 assert not any(generator.packs[panel] for panel in generator.panels
-                               if panel.tail_rows or panel.dot), (micro, dtype, m, n, k)
+                               if panel.tail_rows or panel.mode.dot), (micro, dtype, m, n, k)
                 batched = _Generator(Assembler(), target(variant, micro), m, n, k, 2,
                                      precision(dtype))
                 assert not any(batched.packs.values()), (micro, dtype, m, n, k)
@@ -860,7 +864,7 @@ def test_a_batch_runs_in_chunks_where_its_a_panels_outgrow_l1(dtype):
         chunks = [batch_chunks(chosen, panel, k, br, size) for panel in panels]
         assert any(count > 1 for count in chunks), (m, n, k, br)
         assert all(br % count == 0 for count in chunks), (m, n, k, br, chunks)
-        assert all(count == 1 for count, panel in zip(chunks, panels) if panel.dot)
+        assert all(count == 1 for count, panel in zip(chunks, panels) if panel.mode.dot)
         assert all(batch_chunks(chosen, panel, k, 1, size) == 1 for panel in panels)
     chosen, panels = choose(64, 64, 64, 16, target("avx2", "zen4"), dtype)
     assert all(batch_chunks(chosen, panel, 64, 16, size) in (8, 16) for panel in panels)
@@ -934,7 +938,7 @@ def _packed_shapes(variant, dtype="float32"):
 
 
 def _packed_groups(variant, shape, dtype="float32"):
-    return [p.group for p in plan(*shape, target(variant, PACK), dtype) if p.tail_rows]
+    return [p.mode.group for p in plan(*shape, target(variant, PACK), dtype) if p.tail_rows]
 
 
 PACKED_KINDS = list(PACKED_TAIL_ROWS)
