@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from einjit.backends import CONFLICT_PITCH_BYTES, LINE_BYTES, Target
 from einjit.backends.x86_64.precision import precision
 
-COLUMNS_PER_BASE = 5          # B columns one base pointer reaches (see brgemm's doc)
+COLUMNS_PER_BASE = 5          # B columns one base pointer reaches (see docs/brgemm.md)
 MAX_COLS = 25                 # widest block the model weighs (a batched kernel's 5 bases)
 MAX_VECTORS = 6               # taller blocks leave too few columns to amortize A's loads
 AVX2_SHARES = (1, 2, 4)       # rows one broadcast load repeats: vbroadcastss, sd, f128
@@ -788,7 +788,7 @@ def packs_a(target: Target, panel: Panel, steps: int, br: int, element_bytes: in
             and row_bytes * steps <= PACK_FRAME_BYTES)
 
 
-# general registers a kernel has past its six arguments (brgemm.POOL): the K counter, 3 * ld_b,
+# general registers a kernel has past its six arguments (frame.POOL): the K counter, 3 * ld_b,
 # a batch's three (count, A step, B step), a dot tail's walker and B's base pointers
 POOL_REGISTERS = 9
 

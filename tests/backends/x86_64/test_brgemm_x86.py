@@ -42,8 +42,9 @@ from einjit.backends.x86_64.blocking import (
     plan,
     unmasked_target,
 )
-from einjit.backends.x86_64.brgemm import _Generator, _OuterProduct, generate_brgemm
+from einjit.backends.x86_64.brgemm import _Generator, generate_brgemm
 from einjit.backends.x86_64.encode import RSP, Mem
+from einjit.backends.x86_64.outer_product import OuterProduct
 from einjit.backends.x86_64.precision import precision
 from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
@@ -82,7 +83,7 @@ def target(variant, micro="zen3"):
 def choices(tgt, m, n, k, br, dtype="float32"):
     """The block-shape choices the generator makes for one kernel, as words."""
     unmasked = unmasked_target(tgt, m, np.dtype(dtype).itemsize, k)
-    if _OuterProduct.applies(unmasked, m, k, br, unmasked.lanes(np.dtype(dtype).itemsize)):
+    if OuterProduct.applies(unmasked, m, k, br, unmasked.lanes(np.dtype(dtype).itemsize)):
         return {"outer"}
     generator = _Generator(Assembler(), tgt, m, n, k, br, precision(dtype))
     chosen, panels = generator.target, generator.panels
