@@ -109,11 +109,8 @@ from einjit.backends.x86_64.frame import (
 )
 from einjit.backends.x86_64.outer_product import OuterProduct
 from einjit.backends.x86_64.precision import FLOAT32, Precision, precision
+from einjit.backends.x86_64.tuning import rules
 from einjit.errors import KernelParameterError
-
-# Instructions of a carried C update (see _Generator._emit_pipelined) a k-step takes: Zen 4, 3x4
-# ymm blocks at K = 16, 2-3 vectors of C (add, store) a step 98% of peak, 4 a step 97%.
-CARRIED_PER_STEP = 6
 
 
 class _Generator:
@@ -704,15 +701,15 @@ class _Generator:
 
     def _k_loop(self, regs: BlockRegisters, bases: tuple[Reg, ...], k: int,
                 carry: list[bytes] | None = None) -> None:
-        """k k-steps; measured: unrolling K gains nothing on Zen 3/4/5 (and doubles the
-        generation time), so the loop body is one k. A block with quad columns runs the
-        steps four at a time (each quad loaded once for them), then the k % 4 left alone.
-        carry: instructions spread over the first k-steps, CARRIED_PER_STEP a step, those
+        """k k-steps; the loop body is one k (unrolling K gained nothing measurable and
+        doubles the generation time). A block with quad columns runs the steps four at a
+        time (each quad loaded once for them), then the k % 4 left alone. carry:
+        instructions spread over the first k-steps, CoreRules.carried_per_step a step, those
         steps unrolled; what K leaves over follows the loop."""
         carry = carry or []
         for steps, count, body in self._k_runs(regs, bases, k):
             while count and carry:
-                share = CARRIED_PER_STEP * steps
+                share = rules(self.target).carried_per_step * steps
                 self.asm(body, *carry[:share])
                 carry, count = carry[share:], count - 1
             if count:

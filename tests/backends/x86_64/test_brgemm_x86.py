@@ -24,10 +24,7 @@ from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.blocking import (
     MAX_COLS,
-    MIN_K_CHUNK,
     PACK_PITCH_BYTES,
-    PAIR_DOT_MIN_N,
-    PAIR_TAIL_LONG_K,
     Panel,
     TailMode,
     _max_cols,
@@ -46,6 +43,7 @@ from einjit.backends.x86_64.brgemm import _Generator, generate_brgemm
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.backends.x86_64.outer_product import OuterProduct
 from einjit.backends.x86_64.precision import precision
+from einjit.backends.x86_64.tuning import CORE_RULES
 from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
@@ -414,7 +412,7 @@ def test_the_pair_shapes_take_k_steps_in_pairs(variant):
 def test_the_pair_tail_shapes_take_their_tails_in_pairs():
     """Each PAIR_TAILS case takes its tail in step pairs on Zen 4 as AVX-512 (AVX2 code in
     all 32 registers, not pipelined), never as the AVX2 variant (16 registers), in float64
-    or with an odd K; tails of 3 or 4 rows only where K >= PAIR_TAIL_LONG_K."""
+    or with an odd K; tails of 3 or 4 rows only where K >= CORE_RULES["zen4"].pair_tail_long_k."""
     for shape in PAIR_TAILS:
         assert "pair tail" in choices(target("avx512", "zen4"), *shape), shape
         assert "pipelined" not in choices(target("avx512", "zen4"), *shape), shape
@@ -422,9 +420,10 @@ def test_the_pair_tail_shapes_take_their_tails_in_pairs():
         assert "pair tail" not in choices(target("avx512", "zen4"), *shape, "float64"), shape
         m, n, k, br = shape
         assert "pair tail" not in choices(target("avx512", "zen4"), m, n, k + 1, br), shape
+    long_k = CORE_RULES["zen4"].pair_tail_long_k
     for m in (11, 12):
-        assert "pair tail" not in choices(target("avx512", "zen4"), m, 50, PAIR_TAIL_LONG_K - 2, 1)
-        assert "pair tail" in choices(target("avx512", "zen4"), m, 50, PAIR_TAIL_LONG_K, 1)
+        assert "pair tail" not in choices(target("avx512", "zen4"), m, 50, long_k - 2, 1)
+        assert "pair tail" in choices(target("avx512", "zen4"), m, 50, long_k, 1)
     listing = disassemble(generate_brgemm(target("avx512", "zen4"), *PAIR_TAILS[0]), "x86_64")
     assert re.search(r"ymm(1[6-9]|2\d|3[01])\b", listing) and "vblendps" in listing
     assert "zmm" not in listing
@@ -554,7 +553,8 @@ def test_a_skewed_head_is_no_longer_than_k():
                                               range(3, 4)]
     assert generator._slots(panel, 4, 3) == [range(0, 2), range(2, 4)]
     assert generator._slots(panel, 4, 1) == [range(0, 4)]
-    packed, paired = dataclasses.replace(panel, group=2), dataclasses.replace(panel, pairs=True)
+    packed = dataclasses.replace(panel, mode=dataclasses.replace(panel.mode, group=2))
+    paired = dataclasses.replace(panel, mode=dataclasses.replace(panel.mode, pairs=True))
     assert generator._slots(packed, 5, 2) == [range(0, 4), range(4, 5)]
     assert generator._slots(paired, 6, 4) == [range(0, 3), range(3, 6)]
     lone = dataclasses.replace(paired, tail_rows=3)          # tails summed two columns at once
@@ -701,8 +701,8 @@ def test_zen3_avoids_masked_avx2_stores():
 def test_zen3_runs_m9_and_m10_as_pairs_and_a_dot_tail():
     """On Zen 3 the PAIR_DOTS cases run their whole rows in step pairs and their tail rows
     as dot products, two panels; the rule holds nowhere else: other cores, a batch, float64,
-    N below PAIR_DOT_MIN_N, K below the core's least for the tail or not a multiple of the
-    dot share's k-steps, M = 11."""
+    N below Zen 3's pair_dot_min_n, K below the core's least for the tail or not a multiple
+    of the dot share's k-steps, M = 11."""
     zen3, zen4 = target("avx2", "zen3"), target("avx2", "zen4")
     for shape in PAIR_DOTS:
         generator = _Generator(Assembler(), zen3, *shape, precision("float32"))
@@ -712,8 +712,8 @@ def test_zen3_runs_m9_and_m10_as_pairs_and_a_dot_tail():
         assert pair_dot_panels(zen4, *shape) is None, shape
     assert pair_dot_panels(zen3, 9, 40, 64, 2) is None
     assert pair_dot_panels(zen3, 9, 40, 64, 1, element_bytes=8) is None
-    assert pair_dot_panels(zen3, 9, PAIR_DOT_MIN_N - 1, 64, 1) is None
-    for tail, least in enumerate(cpu.MICROARCHS["zen3"].pair_dot_min_k, 1):
+    assert pair_dot_panels(zen3, 9, CORE_RULES["zen3"].pair_dot_min_n - 1, 64, 1) is None
+    for tail, least in enumerate(CORE_RULES["zen3"].pair_dot_min_k, 1):
         assert pair_dot_panels(zen3, 8 + tail, 40, least, 1) is not None
         assert pair_dot_panels(zen3, 8 + tail, 40, least - 8, 1) is None
     assert pair_dot_panels(zen3, 9, 40, 68, 1) is None          # 68 = 8 * 8 + 4: share 4
@@ -791,13 +791,14 @@ def test_widest_blocks_with_a_batch(variant, micro):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("variant", ["avx512", "avx2"])
 def test_large_k_runs_in_chunks_where_a_outruns_l2(variant, dtype):
-    """Zen 4's AVX2 blocks at large K run K in equal chunks of at least MIN_K_CHUNK steps (the
+    """Zen 4's AVX2 blocks at large K run K in equal chunks of at least min_k_chunk steps (the
     cases above check their results); AVX-512's zmm blocks and small K do not."""
     tgt = target(variant, "zen4")
     for m, n, k, br in CHUNKED:
         chosen, panels = choose(m, n, k, br, tgt, dtype)
         chunks = k_chunks(chosen, panels, k, br, np.dtype(dtype).itemsize)
-        assert chunks > 1 and k % chunks == 0 and k // chunks >= MIN_K_CHUNK, (m, n, k, chunks)
+        least = CORE_RULES["zen4"].min_k_chunk
+        assert chunks > 1 and k % chunks == 0 and k // chunks >= least, (m, n, k, chunks)
         assert k_chunks(chosen, panels, 64, br, np.dtype(dtype).itemsize) == 1
         assert k_chunks(chosen, panels, k, 2, np.dtype(dtype).itemsize) == 1
     if variant == "avx512" and dtype == "float32":
