@@ -74,6 +74,12 @@ class Panel:
         """Blocks in a row of the panel."""
         return self.n_blocks + (self.tail_blocks if self.n_tail else 0)
 
+    def runs(self) -> list[tuple[int, int]]:
+        """The runs of blocks in a row, as (blocks, columns)."""
+        return [(blocks, cols) for blocks, cols in ((self.n_blocks, self.cols),
+                                                    (self.tail_blocks if self.n_tail else 0,
+                                                     self.n_tail)) if blocks]
+
 
 @dataclass(frozen=True)
 class RowForms:

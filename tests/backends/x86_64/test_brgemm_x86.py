@@ -43,6 +43,7 @@ from einjit.backends.x86_64.brgemm import _Generator, generate_brgemm
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.backends.x86_64.outer_product import OuterProduct
 from einjit.backends.x86_64.precision import precision
+from einjit.backends.x86_64.schedule import sequences, slots
 from einjit.backends.x86_64.tuning import CORE_RULES
 from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
@@ -86,14 +87,14 @@ def choices(tgt, m, n, k, br, dtype="float32"):
     generator = _Generator(Assembler(), tgt, m, n, k, br, precision(dtype))
     chosen, panels = generator.target, generator.panels
     words = {f"{chosen.vector_bits}-bit"}
-    if any(generator._can_pipeline(panel)
-           and any(sum(blocks for blocks, _ in run) > 1 for run in generator._sequences(panel))
+    if any(generator.pipelining[panel]
+           and any(sum(blocks for blocks, _ in run) > 1 for run in sequences(panel))
            for panel in panels):
         words.add("pipelined")
     for panel in panels:
         mode = panel.mode
         if any(generator._run_is_skewed(panel, blocks, cols, k)
-               for blocks, cols in generator._runs(panel)):
+               for blocks, cols in panel.runs()):
             words.add("skewed")
             if mode.group > 1:
                 words.add("skewed packed")
@@ -549,25 +550,25 @@ def test_a_skewed_head_is_no_longer_than_k():
     a slot, a pair in step pairs) within K."""
     generator = _Generator(Assembler(), target("avx2", "zen4"), 24, 8, 16, 1)
     panel = generator.panels[0]
-    assert generator._slots(panel, 4, 16) == [range(0, 1), range(1, 2), range(2, 3),
+    assert slots(panel, 4, 16) == [range(0, 1), range(1, 2), range(2, 3),
                                               range(3, 4)]
-    assert generator._slots(panel, 4, 3) == [range(0, 2), range(2, 4)]
-    assert generator._slots(panel, 4, 1) == [range(0, 4)]
+    assert slots(panel, 4, 3) == [range(0, 2), range(2, 4)]
+    assert slots(panel, 4, 1) == [range(0, 4)]
     packed = dataclasses.replace(panel, mode=dataclasses.replace(panel.mode, group=2))
     paired = dataclasses.replace(panel, mode=dataclasses.replace(panel.mode, pairs=True))
-    assert generator._slots(packed, 5, 2) == [range(0, 4), range(4, 5)]
-    assert generator._slots(paired, 6, 4) == [range(0, 3), range(3, 6)]
+    assert slots(packed, 5, 2) == [range(0, 4), range(4, 5)]
+    assert slots(paired, 6, 4) == [range(0, 3), range(3, 6)]
     lone = dataclasses.replace(paired, tail_rows=3)          # tails summed two columns at once
-    assert generator._slots(lone, 5, 64) == [range(0, 2), range(2, 4), range(4, 5)]
-    assert generator._slots(lone, 9, 4) == [range(0, 6), range(6, 9)]
+    assert slots(lone, 5, 64) == [range(0, 2), range(2, 4), range(4, 5)]
+    assert slots(lone, 9, 4) == [range(0, 6), range(6, 9)]
     for shape in SKEWED_WIDE_SLOTS:
         m, n, k, br = shape
         variant = "avx512" if k == 16 else "avx2"
         generator = _Generator(Assembler(), target(variant, "zen4"), m, n, k, br)
         widths = {len(slot) for panel in generator.panels
-                  for blocks, cols in generator._runs(panel)
+                  for blocks, cols in panel.runs()
                   if generator._run_is_skewed(panel, blocks, cols, k)
-                  for slot in generator._slots(panel, cols, k)}
+                  for slot in slots(panel, cols, k)}
         assert widths and max(widths) > 1, shape
 
 
@@ -577,9 +578,9 @@ def test_a_row_pipelines_both_runs_as_one_sequence_where_their_roles_agree():
     fewer columns than the panel's quads and so other registers in their roles."""
     def panel(cols, n_tail, quads):
         return Panel(1, 1, 0, cols, 3, n_tail, TailMode(quads=quads))
-    assert _Generator._sequences(panel(6, 4, 3)) == [[(3, 6), (1, 4)]]
-    assert _Generator._sequences(panel(6, 2, 3)) == [[(3, 6)], [(1, 2)]]
-    assert _Generator._sequences(panel(6, 0, 3)) == [[(3, 6)]]
+    assert sequences(panel(6, 4, 3)) == [[(3, 6), (1, 4)]]
+    assert sequences(panel(6, 2, 3)) == [[(3, 6)], [(1, 2)]]
+    assert sequences(panel(6, 0, 3)) == [[(3, 6)]]
 
 
 @pytest.mark.parametrize("variant", _variants())
