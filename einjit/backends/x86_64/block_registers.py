@@ -20,8 +20,8 @@ class BlockRegisters:
 
     In blocks of two or more vectors the tail vector ends at the last tail row (the t rows
     are its top t lanes), so its span never reaches into the next column: a load that
-    overlaps the span of a pending masked store waits until the store reaches the cache
-    (measured: 14 cycles), and the next block's first load of C would do so. In a packed
+    overlaps the span of a pending masked store waits until the store reaches the cache,
+    and the next block's first load of C would do so. In a packed
     vector the column s places before the end of its group has the t lanes that end share*s
     lanes below the top, so a group's last column ends its span at its last row too; the
     others reach into the following column of the same block, whose loads come first.
@@ -29,7 +29,7 @@ class BlockRegisters:
     An overlapping tail vector (AVX2, `overlap`) is loaded, added to C and stored whole at
     the same place: its lower lanes repeat rows of the block's last full vector with the same
     A, B and order of FMAs, so they hold the same bits, and both vectors read C before either
-    is stored. No mask, and no microcoded vmaskmovps store (12 cycles on Zen 3).
+    is stored. No mask, and no microcoded vmaskmovps store.
 
     A dot tail (see dot_tail_share) keeps each column's last accumulator for its tail rows, in
     lanes of k-steps; A's tail rows come from the frame (a_tail) instead of a vector of A,
@@ -93,7 +93,7 @@ class BlockRegisters:
         self.packed_acc = pool[cols * own:cols * own + packed]
         # the update of C's scratch registers: once K is done, the broadcast register and A's
         # first (a dot tail's, its A register). An update carried into the next block's K
-        # loop (see _Generator._emit_pipelined) takes the registers of the two lowest
+        # loop (see schedule.emit_pipelined) takes the registers of the two lowest
         # accumulators, which neither set then uses: the lower set's move to the top two
         # upper registers no accumulator of an upper set holds (`widest`: the accumulators of
         # the sequence's widest block, whose registers every narrower one's are a prefix

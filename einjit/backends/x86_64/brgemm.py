@@ -3,69 +3,12 @@
 Kernel ABI (System V): brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b), leading
 dimensions and batch strides in elements; M, N, K and the batch size are compile-time.
 
-C is cut into register blocks of `vectors` column vectors (16 or 8 rows each) × `cols`
-columns. A block's accumulators stay in registers across the whole K and batch loops: each
-k-step loads `vectors` vectors of A's column k and, for every column j of the block, brings
-B[k, j] to all lanes (AVX-512 with one vector: an embedded {1to16} broadcast inside the FMA;
-otherwise one vbroadcastss shared by the column's FMAs). The accumulators start at zero;
-after the K loop C is added to them (with accumulate=False it is never read: the kernel sets
-C, the bits C += gives on a zeroed C) and they are stored. Rows
-past M in the last vector are masked (AVX-512: k1; AVX2: vmaskmovps with a mask vector), so no
-access leaves the operands; in blocks of two or more vectors that tail vector ends at the last
-row instead of starting after the full vectors (see block_registers). AVX2 masked stores are
-microcoded on AMD cores (12 cycles on Zen 3), so in such blocks AVX2 may instead load and
-store that tail vector whole: it overlaps the previous vector, whose rows it computes bit for
-bit alike (`overlap`).
-
-A masked last vector of few rows wastes most of its FMA lanes. In blocks of two or more
-vectors the tail rows of up to `group` columns therefore share one vector, each column owning
-a share of `share` lanes whose top t lanes are its tail rows, and one FMA serves the whole
-group. B's elements are blended into their lanes out of the broadcasts the full vectors use
-anyway. A's tail rows are repeated across the shares: AVX-512 (t <= 8 rows, share t, group
-min(16 // t, 7), one mask register k1..k7 a column, float32 only) by one vpermps per k-step;
-AVX2 (float32 t <= 4, float64 t <= 2; share 1, 2 or 4 32-bit lanes, the narrowest broadcast
-load that holds t rows, group 8 // share) by broadcasting the column's last `share` lanes
-straight from memory (rows a full vector holds too when share > t, with B blended into the
-whole share: those lanes hold the full vector's sums). AVX2's packing only moves bits, so a
-double is simply two 32-bit lanes there.
-AVX-512's C update reads and writes each column's tail rows with their lane mask, at an
-address moved so that those lanes meet the column's tail rows; masked lanes are never
-accessed, and the moved span starts inside the column (its full vectors lie before the
-tail). AVX2's gathers each column's last `share` rows of C into their lanes (16 bytes by a
-broadcast or insert of a half; 8 or 4 into an xmm lane by a broadcast, vmovhps or vinsertps),
-adds them with one vaddps, and stores each share from its lane (vextractf128, vmovhps,
-vextractps; the lowest by vmovsd or vmovss): no masked access.
-
-The blocking (block shapes, how tails are held, the vector width, K chunks) is chosen per
-(M, N, K, batch) and per core in blocking.py: a cost model of this loop and a few measured
-rules. Blocks of one shape are repeated by runtime loops over M and N, so code size does not
-grow with the matrix. Told the ld_b it will be called with, the blocking reads no more of
-B's columns a k-step than fit the L1 set they share (b_column_limit). AVX2 blocks of one
-vector of A may read some of B's columns four k-steps at a time, spreading each step's
-element by a shuffle (quad_limit), or take their k-steps two at a time: A's two columns
-unpacked into lanes of rows and steps, B's two elements by one 8-byte broadcast
-(PAIR_STEPS); for M = 9..12 on a core that splits zmm FMAs, the tail rows too, packed 4, 2
-or 1 columns a vector, in all 32 registers (wide_pair_target); on Zen 3, M = 9 and 10 as a
-panel of pairs and a panel of dot tails (pair_dot_panels). Float32 tails of 1 to 7 rows
-in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows copied
-into the kernel's stack frame first (dot_tail_share). Where a block row loads A faster than
-L2 refills L1 and A's panel (its rows over all of K, and over the batch) outgrows L1, each
-block row sweeps its columns once per chunk of K (k_chunks) or of batch entries
-(batch_chunks), the chunk's panels staying in L1 across the column blocks (C is added back
-between chunks). Where ld_a, known only at run time, is a multiple of 512 bytes, a block row
-that sweeps its columns twice or more reads a copy of its A panel in the stack frame instead
-(packs_a: such pitches keep the panel out of L1). Where code planned for 16 vector registers
-runs on a core with 32 (AVX2 code on Zen 4's AVX-512), a row's blocks (both widths of N's
-split) alternate two sets of accumulators and carry each block's update of C into the next
-block's K loop
-(_Generator._emit_pipelined). Other runs (16 registers, AVX-512 code, wide step pairs) are
-skewed instead (_Generator._emit_skewed): slot s of each block (a column, or a packed tail's
-group) starts K at step s, so a block's first k-steps finish the previous block's slots and
-update their C one slot a step. K = 1 with a batch of one is generated apart
-(outer_product): C's stores bound it, not FMAs.
-
-Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
-base+3L (through a register holding 3L) and base+4L, where L is ld_b in bytes.
+This module is the kernel's loop structure: the prologue (arguments scaled to bytes, the
+stack frame, the tail masks, a dot tail's copy of A), the panels of the plan (blocking.py)
+row by row, K or the batch in chunks, a block row's optional copy of A's panel, and its sweep
+along N as runs of blocks, each run plain, pipelined or skewed (schedule.py). One register
+block's code is microkernel.py's; K = 1 without a batch is outer_product.py's. The design is
+described in docs/brgemm.md.
 """
 from __future__ import annotations
 
@@ -138,10 +81,9 @@ class _Generator:
                            for panel in self.panels}
         # chunks read C back between them: such a kernel never streams (its C traffic is
         # small beside its K anyway), and so computes the same bits with stream or without.
-        # C streams only in whole cache lines: every block row whole lines tall, no tail. A
-        # line written partly by non-temporal stores (the rest by the next block row's, much
-        # later, or by a tail's cached store) ran 3-4x slower than cached stores (Zen 4,
-        # M = 48..72, N = 65536, K = 8: 5 against 19-23 GB/s of C)
+        # C streams only in whole cache lines: every block row whole lines tall, no tail (a
+        # line written partly by non-temporal stores, the rest later by the next block row's
+        # or by a tail's cached store, ran several times slower than cached stores)
         whole_lines = all(not panel.tail_rows
                           and panel.vectors * self.target.vector_bits % (8 * LINE_BYTES) == 0
                           for panel in self.panels)
@@ -238,9 +180,8 @@ class _Generator:
         plus the lane indices that repeat A's tail rows in INDEX_SLOT. AVX2: the mask vector
         in MASK_SLOT, followed by zeros for a packed tail. Each slot is written by one vector
         store: a vector load from one equal store is forwarded, one from several narrower
-        stores waits for them to reach the cache (measured: 36x3x16 ran 25% slower; a packed
-        tail's mask windows straddle two stores, but the first is loaded after a whole block's
-        K loop)."""
+        stores waits for them to reach the cache (a packed tail's mask windows straddle two
+        stores, but the first is loaded after a whole block's K loop)."""
         tail_panel = next((p for p in self.panels if p.tail_rows
                            and not (p.mode.overlap or p.mode.dot or p.mode.pairs)
                            and (p.mode.group == 1 or self.target.masks)), None)

@@ -97,11 +97,10 @@ class Microkernel:
     def update_code(self, regs: BlockRegisters, phases: tuple[int, ...],
                      columns: range | None = None) -> list[bytes]:
         """After the K loop, phase 0: the accumulators += C; phase 1: C := the accumulators
-        (of `columns` only: a skewed slot's, see _emit_skewed; None: every column).
+        (of `columns` only: a skewed slot's, see schedule.emit_skewed; None: every column).
         C is added at the end, not loaded first: no FMA then waits for a load of C, which
         may wait for a store of C still on its way to the cache (the previous call's, or the
-        previous chunk's). Measured on Zen 4, K = 16: 16x16 76 -> 98% of peak, 8x24 68 ->
-        78%; K = 64: 16x16 91 -> 99.6%. All loads of C of a block come before its first
+        previous chunk's). All loads of C of a block come before its first
         store: a load overlapping the span of an earlier masked store (a packed column's
         reaches into the next column) would wait for it, and an overlapping tail must read C
         before its neighbour's store. The walker is the K counter: free outside the K loop."""
