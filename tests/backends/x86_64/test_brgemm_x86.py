@@ -44,7 +44,7 @@ from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.backends.x86_64.outer_product import OuterProduct
 from einjit.backends.x86_64.precision import precision
 from einjit.backends.x86_64.schedule import sequences, slots
-from einjit.backends.x86_64.tuning import CORE_RULES
+from einjit.backends.x86_64.tuning import CORE_RULES, GENERIC_RULES, rules
 from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
@@ -734,6 +734,16 @@ def test_zen3_never_packs_the_tail_row_of_m17():
     assert packs_tail(zen3, 17, 8) and packs_tail(zen3, 9, 4) and packs_tail(zen3, 33, 4)
     assert packs_tail(target("avx2", "zen4"), 17, 4)
     assert "packed" in choices(target("avx2", "zen4"), 17, 40, 16, 1)
+
+
+def test_every_known_core_has_its_rules_and_others_the_generic_ones():
+    """tuning.CORE_RULES has an entry for every core cpu.MICROARCHS knows; a core it does not
+    list (the made-up ones here) gets the generic rules, which carry no rule for one M."""
+    assert set(CORE_RULES) == set(cpu.MICROARCHS)
+    assert rules(target("avx2", "zen3")) is CORE_RULES["zen3"] != GENERIC_RULES
+    for micro in ("cheap-masks", "dear-masks", "generic"):
+        assert rules(target("avx2", micro)) is GENERIC_RULES
+    assert not GENERIC_RULES.pair_dot_min_k and not GENERIC_RULES.unpacked_one_row_m
 
 
 @pytest.mark.parametrize("micro", ["zen4", "zen5"])
