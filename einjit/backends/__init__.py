@@ -47,12 +47,8 @@ class Microarch:
     and stores of up to full_rate_bits a cycle. masked_store_cycles: cycles one AVX
     vmaskmovps/pd store occupies (microcoded on AMD cores: measured 12 on Zen 3).
     l1_ways, l1_sets: the L1 data cache's associativity and sets of 64-byte lines; addresses
-    l1_sets * 64 bytes apart compete for the same l1_ways lines. pair_dot_min_k: a measured
-    rule for 16-register AVX2 code (x86_64 blocking.pair_dot_panels): entry t - 1 is the
-    shortest K at which an M of one whole vector and t tail rows runs as two panels, the
-    whole rows in step pairs and the tail as dot products; () where never.
-    unpacked_one_row_m: another measured rule (blocking.packs_tail): Ms of a one-row float32
-    tail that AVX2 code never packs 8 columns a vector."""
+    l1_sets * 64 bytes apart compete for the same l1_ways lines. (The x86-64 BRGEMM's
+    measured rules per core: x86_64/tuning.py.)"""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
@@ -61,8 +57,6 @@ class Microarch:
     masked_store_cycles: float = 1.0
     l1_ways: int = 8
     l1_sets: int = 64
-    pair_dot_min_k: tuple[int, ...] = ()
-    unpacked_one_row_m: tuple[int, ...] = ()
 
     @property
     def l1_bytes(self) -> int:
