@@ -52,12 +52,8 @@ class Microarch:
     and stores of up to full_rate_bits a cycle. masked_store_cycles: cycles one AVX
     vmaskmovps/pd store occupies (microcoded on AMD cores; docs/measurements.md).
     l1_ways, l1_sets: the L1 data cache's associativity and sets of 64-byte lines; addresses
-    l1_sets * 64 bytes apart compete for the same l1_ways lines. pair_dot_min_k: a measured
-    rule for 16-register AVX2 code (x86_64 blocking.pair_dot_panels): entry t - 1 is the
-    shortest K at which an M of one whole vector and t tail rows runs as two panels, the
-    whole rows in step pairs and the tail as dot products; () where never.
-    unpacked_one_row_m: another measured rule (blocking.packs_tail): Ms of a one-row float32
-    tail that AVX2 code never packs 8 columns a vector.
+    l1_sets * 64 bytes apart compete for the same l1_ways lines. (The x86-64 BRGEMM's
+    measured rules per core: x86_64/tuning.py.)
 
     The loop nests' thresholds (einjit.codegen.loop_nest, einjit.passes.identify), from the
     caches (the defaults measured on Zen 3/4, docs/measurements.md): batch_block_bytes: the
@@ -75,8 +71,6 @@ class Microarch:
     masked_store_cycles: float = 1.0
     l1_ways: int = 8
     l1_sets: int = 64
-    pair_dot_min_k: tuple[int, ...] = ()
-    unpacked_one_row_m: tuple[int, ...] = ()
     batch_block_bytes: int = 384 << 10
     pack_max_bytes: int = 288 << 10
     stream_out_bytes: int = 64 << 20

@@ -3,130 +3,60 @@
 Kernel ABI (System V): brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b), leading
 dimensions and batch strides in elements; M, N, K and the batch size are compile-time.
 
-C is cut into register blocks of `vectors` column vectors (16 or 8 rows each) × `cols`
-columns. A block's accumulators stay in registers across the whole K and batch loops: each
-k-step loads `vectors` vectors of A's column k and, for every column j of the block, brings
-B[k, j] to all lanes (AVX-512 with one vector: an embedded {1to16} broadcast inside the FMA;
-otherwise one vbroadcastss shared by the column's FMAs). The accumulators start at zero;
-after the K loop C is added to them (with accumulate=False it is never read: the kernel sets
-C, the bits C += gives on a zeroed C) and they are stored. Rows
-past M in the last vector are masked (AVX-512: k1; AVX2: vmaskmovps with a mask vector), so no
-access leaves the operands; in blocks of two or more vectors that tail vector ends at the last
-row instead of starting after the full vectors (see _VectorRegisters). AVX2 masked stores are
-microcoded on AMD cores (12 cycles on Zen 3), so in such blocks AVX2 may instead load and
-store that tail vector whole: it overlaps the previous vector, whose rows it computes bit for
-bit alike (`overlap`).
-
-A masked last vector of few rows wastes most of its FMA lanes. In blocks of two or more
-vectors the tail rows of up to `group` columns therefore share one vector, each column owning
-a share of `share` lanes whose top t lanes are its tail rows, and one FMA serves the whole
-group. B's elements are blended into their lanes out of the broadcasts the full vectors use
-anyway. A's tail rows are repeated across the shares: AVX-512 (t <= 8 rows, share t, group
-min(16 // t, 7), one mask register k1..k7 a column, float32 only) by one vpermps per k-step;
-AVX2 (float32 t <= 4, float64 t <= 2; share 1, 2 or 4 32-bit lanes, the narrowest broadcast
-load that holds t rows, group 8 // share) by broadcasting the column's last `share` lanes
-straight from memory (rows a full vector holds too when share > t, with B blended into the
-whole share: those lanes hold the full vector's sums). AVX2's packing only moves bits, so a
-double is simply two 32-bit lanes there.
-AVX-512's C update reads and writes each column's tail rows with their lane mask, at an
-address moved so that those lanes meet the column's tail rows; masked lanes are never
-accessed, and the moved span starts inside the column (its full vectors lie before the
-tail). AVX2's gathers each column's last `share` rows of C into their lanes (16 bytes by a
-broadcast or insert of a half; 8 or 4 into an xmm lane by a broadcast, vmovhps or vinsertps),
-adds them with one vaddps, and stores each share from its lane (vextractf128, vmovhps,
-vextractps; the lowest by vmovsd or vmovss): no masked access.
-
-The blocking (block shapes, how tails are held, the vector width, K chunks) is chosen per
-(M, N, K, batch) and per core in blocking.py: a cost model of this loop and a few measured
-rules. Blocks of one shape are repeated by runtime loops over M and N, so code size does not
-grow with the matrix. Told the ld_b it will be called with, the blocking reads no more of
-B's columns a k-step than fit the L1 set they share (b_column_limit). AVX2 blocks of one
-vector of A may read some of B's columns four k-steps at a time, spreading each step's
-element by a shuffle (quad_limit), or take their k-steps two at a time: A's two columns
-unpacked into lanes of rows and steps, B's two elements by one 8-byte broadcast
-(PAIR_STEPS); for M = 9..12 on a core that splits zmm FMAs, the tail rows too, packed 4, 2
-or 1 columns a vector, in all 32 registers (wide_pair_target); on Zen 3, M = 9 and 10 as a
-panel of pairs and a panel of dot tails (pair_dot_panels). Float32 tails of 1 to 7 rows
-in 256-bit code may be dot products along K instead: lanes of k-steps, A's tail rows copied
-into the kernel's stack frame first (dot_tail_share). Where a block row loads A faster than
-L2 refills L1 and A's panel (its rows over all of K, and over the batch) outgrows L1, each
-block row sweeps its columns once per chunk of K (k_chunks) or of batch entries
-(batch_chunks), the chunk's panels staying in L1 across the column blocks (C is added back
-between chunks). Where ld_a, known only at run time, is a multiple of 512 bytes, a block row
-that sweeps its columns twice or more reads a copy of its A panel in the stack frame instead
-(packs_a: such pitches keep the panel out of L1). Where code planned for 16 vector registers
-runs on a core with 32 (AVX2 code on Zen 4's AVX-512), a row's blocks (both widths of N's
-split) alternate two sets of accumulators and carry each block's update of C into the next
-block's K loop
-(_Generator._pipelined). Other runs (16 registers, AVX-512 code, wide step pairs) are
-skewed instead (_Generator._skewed): slot s of each block (a column, or a packed tail's
-group) starts K at step s, so a block's first k-steps finish the previous block's slots and
-update their C one slot a step. K = 1 with a batch of one is generated apart
-(_OuterProduct): C's stores bound it, not FMAs.
-
-Columns of B are addressed from base pointers 5 columns apart: base, base+L, base+2L,
-base+3L (through a register holding 3L) and base+4L, where L is ld_b in bytes.
+This module is the kernel's loop structure: the prologue (arguments scaled to bytes, the
+stack frame, the tail masks, a dot tail's copy of A), the panels of the plan (blocking.py)
+row by row, K or the batch in chunks, a block row's optional copy of A's panel, and its sweep
+along N as runs of blocks, each run plain, pipelined or skewed (schedule.py). One register
+block's code is microkernel.py's; K = 1 without a batch is outer_product.py's. The design is
+described in docs/brgemm.md.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 from einjit.backends import LINE_BYTES, Target
 from einjit.backends.x86_64 import encode as enc
+from einjit.backends.x86_64 import instructions as ins
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.blocking import (
     COLUMNS_PER_BASE,
-    PAIR_STEPS,
-    POOL_REGISTERS,
     Panel,
     batch_chunks,
     choose,
     dot_steps,
     k_chunks,
     packs_a,
-    share_lanes,
     unmasked_target,
 )
-from einjit.backends.x86_64.encode import (
-    R8,
-    R9,
-    R10,
-    R11,
-    R12,
-    R13,
-    R14,
-    R15,
-    RAX,
-    RBP,
-    RBX,
-    RCX,
-    RDI,
-    RDX,
-    RSI,
-    RSP,
-    Mem,
-    Reg,
+from einjit.backends.x86_64.encode import RSP, Mem
+from einjit.backends.x86_64.frame import (
+    A_PTR,
+    A_ROW,
+    B_BASE,
+    B_COL,
+    B_ORIGIN,
+    C_PTR,
+    C_ROW,
+    CHUNK_COUNT,
+    INDEX_SLOT,
+    LDA,
+    LDB,
+    LDC,
+    M_COUNT,
+    MASK_SLOT,
+    N_COUNT,
+    POOL,
 )
+from einjit.backends.x86_64.microkernel import Microkernel
+from einjit.backends.x86_64.outer_product import OuterProduct
 from einjit.backends.x86_64.precision import FLOAT32, Precision, precision
+from einjit.backends.x86_64.schedule import (
+    can_pipeline,
+    can_skew,
+    emit_pipelined,
+    emit_skewed,
+    sequences,
+    slots,
+)
 from einjit.errors import KernelParameterError
-
-# general registers: arguments as they arrive, then a pool for the other roles
-A_PTR, B_BASE, C_PTR, LDA, LDB, LDC = RDI, RSI, RDX, RCX, R8, R9
-POOL = (RAX, R10, R11, RBX, RBP, R12, R13, R14, R15)
-# Instructions of a carried C update (see _Generator._pipelined) a k-step takes: Zen 4, 3x4
-# ymm blocks at K = 16, 2-3 vectors of C (add, store) a step 98% of peak, 4 a step 97%.
-CARRIED_PER_STEP = 6
-
-assert len(POOL) == POOL_REGISTERS, "blocking.base_registers counts on the pool's size"
-
-# red-zone slots below rsp (a leaf function may use 128 bytes there without moving rsp):
-# seven 8-byte slots from -8 down to -56, the 64-byte vector slot at -128..-65
-A_ROW, C_ROW, B_ORIGIN, B_COL, N_COUNT, M_COUNT, CHUNK_COUNT = (Mem(RSP, disp=-8 * i)
-                                                               for i in range(1, 8))
-# AVX2: the tail mask vector, 32 bytes, then (packed tails) 32 zero bytes: the 32-byte window
-# 4*share*s bytes on holds the lanes of the column s places before its group's end
-MASK_SLOT = Mem(RSP, disp=-128)
-INDEX_SLOT = Mem(RSP, disp=-128)    # AVX-512 packed tail: vpermps lane indices, 64 bytes
 
 
 class _Generator:
@@ -136,9 +66,9 @@ class _Generator:
         self.asm, self.m, self.k, self.br, self.accumulate = asm, m, k, br, accumulate
         self.p = elements
         self.target, self.panels = choose(m, n, k, br, target, elements.dtype, ld_b)
-        self.dot = next((panel for panel in self.panels if panel.dot), None)
+        self.dot_panel = next((panel for panel in self.panels if panel.mode.dot), None)
         # code planned for 16 vector registers on a core with 32: the upper 16 hold a second
-        # set of accumulators (see _pipelined)
+        # set of accumulators (see schedule.emit_pipelined)
         self.spare_bank = 16 if target.registers >= 32 and self.target.registers <= 16 else 0
         # where A's panels outgrow L1: K in chunks (a kernel without a batch, every panel
         # alike) or, per panel, its batch
@@ -150,43 +80,47 @@ class _Generator:
                            for panel in self.panels}
         # chunks read C back between them: such a kernel never streams (its C traffic is
         # small beside its K anyway), and so computes the same bits with stream or without.
-        # C streams only in whole cache lines: every block row whole lines tall, no tail. A
-        # line written partly by non-temporal stores (the rest by the next block row's, much
-        # later, or by a tail's cached store) ran 3-4x slower than cached stores (Zen 4,
-        # M = 48..72, N = 65536, K = 8: 5 against 19-23 GB/s of C)
+        # C streams only in whole cache lines: every block row whole lines tall, no tail (a
+        # line written partly by non-temporal stores, the rest later by the next block row's
+        # or by a tail's cached store, ran several times slower than cached stores)
         whole_lines = all(not panel.tail_rows
                           and panel.vectors * self.target.vector_bits % (8 * LINE_BYTES) == 0
                           for panel in self.panels)
         chunked = any(chunks > 1 for chunks in self.chunks.values())
-        self.stream, self.streaming = stream and not chunked and whole_lines, False
+        self.stream = stream and not chunked and whole_lines
         widest = max(max(p.cols, p.n_tail) for p in self.panels)
         pool = list(POOL)
         self.counter = pool.pop(0)                 # K counter, scratch between blocks
         self.ldb3 = pool.pop(0) if widest > 3 else None
         self.batch = (pool.pop(0), pool.pop(0), pool.pop(0)) if br > 1 else None
         # a dot tail: the frame holding A's copied tail rows, and the register walking them
-        self.a_tail = pool.pop(0) if self.dot else None
+        self.a_tail = pool.pop(0) if self.dot_panel else None
         # the frame: the copy of A's tail rows, then where the blocks start walking it; then
         # A_ROW and ld_a saved while a block row reads its copy of A's panel, and that copy
         # (see packs_a), 64-byte aligned
-        self.dot_bytes = br * k * self.dot.dot * elements.bytes if self.dot else 0
+        self.dot_bytes = br * k * self.dot_panel.mode.dot * elements.bytes if self.dot_panel else 0
         self.dot_origin = Mem(RSP, disp=self.dot_bytes)
         self.packs = {panel: packs_a(self.target, panel, k // self.chunks[panel], br,
                                      elements.bytes) for panel in self.panels}
         pack_bytes = max((self._row_bytes(panel) * (k // self.chunks[panel])
                           for panel in self.panels if self.packs[panel]), default=0)
-        saves = self.dot_bytes + 32 if self.dot else 0
+        saves = self.dot_bytes + 32 if self.dot_panel else 0
         self.saved_a_row, self.saved_lda = Mem(RSP, disp=saves), Mem(RSP, disp=saves + 8)
         self.pack_buffer = saves + 16
         self.frame = self.pack_buffer + LINE_BYTES + pack_bytes if pack_bytes else saves
         bases = -(-widest // COLUMNS_PER_BASE)
         assert len(pool) >= bases - 1, "too few general registers for B's bases"
         self.bases = (B_BASE,) + tuple(pool[:bases - 1])
-        # a skewed run (see _skewed) also reads the previous block's columns of B
-        self.skewing = {panel: self._skewable(panel) for panel in self.panels}
+        self.kernel = Microkernel(asm, self.target, elements, self.counter, self.ldb3,
+                                  self.bases, self.batch, self.a_tail, self.dot_origin)
+        self.pipelining = {panel: can_pipeline(panel, self.spare_bank, br, self.chunks[panel])
+                           for panel in self.panels}
+        # a skewed run (see schedule.emit_skewed) also reads the previous block's columns of B
+        self.skewing = {panel: can_skew(panel, self.spare_bank, br, self.chunks[panel])
+                        for panel in self.panels}
         if len(pool) < 2 * bases - 1 or not any(
-                self._skews(panel, blocks, cols, k)
-                for panel in self.panels for blocks, cols in self._runs(panel)):
+                self._run_is_skewed(panel, blocks, cols, k)
+                for panel in self.panels for blocks, cols in panel.runs()):
             self.skewing = dict.fromkeys(self.panels, False)
         self.previous_bases = tuple(pool[bases - 1:2 * bases - 1]) if any(
             self.skewing.values()) else ()
@@ -216,7 +150,7 @@ class _Generator:
             asm.reserve_stack(self.frame)
         asm(enc.mov_mr(A_ROW, A_PTR), enc.mov_mr(C_ROW, C_PTR), enc.mov_mr(B_ORIGIN, B_BASE))
         self._set_tail_masks()
-        if self.dot:
+        if self.dot_panel:
             self._copy_a_tail()
         if self.stream:
             # whole lines: C and ld_c (bytes) line-aligned, else the cached body
@@ -224,10 +158,10 @@ class _Generator:
             asm(enc.mov_rr(self.counter, C_PTR), enc.or_rr(self.counter, LDC),
                 enc.and_ri(self.counter, LINE_BYTES - 1))
             asm.jcc("ne", cached)
-            self.streaming = True
+            self.kernel.streaming = True
             for panel in self.panels:
                 self._panel(panel)
-            self.streaming = False
+            self.kernel.streaming = False
             asm.jmp(done)
             asm.bind(cached)
         for panel in self.panels:
@@ -240,21 +174,20 @@ class _Generator:
         return entry
 
     def _set_tail_masks(self) -> None:
-        """The masks of the tail rows (see _VectorRegisters for where they sit). AVX-512: k1,
+        """The masks of the tail rows (see BlockRegisters for where they sit). AVX-512: k1,
         and for a packed tail k1+s for the lanes of the column s places from a group's end,
         plus the lane indices that repeat A's tail rows in INDEX_SLOT. AVX2: the mask vector
         in MASK_SLOT, followed by zeros for a packed tail. Each slot is written by one vector
         store: a vector load from one equal store is forwarded, one from several narrower
-        stores waits for them to reach the cache (measured: 36x3x16 ran 25% slower; a packed
-        tail's mask windows straddle two stores, but the first is loaded after a whole block's
-        K loop)."""
-        tail_panel = next((p for p in self.panels if p.tail_rows and not (p.overlap or p.dot
-                                                                          or p.pairs)
-                           and not (p.group > 1 and not self.target.masks)), None)
+        stores waits for them to reach the cache (a packed tail's mask windows straddle two
+        stores, but the first is loaded after a whole block's K loop)."""
+        tail_panel = next((p for p in self.panels if p.tail_rows
+                           and not (p.mode.overlap or p.mode.dot or p.mode.pairs)
+                           and (p.mode.group == 1 or self.target.masks)), None)
         if tail_panel is None:
             return
         asm, scratch, lanes = self.asm, self.counter, self.target.lanes(self.p.bytes)
-        tail, group = tail_panel.tail_rows, tail_panel.group
+        tail, group = tail_panel.tail_rows, tail_panel.mode.group
         first = lanes - tail if tail_panel.vectors > 1 else 0     # lane of the first tail row
         if self.target.masks:
             if group > 1:
@@ -294,13 +227,13 @@ class _Generator:
         copies of rows, whose sums are never stored; A_PTR is free here: the blocks reload it
         from A_ROW)."""
         asm, walker = self.asm, self.a_tail
-        rows = self.dot.tail_rows
-        steps = dot_steps(self.dot.dot)
+        rows = self.dot_panel.tail_rows
+        steps = dot_steps(self.dot_panel.mode.dot)
         asm(enc.mov_rr(walker, RSP), enc.mov_mr(self.dot_origin, walker),
             enc.add_ri(A_PTR, (self.m - rows) * self.p.bytes))
         code = []
         for q in range(steps):                 # register q := the rows of step q
-            code += [_load_column(q, Mem(A_PTR), rows, 12), enc.add_rr(A_PTR, LDA)]
+            code += [ins.load_column(q, Mem(A_PTR), rows, 12), enc.add_rr(A_PTR, LDA)]
         # a transpose of rows x steps: xmm 8 := the lower four lanes, xmm 9 or 10 the upper
         if steps == 1:                         # already a vector of rows
             code += [enc.vmovups_store(Mem(walker), 0, 256), enc.add_ri(walker, 32)]
@@ -389,16 +322,17 @@ class _Generator:
         asm = self.asm
         asm(enc.mov_rm(self.counter, B_ORIGIN), enc.mov_mr(B_COL, self.counter),
             enc.mov_rm(C_PTR, C_ROW))
-        pipelines = self._pipelines(panel)
-        sequences = self._sequences(panel) if pipelines else [self._runs(panel)]
-        for index, sequence in enumerate(sequences):
+        pipelines = self.pipelining[panel]
+        runs = sequences(panel) if pipelines else [panel.runs()]
+        for index, sequence in enumerate(runs):
             if pipelines and sum(blocks for blocks, _ in sequence) > 1:
-                self._pipelined(panel, sequence, accumulate, k)
+                emit_pipelined(self.kernel, panel, sequence, accumulate, k, self.spare_bank)
                 continue
             for position, (blocks, cols) in enumerate(sequence):
-                last = index == len(sequences) - 1 and position == len(sequence) - 1
-                if self._skews(panel, blocks, cols, k):
-                    self._skewed(panel, blocks, cols, accumulate, k)
+                last = index == len(runs) - 1 and position == len(sequence) - 1
+                if self._run_is_skewed(panel, blocks, cols, k):
+                    emit_skewed(self.kernel, panel, blocks, cols, accumulate, k,
+                                self.previous_bases)
                 else:
                     self._run(panel, blocks, cols, accumulate, k, last)
 
@@ -407,191 +341,20 @@ class _Generator:
         """`blocks` blocks of `cols` columns, each updating C after its K loop (last: the
         row's last run; its single block moves nothing on)."""
         if blocks == 1 and last:
-            self._block(panel, cols, accumulate, k)
+            self.kernel.block(panel, cols, accumulate, k, self._entries(panel))
             return
         with self.asm.counted_loop(N_COUNT, blocks, align=1, scratch=self.counter):
-            self._block(panel, cols, accumulate, k)
-            self._next_columns(cols)          # past the last block: harmless, reset per row
+            self.kernel.block(panel, cols, accumulate, k, self._entries(panel))
+            self.kernel.next_columns(cols)          # past the last block: harmless, reset per row
 
-    @staticmethod
-    def _runs(panel: Panel) -> list[tuple[int, int]]:
-        """The panel's runs of blocks in a row, as (blocks, columns)."""
-        return [(blocks, cols) for blocks, cols in ((panel.n_blocks, panel.cols),
-                                                    (panel.tail_blocks if panel.n_tail else 0,
-                                                     panel.n_tail)) if blocks]
-
-    @classmethod
-    def _sequences(cls, panel: Panel) -> list[list[tuple[int, int]]]:
-        """The runs as sequences of pipelined blocks (see _pipelined): both runs in one
-        where their blocks hold the same roles, else each alone (a run of fewer columns
-        than the panel's quads holds fewer quads)."""
-        runs = cls._runs(panel)
-        if len({min(panel.quads, cols) for _, cols in runs}) == 1:
-            return [runs]
-        return [[run] for run in runs]
-
-    def _pipelines(self, panel: Panel) -> bool:
-        """Whether runs of the panel's blocks are pipelined (see _pipelined): a bank of
-        registers is spare, no batch loop surrounds the K loop, K is not in chunks, and C
-        is not stored by vmaskmovps (VEX only: no upper register can be its source)."""
-        masked = panel.tail_rows and not (panel.overlap or panel.dot or panel.group > 1
-                                          or panel.pairs)
-        return bool(self.spare_bank and self.br == 1 and self.chunks[panel] == 1
-                    and not masked)
-
-    def _pipelined(self, panel: Panel, runs: list[tuple[int, int]], accumulate: bool,
-                   k: int) -> None:
-        """The panel's runs of (blocks, columns) as one sequence of blocks whose accumulators
-        alternate between two register sets: each block's update of C is spread over the
-        next block's first k-steps, where the next block's FMAs hide it, instead of stalling
-        them as a burst of stores after the K loop (measured on Zen 4, 3x4 ymm blocks,
-        K = 16: 92 -> 98% of peak), the last block of a run into the first of the next, of
-        other columns. C_PTR stays on a block until its update is out; only the last block
-        updates in a burst."""
-        asm, phases = self.asm, (0, 1) if accumulate else (1,)
-        sets: dict[tuple[int, int], _VectorRegisters] = {}
-        widest = frozenset(self._registers(panel, max(cols for _, cols in runs)).accumulators())
-
-        def registers(s: int, cols: int) -> _VectorRegisters:
-            if (s, cols) not in sets:
-                sets[s, cols] = self._registers(panel, cols, (0, self.spare_bank)[s],
-                                                carried=True, widest=widest)
-            return sets[s, cols]
-
-        def block(s: int, cols: int, previous: tuple[int, int] | None) -> None:
-            # a carried update ends moving C_PTR on to the block computed meanwhile
-            carry = None if previous is None else (
-                self._update_code(registers(*previous), phases)
-                + [self._c_columns(previous[1])])
-            self._compute(panel, registers(s, cols), k, carry=carry)
-            self._next_columns(cols, c=False)
-
-        previous = None                  # (set, columns) of the block before
-        for blocks, cols in runs:
-            s = 0 if previous is None else 1 - previous[0]
-            block(s, cols, previous)
-            previous, blocks = (s, cols), blocks - 1
-            pairs, odd = divmod(blocks, 2)
-            if pairs:
-                with asm.counted_loop(N_COUNT, pairs, align=1, scratch=self.counter):
-                    block(1 - s, cols, (s, cols))
-                    block(s, cols, (1 - s, cols))
-            if odd:
-                block(1 - s, cols, (s, cols))
-                previous = (1 - s, cols)
-        self._update_c(registers(*previous), phases)
-        self._next_columns(previous[1], b=False)
-
-    def _skewable(self, panel: Panel) -> bool:
-        """Whether runs of the panel's blocks may be skewed (see _skewed): no spare bank
-        (16-register code on a core with 32 pipelines instead), no batch loop, K not in
-        chunks, no quads or dot tail, no lone masked vector."""
-        # a masked vector starting a column's rows spans into the next column, whose load
-        # of C then waits for its store (Zen 4, AVX-512 13x40x64: 82 -> 68% of peak skewed)
-        spills = (panel.vectors == 1 and panel.tail_rows
-                  and not (panel.overlap or panel.group > 1 or panel.pairs))
-        plain = not (panel.quads or panel.dot or spills)
-        return bool(plain and not self.spare_bank and self.br == 1
-                    and self.chunks[panel] == 1)
-
-    def _slots(self, panel: Panel, cols: int, k: int) -> list[range]:
-        """A skewed block's slots: its columns one by one, or a packed tail's groups, or two
-        columns of a tail in step pairs of a vector a column (summed two at once, see
-        _sum_pair_rows), or as many of any as a head no longer than K needs (a slot takes a
-        step, or a pair)."""
-        unit = PAIR_STEPS if panel.pairs else 1
-        base = (panel.group if panel.group > 1
-                else PAIR_STEPS if panel.pairs and panel.tail_rows else 1)
-        width = base
-        while -(-cols // width) * unit > k:
-            width += base
-        return [range(first, min(first + width, cols)) for first in range(0, cols, width)]
-
-    def _skews(self, panel: Panel, blocks: int, cols: int, k: int) -> bool:
+    def _run_is_skewed(self, panel: Panel, blocks: int, cols: int, k: int) -> bool:
         """Whether a run of `blocks` blocks of `cols` columns is skewed: two blocks or more,
         two slots or more."""
-        return self.skewing[panel] and blocks > 1 and len(self._slots(panel, cols, k)) > 1
+        return self.skewing[panel] and blocks > 1 and len(slots(panel, cols, k)) > 1
 
-    def _skewed(self, panel: Panel, blocks: int, cols: int, accumulate: bool, k: int) -> None:
-        """`blocks` blocks of `cols` columns whose columns are skewed: the block's slots (its
-        columns, or a packed tail's groups of columns, which share an accumulator; wider
-        where the head would outgrow K, see _slots) take their k-steps from their own step
-        on: slot s from step s (in step pairs, pair s) to K-1, then 0 to s-1. Every column
-        still meets A's column k at step k, and a block's first steps (its head, unrolled)
-        finish the previous block's later slots: at step s slot s of the previous block is
-        done, sums its step pairs, updates C and starts over, between the FMAs of the
-        others. No burst of a whole block's update after the
-        K loop for the next block's FMAs to wait behind (Zen 4, AVX2 3x4 blocks, whole rows
-        at K = 16: 92.5 -> 95.5% of peak in a JIT'd loop; two or more steps between slots'
-        updates gained less). The first block's head starts its slots one a step; a last
-        head (the drain) finishes the last block's. C_PTR stays on the previous block until
-        its head is over. The update comes first in its step, while A's and B's registers
-        (its scratch) are free; the sums' order along K differs from slot to slot."""
-        asm, p = self.asm, self.p
-        regs = self._registers(panel, cols)
-        phases = (0, 1) if accumulate else (1,)
-        count = -(-cols // COLUMNS_PER_BASE)
-        current, previous = self.bases[:count], self.previous_bases[:count]
-        slots = self._slots(panel, cols, k)
-        unit = PAIR_STEPS if panel.pairs else 1
-        self._load_tail_roles(regs)          # nothing in the run overwrites them
-
-        def column(bases: tuple[Reg, ...], j: int, step: int) -> list[bytes]:
-            if panel.pairs:
-                return self._pair_column(regs, bases, j, step * p.bytes)
-            return self._column_step(regs, bases, j, step)
-
-        def zeroed(slot: range) -> list[bytes]:
-            packed = regs.packed_acc[slot.start // regs.group:-(-slot.stop // regs.group)]
-            return [_zero(acc) for acc in [*(acc for j in slot for acc in regs.acc[j]),
-                                           *packed]]
-
-        # each head step's pieces, built once for the three kinds of head: A's part, the
-        # update of slot s, the FMAs of later slots on the previous block's B, and (slot s
-        # zeroed first) those of slot s and earlier on this block's
-        heads = []
-        a_part = b"".join(self._pair_a(regs) if panel.pairs else self._a_column(regs))
-        for s_index, slot in enumerate(slots):
-            step = s_index * unit
-            old = [code for later in slots[s_index + 1:] for j in later
-                   for code in column(previous, j, step)]
-            new = zeroed(slot) + [code for earlier in slots[:s_index + 1] for j in earlier
-                                  for code in column(current, j, step)]
-            heads.append((a_part, b"".join(self._update_code(regs, phases, slot)),
-                          b"".join(old), b"".join(new)))
-
-        def cycle(first: bool, drain: bool) -> None:
-            asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
-            if not first:
-                asm(enc.imul_rri(self.counter, LDB, cols), enc.mov_rr(previous[0], B_BASE),
-                    enc.sub_rr(previous[0], self.counter))
-            for bases in (current, () if first else previous):
-                for base, following in zip(bases, bases[1:]):
-                    asm(enc.lea(following, Mem(base, LDB, 4)), enc.add_rr(following, LDB))
-            for s_index, (a_part, update, old, new) in enumerate(heads):
-                if not first:
-                    asm(update)
-                if not (drain and s_index == len(slots) - 1):
-                    asm(a_part)
-                if not first:
-                    asm(old)
-                if not drain:
-                    asm(new)
-            if not first:
-                asm(self._c_columns(cols))
-            if not drain:
-                head_bytes = len(slots) * unit * p.bytes
-                asm(*(enc.add_ri(base, head_bytes) for base in current))
-                self._k_loop(regs, current, k - len(slots) * unit)
-                self._next_columns(cols, c=False)
-
-        cycle(first=True, drain=False)
-        if blocks > 2:
-            with asm.counted_loop(N_COUNT, blocks - 1, align=1, scratch=self.counter):
-                cycle(first=False, drain=False)
-        else:
-            cycle(first=False, drain=False)
-        cycle(first=False, drain=True)
+    def _entries(self, panel: Panel) -> int:
+        """Batch entries a block of the panel runs at once (a chunk of the batch)."""
+        return self.br // self.chunks[panel]
 
     def _move_chunk(self, count: int, chunks: int) -> None:
         """A_ROW, B_ORIGIN and a dot tail's origin `count` of `chunks` chunks on (back if
@@ -614,824 +377,11 @@ class _Generator:
                      enc.mov_rr(scratch, b_step), enc.add_ri(scratch, self.k * p.bytes),
                      enc.imul_rri(scratch, scratch, entries), enc.mov_rm(A_PTR, B_ORIGIN),
                      enc.add_rr(A_PTR, scratch), enc.mov_mr(B_ORIGIN, A_PTR))
-        if self.dot:
-            share = self.dot.dot
+        if self.dot_panel:
+            share = self.dot_panel.mode.dot
             self.asm(enc.mov_rm(A_PTR, self.dot_origin),
                      enc.add_ri(A_PTR, steps * share * p.bytes),
                      enc.mov_mr(self.dot_origin, A_PTR))
-
-    def _next_columns(self, cols: int, b: bool = True, c: bool = True) -> None:
-        """Move B_COL (b) and C_PTR (c) `cols` columns on (A_PTR is free here: a scratch)."""
-        scratch = self.counter
-        if b:
-            self.asm(enc.mov_rm(A_PTR, B_COL), enc.imul_rri(scratch, LDB, cols),
-                     enc.add_rr(A_PTR, scratch), enc.mov_mr(B_COL, A_PTR))
-        if c:
-            self.asm(self._c_columns(cols))
-
-    def _c_columns(self, cols: int) -> bytes:
-        """C_PTR `cols` columns on (the K counter as scratch)."""
-        return enc.imul_rri(self.counter, LDC, cols) + enc.add_rr(C_PTR, self.counter)
-
-    # -- one register block
-
-    def _block(self, panel: Panel, cols: int, accumulate: bool, k: int) -> None:
-        regs = self._registers(panel, cols)
-        self._compute(panel, regs, k)
-        self._update_c(regs, phases=(0, 1) if accumulate else (1,))
-
-    def _registers(self, panel: Panel, cols: int, bank: int = 0,
-                   carried: bool = False, widest: frozenset[int] = frozenset()
-                   ) -> _VectorRegisters:
-        return _VectorRegisters(self.target, panel.vectors, cols, panel.tail_rows, panel.group,
-                                self.p, panel.overlap, min(panel.quads, cols), panel.dot,
-                                panel.pairs, bank, carried, widest)
-
-    def _compute(self, panel: Panel, regs: _VectorRegisters, k: int,
-                 carry: list[bytes] | None = None) -> None:
-        """The block's accumulators := its sums over K and the batch; carry: instructions
-        (the previous block's update of C) to spread over the first k-steps."""
-        asm = self.asm
-        asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
-        if panel.dot:
-            asm(enc.mov_rm(self.a_tail, self.dot_origin))
-        bases = self.bases[:-(-regs.cols // COLUMNS_PER_BASE)]
-        for previous, base in zip(bases, bases[1:]):
-            asm(enc.lea(base, Mem(previous, LDB, 4)), enc.add_rr(base, LDB))
-        self._load_tail_roles(regs)
-        asm(_zero(acc) for acc in regs.accumulators())
-        if self.batch is None:
-            self._k_loop(regs, bases, k, carry)
-        else:
-            batch_counter, a_step, b_step = self.batch
-            with asm.counted_loop(batch_counter, self.br // self.chunks[panel]):
-                self._k_loop(regs, bases, k)
-                asm(enc.add_rr(A_PTR, a_step), *(enc.add_rr(base, b_step) for base in bases))
-
-    def _load_tail_roles(self, regs: _VectorRegisters) -> None:
-        """The AVX2 tail's mask vector, AVX-512's packed tail's lane indices, into their
-        registers (see _set_tail_masks)."""
-        width = self.target.vector_bits
-        if regs.mask_vector is not None:
-            self.asm(enc.vmovups_load(regs.mask_vector, MASK_SLOT, width))
-        if regs.indices is not None:
-            self.asm(enc.vmovups_load(regs.indices, INDEX_SLOT, width))
-
-    def _update_c(self, regs: _VectorRegisters, phases: tuple[int, ...]) -> None:
-        self.asm(self._update_code(regs, phases))
-
-    def _update_code(self, regs: _VectorRegisters, phases: tuple[int, ...],
-                     columns: range | None = None) -> list[bytes]:
-        """After the K loop, phase 0: the accumulators += C; phase 1: C := the accumulators
-        (of `columns` only: a skewed slot's, see _skewed; None: every column).
-        C is added at the end, not loaded first: no FMA then waits for a load of C, which
-        may wait for a store of C still on its way to the cache (the previous call's, or the
-        previous chunk's). Measured on Zen 4, K = 16: 16x16 76 -> 98% of peak, 8x24 68 ->
-        78%; K = 64: 16x16 91 -> 99.6%. All loads of C of a block come before its first
-        store: a load overlapping the span of an earlier masked store (a packed column's
-        reaches into the next column) would wait for it, and an overlapping tail must read C
-        before its neighbour's store. The walker is the K counter: free outside the K loop."""
-        walker = self.counter
-        next_column = enc.add_rr(walker, LDC)
-        columns = columns or range(regs.cols)
-        code = (regs.sum_dot_lanes() if regs.dot else regs.sum_pairs(columns) if regs.pairs
-                else [])
-        for move, move_packed in (self._moves(regs, phase) for phase in phases):
-            code += ([enc.imul_rri(walker, LDC, columns.start), enc.add_rr(walker, C_PTR)]
-                     if columns.start else [enc.mov_rr(walker, C_PTR)])
-            for j in columns:
-                accs = regs.acc[j]
-                if j > columns.start:
-                    code.append(next_column)
-                # a column's vectors of C (in step pairs the second accumulator is scratch)
-                code.extend(move(acc, Mem(walker, disp=regs.offset(i)), i)
-                            for i, acc in enumerate(accs[:regs.column_vectors]))
-                if regs.packed_acc:
-                    code.append(move_packed(walker, *regs.packed_position(j)))
-        return code
-
-    def _moves(self, regs: _VectorRegisters, phase: int) -> tuple:
-        """(a vector's move, a packed tail's move) of an update's phase: 0 adds C, 1 stores
-        it (non-temporally while streaming)."""
-        if phase == 0:
-            return regs.add, regs.add_packed
-        return regs.stream if self.streaming else regs.store, regs.store_packed
-
-    def _k_loop(self, regs: _VectorRegisters, bases: tuple[Reg, ...], k: int,
-                carry: list[bytes] | None = None) -> None:
-        """k k-steps; measured: unrolling K gains nothing on Zen 3/4/5 (and doubles the
-        generation time), so the loop body is one k. A block with quad columns runs the
-        steps four at a time (each quad loaded once for them), then the k % 4 left alone.
-        carry: instructions spread over the first k-steps, CARRIED_PER_STEP a step, those
-        steps unrolled; what K leaves over follows the loop."""
-        carry = carry or []
-        for steps, count, body in self._k_runs(regs, bases, k):
-            while count and carry:
-                share = CARRIED_PER_STEP * steps
-                self.asm(body, *carry[:share])
-                carry, count = carry[share:], count - 1
-            if count:
-                with self.asm.counted_loop(self.counter, count):
-                    self.asm(body)
-        self.asm(carry)
-
-    def _k_runs(self, regs: _VectorRegisters, bases: tuple[Reg, ...],
-                k: int) -> list[tuple[int, int, bytes]]:
-        """The K loop as runs of (k-steps an iteration, iterations, the iteration's code)."""
-        step_bytes = self.p.bytes
-        if regs.pairs:
-            return [(PAIR_STEPS, k // PAIR_STEPS, b"".join(
-                [self._pair_step(regs, bases),
-                 *(enc.add_ri(base, PAIR_STEPS * step_bytes) for base in bases)]))]
-        if regs.dot:                   # whole vectors of a dot tail's k-steps at a time
-            steps = regs.dot_steps
-            return [(steps, k // steps, b"".join(
-                [enc.vmovups_load(regs.a_tail, Mem(self.a_tail), 256),
-                 enc.add_ri(self.a_tail, 32),
-                 *(self._k_step(regs, bases, step) for step in range(steps)),
-                 self._dot_step(regs, bases),
-                 *(enc.add_ri(base, steps * step_bytes) for base in bases)]))]
-        single = b"".join([self._k_step(regs, bases),
-                           *(enc.add_ri(base, step_bytes) for base in bases)])
-        if not regs.quads:
-            return [(1, k, single)]
-        quads = b"".join([*(enc.vbroadcastf128(quad, self._b_address(bases, j))
-                            for j, quad in regs.quad_columns()),
-                          *(self._k_step(regs, bases, step) for step in range(4)),
-                          *(enc.add_ri(base, 4 * step_bytes) for base in bases)])
-        return [(4, k // 4, quads), (1, k % 4, single)]
-
-    def _b_element(self, regs: _VectorRegisters, bases: tuple[Reg, ...], j: int, dst: int,
-                   step: int | None) -> bytes:
-        """dst := B[k, j] in every lane, k `step` steps past the bases (None: at them, no
-        quads): from column j's quad by a shuffle, or a broadcast load."""
-        if step is not None and j in regs.quad_of:
-            quad = regs.quad_of[j]
-            return enc.vshufps(dst, quad, quad, 0x55 * step, self.target.vector_bits)
-        mem = self._b_address(bases, j, (step or 0) * self.p.bytes)
-        return _broadcast(dst, mem, self.target.vector_bits, self.p)
-
-    def _k_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...],
-                step: int | None = None) -> bytes:
-        """One k: load A's column and move A on, then every column's FMAs (B `step` steps
-        past the bases, see _b_element). Nothing for a dot tail alone (no full vector)."""
-        if not regs.a:
-            return b""
-        code = self._a_column(regs)
-        for j in range(regs.cols):
-            code += self._column_step(regs, bases, j, step)
-        return b"".join(code)
-
-    def _a_column(self, regs: _VectorRegisters) -> list[bytes]:
-        """Load A's column k into A's registers and move A_PTR on a step."""
-        code = [regs.load(a_reg, Mem(A_PTR, disp=regs.offset(i)), i)
-                for i, a_reg in enumerate(regs.a)]
-        code.append(enc.add_rr(A_PTR, LDA))
-        if regs.indices is not None:
-            code.append(_permute(regs.a[-1], regs.indices, self.target.vector_bits))
-        return code
-
-    def _column_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...], j: int,
-                     step: int | None) -> list[bytes]:
-        """Column j's FMAs of a k-step (B `step` steps past the bases, see _b_element): one
-        a vector of A; in a packed tail's group, B's element blended into the group's packed
-        B vector, and after a group's last column the packed tail's FMA."""
-        width, p, accs = self.target.vector_bits, self.p, regs.acc[j]
-        if regs.group > 1:
-            q, s = regs.packed_position(j)
-            first, last = j % regs.group == 0, s == 0
-            # a group's first element goes straight into the packed B vector
-            b_reg = regs.packed_b if first else regs.broadcast
-            code = [self._b_element(regs, bases, j, b_reg, step),
-                    *(_fma(acc, a_reg, b_reg, width, False, p)
-                      for acc, a_reg in zip(accs, regs.a))]
-            if not first:
-                code.append(regs.blend(s))
-            if last:
-                code.append(_fma(regs.packed_acc[q], regs.a[-1], regs.packed_b, width, False,
-                                 p))
-            return code
-        if regs.broadcast is None:              # AVX-512, one vector: no quads here
-            mem = self._b_address(bases, j, (step or 0) * p.bytes)
-            return [_fma(accs[0], regs.a[0], mem, width, True, p)]
-        return [self._b_element(regs, bases, j, regs.broadcast, step),
-                *(_fma(acc, a_reg, regs.broadcast, width, False, p)
-                  for acc, a_reg in zip(accs, regs.a))]
-
-    def _pair_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
-        """Two k-steps of a block in pairs (see PAIR_STEPS): A's columns k and k+1 unpacked
-        into rows {0, 1, 4, 5} and {2, 3, 6, 7} of both steps, A moved on two steps, then
-        every column's B[k..k+1, j] repeated over a vector and its two FMAs."""
-        return b"".join([*self._pair_a(regs),
-                         *(code for j in range(regs.cols)
-                           for code in self._pair_column(regs, bases, j, 0))])
-
-    def _pair_a(self, regs: _VectorRegisters) -> list[bytes]:
-        """A's part of a step pair: its tail rows (if any), columns k and k+1 unpacked, A
-        moved on two steps."""
-        low, high = regs.a
-        b_reg = regs.broadcast
-        code = [self._pair_tail_a(regs)] if regs.packed_acc else []
-        return code + [enc.vmovups_load(low, Mem(A_PTR), 256),
-                       enc.vmovups_load(b_reg, Mem(A_PTR, LDA), 256),
-                       enc.vunpckhps(high, low, b_reg, 256), enc.vunpcklps(low, low, b_reg, 256),
-                       enc.lea(A_PTR, Mem(A_PTR, LDA, 2))]
-
-    def _pair_column(self, regs: _VectorRegisters, bases: tuple[Reg, ...], j: int,
-                     disp: int) -> list[bytes]:
-        """Column j's part of a step pair, B `disp` bytes past the bases: its B pair, two
-        FMAs, its share of a packed tail's B and, for a group's last column, the tail's FMA."""
-        low, high = regs.a
-        b_reg, accs = regs.broadcast, regs.acc[j]
-        mem = self._b_address(bases, j, disp)
-        if not regs.packed_acc:
-            return [_broadcast_rows(b_reg, mem, PAIR_STEPS), _fma(accs[0], low, b_reg, 256, False),
-                    _fma(accs[1], high, b_reg, 256, False)]
-        # a tail in pairs: a group's first B pair goes straight into the packed B vector
-        q, s = regs.packed_position(j)
-        first = regs.group > 1 and j % regs.group == 0
-        pair = regs.packed_b if first else b_reg
-        code = [_broadcast_rows(pair, mem, PAIR_STEPS),
-                _fma(accs[0], low, pair, 256, False), _fma(accs[1], high, pair, 256, False)]
-        if regs.group > 1 and not first:
-            code.append(regs.blend(s))
-        if s == 0:
-            code.append(_fma(regs.packed_acc[q], regs.a_tail,
-                             regs.packed_b if regs.group > 1 else b_reg, 256, False))
-        return code
-
-    def _pair_tail_a(self, regs: _VectorRegisters) -> bytes:
-        """regs.a_tail := A's tail rows (the last p = regs.share) of columns k and k+1, lane
-        2r + q of each share holding row r of step k + q ('high' and the broadcast register
-        are free before the step's A is loaded)."""
-        p, a_tail, free, spare = regs.share, regs.a_tail, regs.a[1], regs.broadcast
-        step_k, step_next = Mem(A_PTR, disp=regs.share_offset()), Mem(A_PTR, LDA,
-                                                                       disp=regs.share_offset())
-        if p < 4:                    # the p rows repeated, then interleaved step by step
-            return (_broadcast_rows(a_tail, step_k, p) + _broadcast_rows(free, step_next, p)
-                    + enc.vunpcklps(a_tail, a_tail, free, 256))
-        return (enc.vmovups_load(a_tail, step_k, 128) + enc.vmovups_load(free, step_next, 128)
-                + enc.vunpckhps(spare, a_tail, free, 128)          # rows 2, 3
-                + enc.vunpcklps(a_tail, a_tail, free, 128)         # rows 0, 1
-                + enc.vinsertf128(a_tail, a_tail, spare, 1))
-
-    def _dot_step(self, regs: _VectorRegisters, bases: tuple[Reg, ...]) -> bytes:
-        """The dot tail's FMAs for the k-steps of one vector: each column's accumulator +=
-        A's tail rows (regs.a_tail) times B[k..k+g-1, j] repeated over the vector: straight
-        from memory for g = 8, else by a broadcast load of 16 or 8 bytes."""
-        code = []
-        for j, accs in enumerate(regs.acc):
-            mem = self._b_address(bases, j)
-            if regs.dot_steps == 8:
-                code.append(_fma(accs[-1], regs.a_tail, mem, 256, False))
-                continue
-            b_reg = regs.broadcast
-            code += [_broadcast_rows(b_reg, mem, regs.dot_steps),
-                     _fma(accs[-1], regs.a_tail, b_reg, 256, False)]
-        return b"".join(code)
-
-    def _b_address(self, bases: tuple[Reg, ...], j: int, disp: int = 0) -> Mem:
-        """Column j of B, `disp` bytes past the bases."""
-        base, offset = bases[j // COLUMNS_PER_BASE], j % COLUMNS_PER_BASE
-        if offset == 0:
-            return Mem(base, disp=disp)
-        if offset == 3:
-            return Mem(base, self.ldb3, disp=disp)
-        return Mem(base, LDB, offset, disp)
-
-
-class _VectorRegisters:
-    """Vector register roles of one block: accumulators from register 0 up (per column, then
-    the packed tail vectors), A's vectors, the broadcast B element, the packed B vector, the
-    AVX-512 lane indices or the AVX2 mask vector from the top down (AVX2 code in 32
-    registers: roles from 15 down, accumulators in what they leave and ymm16 up); and where
-    the vectors sit.
-
-    In blocks of two or more vectors the tail vector ends at the last tail row (the t rows
-    are its top t lanes), so its span never reaches into the next column: a load that
-    overlaps the span of a pending masked store waits until the store reaches the cache
-    (measured: 14 cycles), and the next block's first load of C would do so. In a packed
-    vector the column s places before the end of its group has the t lanes that end share*s
-    lanes below the top, so a group's last column ends its span at its last row too; the
-    others reach into the following column of the same block, whose loads come first.
-
-    An overlapping tail vector (AVX2, `overlap`) is loaded, added to C and stored whole at
-    the same place: its lower lanes repeat rows of the block's last full vector with the same
-    A, B and order of FMAs, so they hold the same bits, and both vectors read C before either
-    is stored. No mask, and no microcoded vmaskmovps store (12 cycles on Zen 3).
-
-    A dot tail (see dot_tail_share) keeps each column's last accumulator for its tail rows, in
-    lanes of k-steps; A's tail rows come from the frame (a_tail) instead of a vector of A,
-    and the rows of C it adds and stores start right after the full vectors.
-
-    A block in step pairs (see PAIR_STEPS) keeps two accumulators a column and two vectors of
-    A; after sum_pairs the first holds the column's vector of C. Its tail in pairs has a
-    packed accumulator a group and A's tail rows of both steps in a_tail; sum_pairs leaves
-    it as a packed tail's vector, moved by add_packed and store_packed."""
-
-    def __init__(self, target: Target, vectors: int, cols: int, tail_rows: int, group: int,
-                 elements: Precision = FLOAT32, overlap: bool = False, quads: int = 0,
-                 dot: int = 0, pairs: bool = False, bank: int = 0, carried: bool = False,
-                 widest: frozenset[int] = frozenset()):
-        self.p, self.overlap, self.dot, self.pairs = elements, overlap, dot, pairs
-        self.width, self.lanes = target.vector_bits, target.lanes(elements.bytes)
-        self.vector_bytes = self.width // 8
-        self.vectors, self.cols, self.tail_rows, self.group = vectors, cols, tail_rows, group
-        # a packed tail's, or a tail in step pairs (which the update makes a packed one)
-        packs = group > 1 or (pairs and tail_rows > 0)
-        self.share = share_lanes(target, tail_rows, elements.bytes) if packs else 0
-        self.dwords = self.width // 32       # AVX2 packing works in 32-bit lanes
-        own = vectors - 1 if group > 1 else vectors     # vectors with accumulators per column
-        if pairs:                                       # rows {0, 1, 4, 5} and {2, 3, 6, 7}
-            own = 2
-        # a dot tail's B and A registers come first: VEX-encodable (vbroadcastf128, and VEX
-        # broadcast loads, which Zen 4 runs faster than EVEX ones) with 32 registers too
-        first = 2 if dot else 0
-        self.column_vectors = 1 if pairs else own     # vectors of C a column's own hold
-        # AVX2 code keeps its roles below 16 (vblendps, vmaskmovps are VEX only); with 32
-        # registers (step pairs on an AVX-512 core, see PAIR_STEPS) accumulators go above
-        top = (target.registers if target.masks else min(target.registers, 16)) - 1
-        a_vectors = 2 if pairs else vectors - 1 if dot else vectors
-        self.a = list(range(top, top - a_vectors, -1))
-        top -= a_vectors
-        self.broadcast = self.packed_b = self.indices = self.mask_vector = None
-        self.a_tail = None
-        self.dot_share = dot
-        self.dot_steps = dot_steps(dot) if dot else 0
-        if dot:
-            self.broadcast, self.a_tail = 0, 1
-        elif group > 1 or not (target.masks and vectors == 1):
-            self.broadcast, top = top, top - 1
-        if group > 1:
-            self.packed_b, top = top, top - 1
-            if target.masks:
-                self.indices, top = top, top - 1
-        elif tail_rows and not target.masks and not (overlap or dot or pairs):
-            self.mask_vector, top = top, top - 1
-        if pairs and tail_rows:                 # the tail rows of A's two steps
-            self.a_tail, top = top, top - 1
-        # the last `quads` columns' B quads (see quad_limit)
-        self.quads = quads
-        self.quad_of = {cols - quads + q: top - q for q in range(quads)}
-        top -= quads
-        pool = [*range(first, top + 1), *range(max(top + 1, 16), target.registers)]
-        packed = -(-cols // group) if packs else 0
-        assert len(pool) >= cols * own + packed, "block does not fit the register file"
-        self.acc = [pool[j * own:(j + 1) * own] for j in range(cols)]
-        self.packed_acc = pool[cols * own:cols * own + packed]
-        # the update of C's scratch registers: once K is done, the broadcast register and A's
-        # first (a dot tail's, its A register). An update carried into the next block's K
-        # loop (see _Generator._pipelined) takes the registers of the two lowest
-        # accumulators, which neither set then uses: the lower set's move to the top two
-        # upper registers no accumulator of an upper set holds (`widest`: the accumulators of
-        # the sequence's widest block, whose registers every narrower one's are a prefix
-        # of). So both scratch registers stay VEX-encodable (vblendps, vbroadcastf128).
-        self.gathered = self.broadcast
-        self.spare = self.a[0] if self.a and not dot else self.a_tail
-        if carried:
-            held = sorted(self.accumulators())
-            free = [16 + r for r in range(16) if r not in held and r not in widest]
-            assert len(free) >= 2 and held[-1] < 16, "no spare registers for a carried update"
-            self.gathered, self.spare = held[:2]
-            if not bank:
-                moved = dict(zip(held[:2], free[-2:]))
-                self.acc = [[moved.get(acc, acc) for acc in accs] for accs in self.acc]
-                self.packed_acc = [moved.get(acc, acc) for acc in self.packed_acc]
-        if bank:               # the second set of a pipelined run
-            self.acc = [[acc + bank for acc in accs] for accs in self.acc]
-            self.packed_acc = [acc + bank for acc in self.packed_acc]
-        # bytes the tail vector starts before the end of the full vectors
-        self.tail_back = (elements.bytes * (self.lanes - tail_rows)
-                          if tail_rows and vectors > 1 and not dot else 0)
-
-    def quad_columns(self) -> list[tuple[int, int]]:
-        """(column, its quad register) of the quad columns."""
-        return sorted(self.quad_of.items())
-
-    def accumulators(self) -> list[int]:
-        return [acc for accs in self.acc for acc in accs] + self.packed_acc
-
-    def _tail(self, i: int) -> bool:
-        return self.tail_rows and i == self.vectors - 1
-
-    def _masked(self, i: int) -> bool:
-        return self._tail(i) and not self.overlap
-
-    def offset(self, i: int) -> int:
-        """Byte offset of vector i within a column of the block."""
-        return i * self.vector_bytes - (self.tail_back if self._tail(i) else 0)
-
-    def packed_position(self, j: int) -> tuple[int, int]:
-        """(packed vector, places before its group's end) of column j."""
-        q, jj = divmod(j, self.group)
-        size = min(self.group, self.cols - q * self.group)
-        return q, size - 1 - jj
-
-    def packed_offset(self, s: int) -> int:
-        """Byte offset within its column of the span whose lanes of column s are the tail."""
-        return self.offset(self.vectors - 1) + 4 * self.share * s
-
-    def load(self, dst: int, mem: Mem, i: int) -> bytes:
-        """Vector i of a block column: rows past M read as 0 without touching memory; a packed
-        AVX2 tail: the column's last `share` rows in every share."""
-        if self._masked(i) and self.share and self.indices is None:
-            return _broadcast_rows(dst, mem.offset(4 * (self.dwords - self.share)), self.share)
-        return _load(dst, mem, self.width, self._masked(i), self.mask_vector, self.p)
-
-    def blend(self, s: int) -> bytes:
-        """The lanes of the column s places before its group's end of the packed B := the
-        broadcast element (in step pairs: B's pair, over twice the share)."""
-        if self.indices is not None:
-            return _blend(self.packed_b, self.broadcast, self.width, 1 + s)
-        steps = PAIR_STEPS if self.pairs else 1
-        return _blend_lanes(self.packed_b, self.broadcast, self.width,
-                            self._share_lanes(s, steps))
-
-    def add(self, acc: int, mem: Mem, i: int) -> bytes:
-        """acc += vector i of a block column (A's registers are free to help once K is done;
-        a dot tail's: its summed lanes += its rows of C)."""
-        if self.dot and self._tail(i):
-            rows = _load_column(self.gathered, mem, self.tail_rows, self.spare)
-            width = 256 if self.tail_rows > 4 else 128
-            return rows + enc.vaddps(acc, acc, self.gathered, width)
-        return _add(acc, mem, self.width, self._masked(i), self.mask_vector, self.spare, self.p)
-
-    def store(self, src: int, mem: Mem, i: int) -> bytes:
-        """Vector i of a block column: rows past M are not written."""
-        if self.dot and self._tail(i):
-            return _store_column(mem, src, self.tail_rows, self.gathered)
-        return _store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
-
-    def sum_pairs(self, columns: range) -> list[bytes]:
-        """Each of `columns` of a block in step pairs (whole groups of a packed tail; every
-        column where the tail has a vector a column): its rows 0..7 in order in its first
-        accumulator, each the sum of its two steps' lanes (the second is scratch after)."""
-        code = [op for j in columns for op in self._sum_steps(*self.acc[j])]
-        if self.group == 1 and self.packed_acc:
-            return code + self._sum_pair_rows(columns)
-        # a tail's: share c's row r (lanes 2(pc + r) + q) summed into lane pc + r of its xmm,
-        # where add_packed and store_packed take it; halves' sums at lanes 0, 1 first
-        for tail in self.packed_acc[columns.start // self.group:
-                                    -(-columns.stop // self.group)]:
-            code += [*self._sum_steps(tail, tail),
-                     enc.vextractf128(self.gathered, tail, 1),
-                     enc.vunpcklpd(tail, tail, self.gathered, 128)]
-        return code
-
-    def _sum_pair_rows(self, columns: range) -> list[bytes]:
-        """A tail in pairs of a vector a column (its last 4 rows, lane 2r + q): each of
-        `columns`' rows in order in its xmm, two columns at once (their even and odd steps
-        shuffled out of both, summed, the halves interleaved back per column; a last odd
-        column with itself)."""
-        code, gathered = [], self.gathered
-        tails = self.packed_acc[columns.start:columns.stop]
-        for first, second in zip(tails[::2], [*tails[1::2], None]):
-            code += [*self._sum_steps(first, second or first),   # rows 0, 1 | 2, 3 each
-                     enc.vextractf128(gathered, first, 1)]
-            if second is not None:
-                code.append(enc.vunpckhpd(second, first, gathered, 128))
-            code.append(enc.vunpcklpd(first, first, gathered, 128))
-        return code
-
-    def _sum_steps(self, low: int, high: int) -> list[bytes]:
-        """low := step k's lanes of low and high (vshufps' even lanes) + step k + 1's (odd)."""
-        return [enc.vshufps(self.gathered, low, high, 0x88, 256),    # step k
-                enc.vshufps(low, low, high, 0xDD, 256),              # step k + 1
-                enc.vaddps(low, low, self.gathered, 256)]
-
-    def sum_dot_lanes(self) -> list[bytes]:
-        """Each column's dot accumulator summed over its k-steps: row r's sum in lane r."""
-        spare, sums = self.gathered, [accs[-1] for accs in self.acc]
-        steps = self.dot_steps
-        code = []
-        if steps == 1:                          # a vector of rows: nothing to sum
-            return code
-        for acc in sums:
-            if steps == 8:                  # halves, then quarters, then neighbours
-                code += [enc.vextractf128(spare, acc, 1), enc.vaddps(acc, acc, spare, 128)]
-                for move in (0x0E, 0x01):
-                    code += [enc.vshufps(spare, acc, acc, move, 128),
-                             enc.vaddps(acc, acc, spare, 128)]
-                continue
-            for move in ((0xB1,) if steps == 2 else (0x4E, 0xB1)):   # within a row's lanes
-                code += [enc.vshufps(spare, acc, acc, move, 256),
-                         enc.vaddps(acc, acc, spare, 256)]
-            code.append(enc.vextractf128(spare, acc, 1))   # rows 2, 3 (steps 2) or 1 (4)
-            code.append(enc.vshufps(acc, acc, spare, 0x88, 128) if steps == 2
-                        else enc.vunpcklps(acc, acc, spare, 128))
-        return code
-
-    def stream(self, src: int, mem: Mem, i: int) -> bytes:
-        """As store, non-temporal where vector i is whole and vector-aligned in its column
-        (a tail is masked or overlaps: it stays a cached store)."""
-        if self._tail(i) or self.offset(i) % self.vector_bytes:
-            return self.store(src, mem, i)
-        return self.p.stream(mem, src, self.width)
-
-    def _share_lanes(self, s: int, steps: int = 1) -> int:
-        """Lane bits of the whole share of the column s places before its group's end
-        (`steps` k-steps a share)."""
-        lanes = self.share * steps
-        return ((1 << lanes) - 1) << (self.dwords - lanes * (s + 1))
-
-    def add_packed(self, walker: Reg, q: int, s: int) -> bytes:
-        """The lanes of the column s places before its group's end += C's tail rows of that
-        column. AVX-512: a masked add. AVX2: the column's last `share` rows of C are gathered
-        into their lanes (shares of 4 lanes: a broadcast or insert of 16 bytes; of 1 or 2:
-        see _add_lane), added to the packed vector at the group's last column: no masked
-        access at all. A share's rows above the tail (share > t) belong to the block's full
-        vectors and hold the same sums there (same A rows, same B element, same order), and
-        every load of C comes before the first store, so storing them twice is harmless."""
-        acc = self.packed_acc[q]
-        if self.indices is not None:
-            return _add_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
-        mem, gathered = Mem(walker, disp=self.share_offset()), self.gathered
-        if self.pairs and self.group == 1:          # the column's rows in order in an xmm
-            return self.p.add(acc, acc, mem, 128)
-        if self.share < 4:
-            return self._add_lane(acc, mem, q, s)
-        code = (enc.vbroadcastf128(gathered, mem) if s == self._group_size(q) - 1 else
-                enc.vinsertf128(gathered, gathered, mem, 1 if s == 0 else 0))
-        if s == 0:
-            code += self.p.add(acc, acc, gathered, 256)
-        return code
-
-    def store_packed(self, walker: Reg, q: int, s: int) -> bytes:
-        """The column s places before its group's end's lanes to its tail rows of C. AVX2:
-        its share moved to the bottom of an xmm and stored whole (16, 8 or 4 bytes)."""
-        acc = self.packed_acc[q]
-        if self.indices is not None:
-            return _store_lanes(acc, Mem(walker, disp=self.packed_offset(s)), self.width, 1 + s)
-        mem, spare = Mem(walker, disp=self.share_offset()), self.spare
-        if self.pairs and self.group == 1:
-            return enc.vmovups_store(mem, acc, 128)
-        lane = self._lane(s)
-        if self.share == 4:
-            return enc.vextractf128(mem, acc, lane // 4)
-        code, source = b"", acc
-        if lane >= 4:            # the upper half, in spare from its group's first column on
-            if lane == max(4, self._lane(self._group_size(q) - 1)):
-                code = enc.vextractf128(spare, acc, 1)
-            source = spare
-        within = lane % 4
-        if self.share == 2:
-            return code + (enc.vmovhps_store(mem, source) if within
-                           else enc.vmovsd_store(mem, source))
-        return code + (enc.vextractps(mem, source, within) if within
-                       else enc.vmovss_store(mem, source))
-
-    def _lane(self, s: int) -> int:
-        """AVX2: the lowest 32-bit lane of the column s places before its group's end (after
-        sum_pairs a tail in step pairs is an xmm)."""
-        return (4 if self.pairs else self.dwords) - self.share * (s + 1)
-
-    def _group_size(self, q: int) -> int:
-        return min(self.group, self.cols - q * self.group)
-
-    def _add_lane(self, acc: int, mem: Mem, q: int, s: int) -> bytes:
-        """add_packed for shares of 1 or 2 lanes: each column's rows of C loaded into its lanes
-        of an xmm (the lower half's in gathered, the upper's in spare; a half's first column
-        by a broadcast, the others by a lane insert), the halves joined and added to the
-        packed vector at the group's last column."""
-        lane, lowest = self._lane(s), self._lane(self._group_size(q) - 1)
-        half = self.gathered if lane < 4 else self.spare
-        if lane == (lowest if lane < 4 else max(4, lowest)):
-            code = (enc.vbroadcastss(half, mem, 128) if self.share == 1
-                    else enc.vmovddup(half, mem))
-        else:
-            code = (enc.vinsertps(half, half, mem, lane % 4 << 4) if self.share == 1
-                    else enc.vmovhps_load(half, half, mem))
-        if s:
-            return code
-        if self._lane(0) < 4:                           # a tail in step pairs: one xmm
-            return code + self.p.add(acc, acc, self.gathered, 128)
-        below = self.gathered if lowest < 4 else self.spare     # no lower lane: a copy
-        return (code + enc.vinsertf128(self.gathered, below, self.spare, 1)
-                + self.p.add(acc, acc, self.gathered, 256))
-
-    def share_offset(self) -> int:
-        """AVX2: byte offset within its column of the last `share` rows of the block."""
-        return self.offset(self.vectors - 1) + 4 * (self.dwords - self.share)
-
-
-# the same few hundred instructions recur in every kernel: encode each once per process
-
-@lru_cache(maxsize=8192)
-def _fma(acc: int, a: int, b: int | Mem, width: int, bcst: bool,
-         p: Precision = FLOAT32) -> bytes:
-    return p.fmadd231(acc, a, b, width, bcst=bcst)
-
-
-@lru_cache(maxsize=8192)
-def _broadcast(dst: int, mem: Mem, width: int, p: Precision = FLOAT32) -> bytes:
-    return p.broadcast(dst, mem, width)
-
-
-@lru_cache(maxsize=1024)
-def _blend(packed: int, broadcast: int, width: int, mask: int) -> bytes:
-    """The lanes of mask register `mask` of `packed` := the broadcast element."""
-    return enc.vblendmps(packed, packed, broadcast, width, mask=mask)
-
-
-@lru_cache(maxsize=1024)
-def _blend_lanes(packed: int, broadcast: int, width: int, lanes: int) -> bytes:
-    """The lanes (bits) of `packed` := the broadcast element (AVX2)."""
-    return enc.vblendps(packed, packed, broadcast, lanes, width)
-
-
-@lru_cache(maxsize=1024)
-def _broadcast_rows(dst: int, mem: Mem, rows: int) -> bytes:
-    """ymm dst := the `rows` (1, 2 or 4) floats at mem, repeated."""
-    if rows == 1:
-        return enc.vbroadcastss(dst, mem, 256)
-    if rows == 2:
-        return enc.vbroadcastsd(dst, mem, 256)
-    return enc.vbroadcastf128(dst, mem)
-
-
-def _load_rows(dst: int, mem: Mem, rows: int, spare: int) -> bytes:
-    """xmm dst := the `rows` (1 to 4) floats at mem in its lowest lanes, zeros above, no
-    more read."""
-    if rows == 1:
-        return enc.vmovss_load(dst, mem)
-    if rows == 2:
-        return enc.vmovsd_load(dst, mem)
-    if rows == 3:
-        return (enc.vmovsd_load(dst, mem) + enc.vmovss_load(spare, mem.offset(8))
-                + enc.vunpcklpd(dst, dst, spare, 128))
-    return enc.vmovups_load(dst, mem, 128)
-
-
-def _load_column(dst: int, mem: Mem, rows: int, spare: int) -> bytes:
-    """dst := the `rows` (1 to 7) floats at mem in its lowest lanes, no more read (more than
-    4: lanes past them hold copies of rows, not zeros)."""
-    if rows <= 4:
-        return _load_rows(dst, mem, rows, spare)
-    shift = 8 - rows              # the 4 rows that end at the last start `shift` lanes early
-    rotate = sum((shift + lane) % 4 << 2 * lane for lane in range(4))
-    return (enc.vmovups_load(dst, mem, 128)
-            + enc.vmovups_load(spare, mem.offset(4 * (rows - 4)), 128)
-            + enc.vshufps(spare, spare, spare, rotate, 128) + enc.vinsertf128(dst, dst, spare, 1))
-
-
-def _store_column(mem: Mem, src: int, rows: int, spare: int) -> bytes:
-    """The lowest `rows` (1 to 7) floats of src to mem, no more written (more than 4: src is
-    clobbered)."""
-    if rows <= 4:
-        return _store_rows(mem, src, rows, spare)
-    return (enc.vmovups_store(mem, src, 128) + enc.vextractf128(spare, src, 1)
-            + _store_rows(mem.offset(16), spare, rows - 4, src))
-
-
-def _store_rows(mem: Mem, src: int, rows: int, spare: int) -> bytes:
-    """The lowest `rows` (1 to 4) floats of xmm src to mem, no more written."""
-    if rows == 1:
-        return enc.vmovss_store(mem, src)
-    if rows == 2:
-        return enc.vmovsd_store(mem, src)
-    if rows == 3:
-        return (enc.vmovsd_store(mem, src) + enc.vshufps(spare, src, src, 0x02, 128)
-                + enc.vmovss_store(mem.offset(8), spare))
-    return enc.vmovups_store(mem, src, 128)
-
-
-@lru_cache(maxsize=1024)
-def _permute(reg: int, indices: int, width: int) -> bytes:
-    return enc.vpermps(reg, indices, reg, width)
-
-
-@lru_cache(maxsize=8192)
-def _load(dst: int, mem: Mem, width: int, masked: bool, mask_vector: int | None,
-          p: Precision = FLOAT32) -> bytes:
-    if not masked:
-        return p.load(dst, mem, width)
-    if mask_vector is not None:
-        return p.mask_load(dst, mask_vector, mem, width)
-    return p.load(dst, mem, width, mask=1, zeroing=True)
-
-
-@lru_cache(maxsize=8192)
-def _add(acc: int, mem: Mem, width: int, masked: bool, mask_vector: int | None,
-         spare: int, p: Precision = FLOAT32) -> bytes:
-    if not masked:
-        return p.add(acc, acc, mem, width)
-    if mask_vector is not None:
-        return (p.mask_load(spare, mask_vector, mem, width)
-                + p.add(acc, acc, spare, width))
-    return p.add(acc, acc, mem, width, mask=1)     # masked lanes are not read
-
-
-@lru_cache(maxsize=8192)
-def _add_lanes(acc: int, mem: Mem, width: int, mask: int) -> bytes:
-    return enc.vaddps(acc, acc, mem, width, mask=mask)
-
-
-@lru_cache(maxsize=8192)
-def _store_lanes(src: int, mem: Mem, width: int, mask: int) -> bytes:
-    return enc.vmovups_store(mem, src, width, mask=mask)
-
-
-@lru_cache(maxsize=8192)
-def _zero(reg: int) -> bytes:
-    """reg := 0 in all lanes (a 128-bit write clears the rest of the register)."""
-    return enc.vxorps(reg, reg, reg, 128)
-
-
-@lru_cache(maxsize=8192)
-def _store(src: int, mem: Mem, width: int, masked: bool, mask_vector: int | None,
-           p: Precision = FLOAT32) -> bytes:
-    if not masked:
-        return p.store(mem, src, width)
-    if mask_vector is not None:
-        return p.mask_store(mem, mask_vector, src, width)
-    return p.store(mem, src, width, mask=1)
-
-
-class _OuterProduct:
-    """K = 1 and a batch of one, C += a b^T: bound by storing C, not by FMAs. A's column is
-    loaded once per panel of rows and stays in registers; each column of C is then loaded,
-    added to A times its broadcast element of B, and stored, 4 columns an iteration, with no
-    accumulators to zero or keep: one store per vector of C and little else. One FMA onto
-    C, as the blocked kernels' first k-step does. AVX2: a tail vector
-    ends at the last row, overlapping the panel's previous vector; both are loaded before
-    either is stored and hold the same sums there. AVX-512: the tail is masked (k1)."""
-
-    COLUMNS = 4                                   # columns a loop iteration
-
-    def __init__(self, asm: Assembler, target: Target, m: int, n: int,
-                 elements: Precision, accumulate: bool = True) -> None:
-        self.asm, self.target, self.m, self.n, self.p = asm, target, m, n, elements
-        self.accumulate = accumulate
-        self.lanes = target.lanes(elements.bytes)
-        self.vector_bytes = target.vector_bits // 8
-        vectors = -(-m // self.lanes)
-        tallest = (target.registers - 1) // 2     # A's vectors, C's vectors, B's broadcast
-        count = -(-vectors // tallest)
-        small, extra = divmod(vectors, count)
-        self.heights = (small + 1,) * extra + (small,) * (count - extra)
-
-    @staticmethod
-    def applies(target: Target, m: int, k: int, br: int, lanes: int) -> bool:
-        """K = 1, batch 1, and no lone AVX2 tail vector (it would need vmaskmovps)."""
-        return k * br == 1 and (target.masks > 0 or m >= lanes or m % lanes == 0)
-
-    def emit(self) -> Label:
-        asm, p = self.asm, self.p
-        counter, ldb3, ldc3, b_walk, c_walk = RAX, R10, R11, RCX, RBX
-        entry = asm.entry("brgemm")
-        asm.prologue([counter, ldb3, ldc3, b_walk, c_walk])
-        asm(enc.shl_ri(LDB, p.shift), enc.shl_ri(LDC, p.shift),
-            enc.lea(ldb3, Mem(LDB, LDB, 2)), enc.lea(ldc3, Mem(LDC, LDC, 2)))
-        tail = self.m % self.lanes
-        if tail and self.target.masks:
-            asm(enc.mov_ri(counter, (1 << tail) - 1), enc.kmovw_kr(1, counter))
-        b_columns = (Mem(b_walk), Mem(b_walk, LDB), Mem(b_walk, LDB, 2), Mem(b_walk, ldb3))
-        c_columns = (Mem(c_walk), Mem(c_walk, LDC), Mem(c_walk, LDC, 2), Mem(c_walk, ldc3))
-        row = 0
-        for number, height in enumerate(self.heights):
-            last = number == len(self.heights) - 1
-            offsets = [i * self.vector_bytes for i in range(height)]
-            masked = [False] * height
-            if last and tail:
-                if self.target.masks:
-                    masked[-1] = True
-                else:                       # ends at the last row (height >= 2 here)
-                    offsets[-1] -= p.bytes * (self.lanes - tail)
-            a_regs = [self.target.registers - 1 - i for i in range(height)]
-            broadcast = self.target.registers - 1 - height
-            width = self.target.vector_bits
-            asm((p.load(a, Mem(A_PTR, disp=row + off), width, mask=1, zeroing=True) if mask
-                 else p.load(a, Mem(A_PTR, disp=row + off), width)
-                 for a, off, mask in zip(a_regs, offsets, masked)),
-                enc.mov_rr(b_walk, B_BASE), enc.lea(c_walk, Mem(C_PTR, disp=row)))
-
-            def column(u: int) -> bytes:
-                code = [p.broadcast(broadcast, b_columns[u], width)]
-                for i, (off, mask) in enumerate(zip(offsets, masked)):
-                    mem = c_columns[u].offset(off)
-                    if not self.accumulate:     # onto +0, as onto a zeroed C
-                        code.append(_zero(i))
-                    elif mask:
-                        code.append(p.load(i, mem, width, mask=1, zeroing=True))
-                    else:
-                        code.append(p.load(i, mem, width))
-                code += [p.fmadd231(i, a, broadcast, width) for i, a in enumerate(a_regs)]
-                for i, (off, mask) in enumerate(zip(offsets, masked)):
-                    mem = c_columns[u].offset(off)
-                    code.append(p.store(mem, i, width, mask=1) if mask else
-                                p.store(mem, i, width))
-                return b"".join(code)
-
-            loops, rest = divmod(self.n, self.COLUMNS)
-            if loops:
-                with asm.counted_loop(counter, loops):
-                    asm((column(u) for u in range(self.COLUMNS)),
-                        enc.lea(b_walk, Mem(b_walk, LDB, 4)), enc.lea(c_walk, Mem(c_walk, LDC, 4)))
-            asm(column(u) for u in range(rest))
-            row += height * self.vector_bytes
-        asm.epilogue()
-        return entry
-
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32", accumulate: bool = True, stream: bool = False,
@@ -1458,8 +408,8 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
                                    "is not read back)")
     elements = precision(dtype)
     unmasked = unmasked_target(target, m, elements.bytes, k)
-    if _OuterProduct.applies(unmasked, m, k, br_size, unmasked.lanes(elements.bytes)):
-        return _OuterProduct(asm, unmasked, m, n, elements, accumulate).emit()
+    if OuterProduct.applies(unmasked, m, k, br_size, unmasked.lanes(elements.bytes)):
+        return OuterProduct(asm, unmasked, m, n, elements, accumulate).emit()
     return _Generator(asm, target, m, n, k, br_size, elements, accumulate, stream,
                       ld_b).emit()
 

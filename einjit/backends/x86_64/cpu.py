@@ -21,14 +21,13 @@ VARIANT_ENV = "EINJIT_X86_VARIANT"
 VARIANTS = {"avx2": AVX2_PATH, "avx512": AVX512_PATH}
 MICROARCH_ENV = "EINJIT_X86_MICROARCH"
 
-# Known cores. Zen 3 measured here (one ymm store and 12 cycles per vmaskmovps store; M = 9
-# and 10 in two panels, M = 17's tail not packed: blocking.pair_dot_panels, packs_tail);
-# Zen 4 runs a zmm FMA/load/store as two 256-bit halves, Zen 5 at full width (AMD's
-# optimization guides). Zen 4/5 masked AVX stores are taken as slow as Zen 3's (not measured).
-# L1D: 32 KiB 8-way on Zen 3/4, 48 KiB 12-way on Zen 5 (64 sets each).
+# Known cores (their measured blocking rules: tuning.CORE_RULES). Zen 3: one ymm store a cycle
+# and a microcoded vmaskmovps store (measured); Zen 4 runs a zmm FMA/load/store as two 256-bit
+# halves, Zen 5 at full width (AMD's optimization guides). Zen 4/5 masked AVX stores are taken
+# as slow as Zen 3's (not measured). L1D: 32 KiB 8-way on Zen 3/4, 48 KiB 12-way on Zen 5
+# (64 sets each).
 MICROARCHS = {
-    "zen3": Microarch("zen3", full_rate_bits=256, masked_store_cycles=12.0,
-                      pair_dot_min_k=(32, 64), unpacked_one_row_m=(17,)),
+    "zen3": Microarch("zen3", full_rate_bits=256, masked_store_cycles=12.0),
     "zen4": Microarch("zen4", full_rate_bits=256, masked_store_cycles=12.0),
     "zen5": Microarch("zen5", full_rate_bits=512, masked_store_cycles=12.0, l1_ways=12),
     "generic": GENERIC,

@@ -24,10 +24,8 @@ from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.blocking import (
     MAX_COLS,
-    MIN_K_CHUNK,
-    PAIR_DOT_MIN_N,
-    PAIR_TAIL_LONG_K,
     Panel,
+    TailMode,
     _max_cols,
     b_column_limit,
     batch_chunks,
@@ -40,9 +38,12 @@ from einjit.backends.x86_64.blocking import (
     plan,
     unmasked_target,
 )
-from einjit.backends.x86_64.brgemm import _Generator, _OuterProduct, generate_brgemm
+from einjit.backends.x86_64.brgemm import _Generator, generate_brgemm
 from einjit.backends.x86_64.encode import RSP, Mem
+from einjit.backends.x86_64.outer_product import OuterProduct
 from einjit.backends.x86_64.precision import precision
+from einjit.backends.x86_64.schedule import sequences, slots
+from einjit.backends.x86_64.tuning import CORE_RULES, GENERIC_RULES, rules
 from einjit.disasm import disassemble
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
@@ -80,30 +81,32 @@ def target(variant, micro="zen3"):
 def choices(tgt, m, n, k, br, dtype="float32"):
     """The block-shape choices the generator makes for one kernel, as words."""
     unmasked = unmasked_target(tgt, m, np.dtype(dtype).itemsize, k)
-    if _OuterProduct.applies(unmasked, m, k, br, unmasked.lanes(np.dtype(dtype).itemsize)):
+    if OuterProduct.applies(unmasked, m, k, br, unmasked.lanes(np.dtype(dtype).itemsize)):
         return {"outer"}
     generator = _Generator(Assembler(), tgt, m, n, k, br, precision(dtype))
     chosen, panels = generator.target, generator.panels
     words = {f"{chosen.vector_bits}-bit"}
-    if any(generator._pipelines(panel)
-           and any(sum(blocks for blocks, _ in run) > 1 for run in generator._sequences(panel))
+    if any(generator.pipelining[panel]
+           and any(sum(blocks for blocks, _ in run) > 1 for run in sequences(panel))
            for panel in panels):
         words.add("pipelined")
     for panel in panels:
-        if any(generator._skews(panel, blocks, cols, k) for blocks, cols in generator._runs(panel)):
+        mode = panel.mode
+        if any(generator._run_is_skewed(panel, blocks, cols, k)
+               for blocks, cols in panel.runs()):
             words.add("skewed")
-            if panel.group > 1:
+            if mode.group > 1:
                 words.add("skewed packed")
-            if panel.pairs:
+            if mode.pairs:
                 words.add("skewed pairs")
-            if panel.tail_rows and not (panel.overlap or panel.group > 1 or panel.pairs):
+            if panel.tail_rows and not (mode.overlap or mode.group > 1 or mode.pairs):
                 words.add("skewed masked")
         if panel.tail_rows:
-            words.add("pair tail" if panel.pairs else "packed" if panel.group > 1
-                      else "overlap" if panel.overlap else "dot" if panel.dot else "masked")
-        if panel.quads:
+            words.add("pair tail" if mode.pairs else "packed" if mode.group > 1
+                      else "overlap" if mode.overlap else "dot" if mode.dot else "masked")
+        if mode.quads:
             words.add("quads")
-        if panel.pairs:
+        if mode.pairs:
             words.add("pairs")
         if panel.n_tail and panel.tail_blocks > 1:
             words.add("two widths")
@@ -409,7 +412,7 @@ def test_the_pair_shapes_take_k_steps_in_pairs(variant):
 def test_the_pair_tail_shapes_take_their_tails_in_pairs():
     """Each PAIR_TAILS case takes its tail in step pairs on Zen 4 as AVX-512 (AVX2 code in
     all 32 registers, not pipelined), never as the AVX2 variant (16 registers), in float64
-    or with an odd K; tails of 3 or 4 rows only where K >= PAIR_TAIL_LONG_K."""
+    or with an odd K; tails of 3 or 4 rows only where K >= CORE_RULES["zen4"].pair_tail_long_k."""
     for shape in PAIR_TAILS:
         assert "pair tail" in choices(target("avx512", "zen4"), *shape), shape
         assert "pipelined" not in choices(target("avx512", "zen4"), *shape), shape
@@ -417,9 +420,10 @@ def test_the_pair_tail_shapes_take_their_tails_in_pairs():
         assert "pair tail" not in choices(target("avx512", "zen4"), *shape, "float64"), shape
         m, n, k, br = shape
         assert "pair tail" not in choices(target("avx512", "zen4"), m, n, k + 1, br), shape
+    long_k = CORE_RULES["zen4"].pair_tail_long_k
     for m in (11, 12):
-        assert "pair tail" not in choices(target("avx512", "zen4"), m, 50, PAIR_TAIL_LONG_K - 2, 1)
-        assert "pair tail" in choices(target("avx512", "zen4"), m, 50, PAIR_TAIL_LONG_K, 1)
+        assert "pair tail" not in choices(target("avx512", "zen4"), m, 50, long_k - 2, 1)
+        assert "pair tail" in choices(target("avx512", "zen4"), m, 50, long_k, 1)
     listing = disassemble(generate_brgemm(target("avx512", "zen4"), *PAIR_TAILS[0]), "x86_64")
     assert re.search(r"ymm(1[6-9]|2\d|3[01])\b", listing) and "vblendps" in listing
     assert "zmm" not in listing
@@ -432,7 +436,8 @@ def test_the_wide_pair_shapes_take_one_block_of_32_registers():
     for shape in WIDE_PAIRS:
         generator = _Generator(Assembler(), target("avx512", "zen4"), *shape, precision("float32"))
         assert generator.target.registers == 32, shape
-        assert [(p.pairs, p.n_blocks, p.n_tail) for p in generator.panels] == [(True, 1, 0)], shape
+        assert [(p.mode.pairs, p.n_blocks, p.n_tail)
+                for p in generator.panels] == [(True, 1, 0)], shape
         assert "pipelined" not in choices(target("avx512", "zen4"), *shape), shape
         avx2 = _Generator(Assembler(), target("avx2", "zen4"), *shape, precision("float32"))
         assert avx2.target.registers == 16, shape
@@ -544,24 +549,25 @@ def test_a_skewed_head_is_no_longer_than_k():
     a slot, a pair in step pairs) within K."""
     generator = _Generator(Assembler(), target("avx2", "zen4"), 24, 8, 16, 1)
     panel = generator.panels[0]
-    assert generator._slots(panel, 4, 16) == [range(0, 1), range(1, 2), range(2, 3),
+    assert slots(panel, 4, 16) == [range(0, 1), range(1, 2), range(2, 3),
                                               range(3, 4)]
-    assert generator._slots(panel, 4, 3) == [range(0, 2), range(2, 4)]
-    assert generator._slots(panel, 4, 1) == [range(0, 4)]
-    packed, paired = dataclasses.replace(panel, group=2), dataclasses.replace(panel, pairs=True)
-    assert generator._slots(packed, 5, 2) == [range(0, 4), range(4, 5)]
-    assert generator._slots(paired, 6, 4) == [range(0, 3), range(3, 6)]
+    assert slots(panel, 4, 3) == [range(0, 2), range(2, 4)]
+    assert slots(panel, 4, 1) == [range(0, 4)]
+    packed = dataclasses.replace(panel, mode=dataclasses.replace(panel.mode, group=2))
+    paired = dataclasses.replace(panel, mode=dataclasses.replace(panel.mode, pairs=True))
+    assert slots(packed, 5, 2) == [range(0, 4), range(4, 5)]
+    assert slots(paired, 6, 4) == [range(0, 3), range(3, 6)]
     lone = dataclasses.replace(paired, tail_rows=3)          # tails summed two columns at once
-    assert generator._slots(lone, 5, 64) == [range(0, 2), range(2, 4), range(4, 5)]
-    assert generator._slots(lone, 9, 4) == [range(0, 6), range(6, 9)]
+    assert slots(lone, 5, 64) == [range(0, 2), range(2, 4), range(4, 5)]
+    assert slots(lone, 9, 4) == [range(0, 6), range(6, 9)]
     for shape in SKEWED_WIDE_SLOTS:
         m, n, k, br = shape
         variant = "avx512" if k == 16 else "avx2"
         generator = _Generator(Assembler(), target(variant, "zen4"), m, n, k, br)
         widths = {len(slot) for panel in generator.panels
-                  for blocks, cols in generator._runs(panel)
-                  if generator._skews(panel, blocks, cols, k)
-                  for slot in generator._slots(panel, cols, k)}
+                  for blocks, cols in panel.runs()
+                  if generator._run_is_skewed(panel, blocks, cols, k)
+                  for slot in slots(panel, cols, k)}
         assert widths and max(widths) > 1, shape
 
 
@@ -570,10 +576,10 @@ def test_a_row_pipelines_both_runs_as_one_sequence_where_their_roles_agree():
     of the run's last block carried into the tail block's K loop), unless the tail run has
     fewer columns than the panel's quads and so other registers in their roles."""
     def panel(cols, n_tail, quads):
-        return Panel(1, 1, 0, cols, 3, n_tail, quads=quads)
-    assert _Generator._sequences(panel(6, 4, 3)) == [[(3, 6), (1, 4)]]
-    assert _Generator._sequences(panel(6, 2, 3)) == [[(3, 6)], [(1, 2)]]
-    assert _Generator._sequences(panel(6, 0, 3)) == [[(3, 6)]]
+        return Panel(1, 1, 0, cols, 3, n_tail, TailMode(quads=quads))
+    assert sequences(panel(6, 4, 3)) == [[(3, 6), (1, 4)]]
+    assert sequences(panel(6, 2, 3)) == [[(3, 6)], [(1, 2)]]
+    assert sequences(panel(6, 0, 3)) == [[(3, 6)]]
 
 
 @pytest.mark.parametrize("variant", _variants())
@@ -695,19 +701,19 @@ def test_zen3_avoids_masked_avx2_stores():
 def test_zen3_runs_m9_and_m10_as_pairs_and_a_dot_tail():
     """On Zen 3 the PAIR_DOTS cases run their whole rows in step pairs and their tail rows
     as dot products, two panels; the rule holds nowhere else: other cores, a batch, float64,
-    N below PAIR_DOT_MIN_N, K below the core's least for the tail or not a multiple of the
-    dot share's k-steps, M = 11."""
+    N below Zen 3's pair_dot_min_n, K below the core's least for the tail or not a multiple
+    of the dot share's k-steps, M = 11."""
     zen3, zen4 = target("avx2", "zen3"), target("avx2", "zen4")
     for shape in PAIR_DOTS:
         generator = _Generator(Assembler(), zen3, *shape, precision("float32"))
-        assert [(p.tail_rows, p.pairs, p.dot) for p in generator.panels] == [
+        assert [(p.tail_rows, p.mode.pairs, p.mode.dot) for p in generator.panels] == [
             (0, True, 0), (shape[0] - 8, False, shape[0] - 8)], shape
         assert pair_dot_panels(zen3, *shape) is not None
         assert pair_dot_panels(zen4, *shape) is None, shape
     assert pair_dot_panels(zen3, 9, 40, 64, 2) is None
     assert pair_dot_panels(zen3, 9, 40, 64, 1, element_bytes=8) is None
-    assert pair_dot_panels(zen3, 9, PAIR_DOT_MIN_N - 1, 64, 1) is None
-    for tail, least in enumerate(cpu.MICROARCHS["zen3"].pair_dot_min_k, 1):
+    assert pair_dot_panels(zen3, 9, CORE_RULES["zen3"].pair_dot_min_n - 1, 64, 1) is None
+    for tail, least in enumerate(CORE_RULES["zen3"].pair_dot_min_k, 1):
         assert pair_dot_panels(zen3, 8 + tail, 40, least, 1) is not None
         assert pair_dot_panels(zen3, 8 + tail, 40, least - 8, 1) is None
     assert pair_dot_panels(zen3, 9, 40, 68, 1) is None          # 68 = 8 * 8 + 4: share 4
@@ -727,6 +733,16 @@ def test_zen3_never_packs_the_tail_row_of_m17():
     assert packs_tail(zen3, 17, 8) and packs_tail(zen3, 9, 4) and packs_tail(zen3, 33, 4)
     assert packs_tail(target("avx2", "zen4"), 17, 4)
     assert "packed" in choices(target("avx2", "zen4"), 17, 40, 16, 1)
+
+
+def test_every_known_core_has_its_rules_and_others_the_generic_ones():
+    """tuning.CORE_RULES has an entry for every core cpu.MICROARCHS knows; a core it does not
+    list (the made-up ones here) gets the generic rules, which carry no rule for one M."""
+    assert set(CORE_RULES) == set(cpu.MICROARCHS)
+    assert rules(target("avx2", "zen3")) is CORE_RULES["zen3"] != GENERIC_RULES
+    for micro in ("cheap-masks", "dear-masks", "generic"):
+        assert rules(target("avx2", micro)) is GENERIC_RULES
+    assert not GENERIC_RULES.pair_dot_min_k and not GENERIC_RULES.unpacked_one_row_m
 
 
 @pytest.mark.parametrize("micro", ["zen4", "zen5"])
@@ -766,7 +782,7 @@ def _widest_block_shapes(variant, micro):
             m = vectors * isa.lanes() - (isa.lanes() - tail if tail else 0)
             cols = max_cols(isa, vectors, tail)
             if micro != PACK and tail and vectors > 1:
-                cols = _max_cols(isa, vectors, tail, 1, overlap=True)
+                cols = _max_cols(isa, vectors, tail, TailMode(overlap=True))
             shapes.append((m, cols, 5, 3))
     return shapes
 
@@ -785,13 +801,14 @@ def test_widest_blocks_with_a_batch(variant, micro):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("variant", ["avx512", "avx2"])
 def test_large_k_runs_in_chunks_where_a_outruns_l2(variant, dtype):
-    """Zen 4's AVX2 blocks at large K run K in equal chunks of at least MIN_K_CHUNK steps (the
+    """Zen 4's AVX2 blocks at large K run K in equal chunks of at least min_k_chunk steps (the
     cases above check their results); AVX-512's zmm blocks and small K do not."""
     tgt = target(variant, "zen4")
     for m, n, k, br in CHUNKED:
         chosen, panels = choose(m, n, k, br, tgt, dtype)
         chunks = k_chunks(chosen, panels, k, br, np.dtype(dtype).itemsize)
-        assert chunks > 1 and k % chunks == 0 and k // chunks >= MIN_K_CHUNK, (m, n, k, chunks)
+        least = CORE_RULES["zen4"].min_k_chunk
+        assert chunks > 1 and k % chunks == 0 and k // chunks >= least, (m, n, k, chunks)
         assert k_chunks(chosen, panels, 64, br, np.dtype(dtype).itemsize) == 1
         assert k_chunks(chosen, panels, k, 2, np.dtype(dtype).itemsize) == 1
     if variant == "avx512" and dtype == "float32":
@@ -840,7 +857,7 @@ def test_block_rows_copy_a_where_they_sweep_it_twice(variant):
                                        precision(dtype))
                 assert any(generator.packs.values()), (micro, dtype, m, n, k)
                 assert not any(generator.packs[panel] for panel in generator.panels
-                               if panel.tail_rows or panel.dot), (micro, dtype, m, n, k)
+                               if panel.tail_rows or panel.mode.dot), (micro, dtype, m, n, k)
                 batched = _Generator(Assembler(), target(variant, micro), m, n, k, 2,
                                      precision(dtype))
                 assert not any(batched.packs.values()), (micro, dtype, m, n, k)
@@ -859,7 +876,7 @@ def test_a_batch_runs_in_chunks_where_its_a_panels_outgrow_l1(dtype):
         chunks = [batch_chunks(chosen, panel, k, br, size) for panel in panels]
         assert any(count > 1 for count in chunks), (m, n, k, br)
         assert all(br % count == 0 for count in chunks), (m, n, k, br, chunks)
-        assert all(count == 1 for count, panel in zip(chunks, panels) if panel.dot)
+        assert all(count == 1 for count, panel in zip(chunks, panels) if panel.mode.dot)
         assert all(batch_chunks(chosen, panel, k, 1, size) == 1 for panel in panels)
     chosen, panels = choose(64, 64, 64, 16, target("avx2", "zen4"), dtype)
     assert all(batch_chunks(chosen, panel, 64, 16, size) in (8, 16) for panel in panels)
@@ -933,7 +950,7 @@ def _packed_shapes(variant, dtype="float32"):
 
 
 def _packed_groups(variant, shape, dtype="float32"):
-    return [p.group for p in plan(*shape, target(variant, PACK), dtype) if p.tail_rows]
+    return [p.mode.group for p in plan(*shape, target(variant, PACK), dtype) if p.tail_rows]
 
 
 PACKED_KINDS = list(PACKED_TAIL_ROWS)
