@@ -4,10 +4,11 @@ By default a representative run (about ten minutes on 2 cores): on x86-64 the GE
 headline sizes (HEADLINE_SIZES, every K) of the host's best code variant against the FMA
 peak and the element-wise kernels against numpy's bandwidth; on any host the seeds'
 TensorOperation configurations with the call overhead, and every einsum case in float32
-against numpy, opt_einsum, torch and TBLIS. --full runs everything: the whole GEMM grid
-(M, N in 1..64) for each code variant the host runs, the static (llvm-mca) throughput of the
-generated A64 kernels, the TensorOperation optimizer and permutation cases, and einsum in
-float32 and float64. --quick: a coarse GEMM grid and small einsum sizes, to try the job.
+against numpy, opt_einsum, torch and TBLIS (the peers timed in one window). --full runs
+everything: the whole GEMM grid (M, N in 1..64) for each code variant the host runs, the
+static (llvm-mca) throughput of the generated A64 kernels, the TensorOperation optimizer and
+permutation cases, and einsum in float32 and float64 (einjit and the peers each timed in two
+windows). --quick: a coarse GEMM grid and small einsum sizes, to try the job.
 Sections can be named to run only those (`python -m benchmarks einsum --dtype float64`).
 
 Each table is printed once, after its section; a closing VERDICT lists every stated target
@@ -161,7 +162,8 @@ def main(argv=None):
                     lambda dtype=dtype: written(
                         einsum.csv_name(dtype),
                         einsum.run(quick, progress=lambda line: print(line, flush=True),
-                                   dtype=dtype, verdict=verdict)))
+                                   dtype=dtype, verdict=verdict,
+                                   peer_windows=2 if full else 1)))
     closing = ["", "== VERDICT", *verdict.lines(),
                f"total time {time.perf_counter() - started:.0f} s ({mode} run)"]
     summary.extend(closing)

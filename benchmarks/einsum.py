@@ -364,9 +364,11 @@ def reference(case: Case, operands: list[np.ndarray], flops: float, elements: in
     return np.einsum(case.equation, *operands, optimize=path)
 
 
-def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float32") -> dict:
-    """One case checked against numpy, then timed against its peers (its percentage of the
-    peak is left to the caller, who knows the run's best peak)."""
+def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float32",
+             peer_windows: int = 2) -> dict:
+    """One case checked against numpy, then timed against its peers in `peer_windows` (1 or
+    2) windows (its percentage of the peak is left to the caller, who knows the run's best
+    peak)."""
     operands = operands_of(case.shapes, dtype)
     expression = case.compile(dtype)
     flops = float(expression.tree.flops())
@@ -390,7 +392,7 @@ def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float
     if new_equation:
         peer_cache[key] = peer_seconds(case.equation, operands, threads)
     seconds = min(seconds, interleaved(timed, {"einjit": seconds})["einjit"])
-    if new_equation:
+    if new_equation and peer_windows > 1:
         again, _ = peer_seconds(case.equation, operands, threads)
         times, skipped = peer_cache[key]
         peer_cache[key] = ({name: min(t, again[name]) for name, t in times.items()}, skipped)
@@ -452,11 +454,12 @@ def _case_line(r: dict, peak: float | None) -> str:
 
 def run(quick: bool = False, pattern: str | None = None,
         progress: Callable[[str], None] = print, dtype: str = "float32",
-        verdict: Verdict | None = None) -> tuple[list[str], str]:
+        verdict: Verdict | None = None, peer_windows: int = 2) -> tuple[list[str], str]:
     """Every case, then the call overhead and the cold tensor train; (summary lines, CSV
     text). Progress lines name the cases as they finish; the table is in the summary lines
     alone, printed once by the caller with the run's best peak. Targets and wrong results
-    go to `verdict`."""
+    go to `verdict`. The peers are timed in `peer_windows` windows (1: the main job's default
+    run, which trades some protection from a busy machine for half the peers' time)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: expected one of {DTYPES}")
     verdict = verdict or Verdict()
@@ -476,10 +479,9 @@ def run(quick: bool = False, pattern: str | None = None,
     measure_peak()
     names = peer_names()
     lines = [f"{dtype} einsum: einjit on {target}, {threads} threads; "
-             f"peers: {', '.join(names)}"
+             f"peers ({plural(peer_windows, 'timing window')} each): {', '.join(names)}"
              + ("" if HAVE_TORCH else " (torch not installed)")
              + ("" if HAVE_TBLIS else " (pytblis not installed)")]
-    progress(lines[-1])
     header = ["case", "group", "equation", "shapes", "gflop", "einjit_s", "einjit_gflops",
               "percent_of_peak", "best_peer", "speedup_vs_best_peer", "rel_error"] + \
         [f"{n}_s" for n in names]
@@ -495,12 +497,12 @@ def run(quick: bool = False, pattern: str | None = None,
             bar.step(case.name)
             measure_peak()
             try:
-                results.append(run_case(case, peer_cache, threads, dtype))
+                results.append(run_case(case, peer_cache, threads, dtype, peer_windows))
             except WrongResult as error:
                 verdict.wrong(str(error))
                 wrong.append(f"{case.name:<32} WRONG: {error}")
             bar.write(f"  einsum {dtype}: {index}/{len(chosen)} {case.name} "
-                      f"({time.perf_counter() - started:.0f} s)")
+                      f"({time.perf_counter() - started:.0f} s)", progress)
     peak = max(peaks, default=None)
     if peak is not None:
         lines.append(f"all-core {dtype} FMA peak ({threads} cores, the best of {len(peaks)} "

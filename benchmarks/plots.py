@@ -219,7 +219,7 @@ def plot_einsum(path: Path, folder: Path) -> tuple[list[Path], str]:
         raise ValueError(f"{path}: no einsum cases")
     peers = [c[:-2] for c in rows[0] if c.endswith("_s") and c != "einjit_s"]
     who = ["einjit"] + peers
-    fig, axis = plt.subplots(figsize=(9, 0.5 * len(rows) * max(1, len(who)) / 2 + 1.7))
+    fig, axis = plt.subplots(figsize=(9, 0.12 * len(rows) * len(who) + 1.7))
     height = 0.8 / len(who)
     for index, name in enumerate(who):
         rates = []
@@ -242,7 +242,7 @@ def plot_einsum(path: Path, folder: Path) -> tuple[list[Path], str]:
     dtype = dtype_of(path)
     axis.set_title(f"einsum, {dtype}: einjit against its peers (labels: × the best peer, % of "
                    f"the all-core {dtype} FMA peak measured in the run)", fontsize=9)
-    axis.legend(fontsize=8)
+    axis.legend(fontsize=8, loc="lower right")
     ratios = [_number(r.get("speedup_vs_best_peer")) for r in rows]
     ratios = [r for r in ratios if r]
     geomean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else math.nan
