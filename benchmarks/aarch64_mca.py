@@ -255,7 +255,7 @@ def report(verdict=None):
                            at_most=True, digits=2)
     main64 = next((r for r in rows64 if r[0] == "8x6x64 br1"), None)
     if main64 is not None:
-        verdict.target("A64 FP64 8x6 microkernel (llvm-mca): % of the model's peak",
+        verdict.target("A64 FP64 8x6 microkernel (llvm-mca), % of the model's peak",
                        100 * main64[4], 90)
     text = "\n".join(lines)
     write_result("aarch64_mca.txt", text + "\n")

@@ -528,7 +528,7 @@ def run(quick: bool = False, pattern: str | None = None,
             lines.append(f"cases >= 1 GFLOP: {lowest:.1f}% to "
                          f"{max(r['percent'] for r in large):.1f}% of the all-core peak "
                          f"(target >= {LARGE_PERCENT}%)")
-            verdict.target(f"einsum {dtype} cases >= 1 GFLOP: lowest % of the all-core peak",
+            verdict.target(f"einsum {dtype} cases >= 1 GFLOP, lowest % of the all-core peak",
                            lowest, LARGE_PERCENT)
     blank = [""] * (len(header) - 10)
     try:

@@ -112,7 +112,7 @@ def run(variants, sizes=SIZES, seed=0, dtype="float32", verdict=None):
             ratio_rows += [(size, variant, f"ratio {label}", v) for size, v in zip(sizes, values)]
             lines.append(f"{variant + ' ' + label:<28}" + "".join(f"{v:9.2f}" for v in values))
             if TARGET_SIZE in sizes:
-                verdict.target(f"element-wise {variant} {dtype} {label} at {TARGET_SIZE}^2: "
+                verdict.target(f"element-wise {variant} {dtype} {label} at {TARGET_SIZE}^2, "
                                f"ratio to numpy", values[sizes.index(TARGET_SIZE)],
                                RATIO_TARGETS.get(label, RATIO_TARGET), "x", digits=2)
     lines.append(f"bare ctypes call (6 arguments), included in every kernel figure: "

@@ -189,9 +189,9 @@ def small_sizes_lines(best, verdict=None, label=""):
         lines.append(f"  M, N in 8..64, K in {{16, 64}} ({len(small)} shapes): mean "
                      f"{statistics.mean(small):.1f}% of peak, min {low[0]:.1f}% at "
                      f"{'x'.join(map(str, low[1]))} (targets: mean >= 90%, min >= 75%)")
-        verdict.target(f"{label}M, N in 8..64, K in {{16, 64}}: mean % of peak",
+        verdict.target(f"{label}M, N in 8..64, K in {{16, 64}}, mean % of peak",
                        statistics.mean(small), 90)
-        verdict.target(f"{label}M, N in 8..64, K in {{16, 64}}: min % of peak "
+        verdict.target(f"{label}M, N in 8..64, K in {{16, 64}}, min % of peak "
                        f"({'x'.join(map(str, low[1]))})", low[0], 75)
         for k in SMALL_K:
             row = [v[0] for (m, n, kk), v in best.items() if m in SMALL and n in SMALL and kk == k]
@@ -214,7 +214,7 @@ def small_sizes_lines(best, verdict=None, label=""):
                      f"{statistics.mean(v for v, _, _ in ones):.1f}% of the store bound, min "
                      f"{min(ones)[0]:.1f}% at {min(ones)[1]}x{min(ones)[2]}x1 (target >= 80%; "
                      f"bound: a JIT'd function storing C's n*ceil(m/lanes) vectors, same call)")
-        verdict.target(f"{label}K=1, M, N in 8..64: mean % of the store bound",
+        verdict.target(f"{label}K=1, M, N in 8..64, mean % of the store bound",
                        statistics.mean(v for v, _, _ in ones), 80)
     return lines
 
@@ -254,8 +254,8 @@ def fp64_lines(variant, verdict=None):
     shapes = [(m, n, k) for k in FP64_K for m in FP64_SIZES for n in FP64_SIZES]
     percents = [paired_percent(timer, m, n, k, 1, rounds=3) for m, n, k in shapes]
     low = min(zip(percents, shapes))
-    verdict.target(f"GEMM {variant} FP64 64x64x64: % of the FP64 peak", headline, 90)
-    verdict.target(f"GEMM {variant} FP64 mean over M, N >= 16, K >= 64: % of the FP64 peak",
+    verdict.target(f"GEMM {variant} FP64 64x64x64, % of the FP64 peak", headline, 90)
+    verdict.target(f"GEMM {variant} FP64 mean over M, N >= 16, K >= 64, % of the FP64 peak",
                    statistics.mean(percents), 75)
     return [f"  FP64 GEMM 64x64x64: {headline:.1f}% of the FP64 peak (JIT'd vfmadd231pd loop, "
             f"paired; target >= 90%)",
@@ -294,11 +294,11 @@ def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, pa
              f"grid is divided by the highest)"]
     lines.append(f"  GEMM 64x64x64: {headline:.1f}% of peak (best of 5 rounds against the best "
                  f"peak measured right before each; target >= 90%)")
-    verdict.target(f"{label}64x64x64: % of peak", headline, 90)
+    verdict.target(f"{label}64x64x64, % of peak", headline, 90)
     if big:
         lines.append(f"  mean over M, N >= 16, K >= 64 ({len(big)} sizes): "
                      f"{statistics.mean(big):.1f}% of peak, min {min(big):.1f}% (target >= 75%)")
-        verdict.target(f"{label}mean over M, N >= 16, K >= 64: % of peak",
+        verdict.target(f"{label}mean over M, N >= 16, K >= 64, % of peak",
                        statistics.mean(big), 75)
     for k in k_values:
         row = [percent for m, n, kk, br, g, percent, _ in grid if kk == k]
