@@ -114,21 +114,24 @@ class Drawn:
                        for axis in fig.axes for line in axis.lines}
 
 
-def _figures(monkeypatch):
-    """Capture what each figure plots saves shows: {stem: Drawn}."""
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """One synthetic run plotted, and what each figure it saved shows: {stem: Drawn}."""
+    folder = tmp_path_factory.mktemp("run")
+    _write_run(folder)
     figures, save = {}, plots._save
 
     def capture(fig, folder, stem):
         figures[stem] = Drawn(fig)
         return save(fig, folder, stem)
-    monkeypatch.setattr(plots, "_save", capture)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "_save", capture)
+        plots.write_plots(folder, progress=lambda line: None)
     return figures
 
 
-def test_each_picture_names_its_dtype_and_reference(tmp_path, monkeypatch):
-    _write_run(tmp_path)
-    figures = _figures(monkeypatch)
-    plots.write_plots(tmp_path, progress=lambda line: None)
+def test_each_picture_names_its_dtype_and_reference(drawn):
+    figures = drawn
     expected = {
         "x86_gemm_avx2": ("float32", "FMA peak"),
         "x86_gemm_avx512_float64": ("float64", "FMA peak"),
@@ -146,10 +149,8 @@ def test_each_picture_names_its_dtype_and_reference(tmp_path, monkeypatch):
         assert other not in title, (stem, title)
 
 
-def test_the_gemm_k1_panel_is_coloured_against_the_store_bound(tmp_path, monkeypatch):
-    _write_run(tmp_path)
-    figures = _figures(monkeypatch)
-    plots.write_plots(tmp_path, progress=lambda line: None)
+def test_the_gemm_k1_panel_is_coloured_against_the_store_bound(drawn):
+    figures = drawn
     images = figures["x86_gemm_avx2"].images
     assert sorted(images) == ["K = 1: % of the store bound", "K = 64"]
     k1 = images["K = 1: % of the store bound"]
@@ -158,11 +159,8 @@ def test_the_gemm_k1_panel_is_coloured_against_the_store_bound(tmp_path, monkeyp
     assert "store bound" in " ".join(figures["x86_gemm_avx2"].titles)
 
 
-def test_the_eltwise_picture_shows_every_kernel_and_breaks_at_missing_sizes(tmp_path,
-                                                                            monkeypatch):
-    _write_run(tmp_path)
-    figures = _figures(monkeypatch)
-    plots.write_plots(tmp_path, progress=lambda line: None)
+def test_the_eltwise_picture_shows_every_kernel_and_breaks_at_missing_sizes(drawn):
+    figures = drawn
     series = figures["x86_eltwise"].series
     kernels = {label for (_, label) in series if not label.startswith("numpy")}
     assert kernels == {"identity", "relu", "sigmoid_T", "max"}
