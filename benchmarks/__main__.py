@@ -1,23 +1,28 @@
 """einjit's main job: benchmark the primitives and einsum against their peers on this host.
 
-On x86-64: the FMA peak and numpy's bandwidth as references, GEMM/BRGEMM over the full size
-grid for each code variant the host runs, unary/binary bandwidth against numpy. On any host:
-the static (llvm-mca) throughput of the generated A64 BRGEMM loops and generation times,
-TensorOperations (benchmarks/tensor_operation.py: the seeds' configurations, optimize,
-permutations, call overhead) and einsum (benchmarks/einsum.py) against numpy, opt_einsum,
-torch and TBLIS, in float32 and then float64, the same cases at the same sizes (--dtype for
-one of them). Sections can be named to run only those (`python -m benchmarks einsum`,
-`python -m benchmarks einsum --dtype float64`).
-Every table is written under benchmarks/results/ (git-ignored; --results DIR for another
-folder); the summary is printed at the end. The figures the README quotes are a committed
-copy, benchmarks/reference/<date>-<machine>/, that only --update-reference writes.
+By default a representative run (about ten minutes on 2 cores): on x86-64 the GEMM/BRGEMM
+headline sizes (HEADLINE_SIZES, every K) of the host's best code variant against the FMA
+peak and the element-wise kernels against numpy's bandwidth; on any host the seeds'
+TensorOperation configurations with the call overhead, and every einsum case in float32
+against numpy, opt_einsum, torch and TBLIS (the peers timed in one window). --full runs
+everything: the whole GEMM grid (M, N in 1..64) for each code variant the host runs, the
+static (llvm-mca) throughput of the generated A64 kernels, the TensorOperation optimizer and
+permutation cases, and einsum in float32 and float64 (einjit and the peers each timed in two
+windows). --quick: a coarse GEMM grid and small einsum sizes, to try the job.
+Sections can be named to run only those (`python -m benchmarks einsum --dtype float64`).
 
-    python -m benchmarks [SECTION ...] [--quick] [--dtype float32|float64] [--results DIR]
-                         [--update-reference]
+Each table is printed once, after its section; a closing VERDICT lists every stated target
+met or missed and every result that failed its check against numpy. The exit status is 1
+only where a result was wrong (slow is reported, not fatal). Every table and a picture of
+each CSV are written under benchmarks/results/ (git-ignored; --results DIR for another
+folder). --update-reference (a --full run) replaces benchmarks/reference/<machine kind>/
+with the run's summary and its einsum and GEMM pictures.
+
+    python -m benchmarks [SECTION ...] [--full | --quick] [--dtype float32|float64]
+                         [--results DIR] [--update-reference]
 """
 
 import argparse
-import datetime
 import os
 import sys
 import time
@@ -27,11 +32,17 @@ from einjit.runtime.host import host_isa
 
 from . import aarch64_mca, einsum, tensor_operation, x86_eltwise, x86_gemm
 from .output import RESULTS_ENV, machine_name, results_dir, update_reference, write_result
+from .verdict import Verdict, WrongResult
+
+SECTIONS = ("gemm", "eltwise", "mca", "tensorop", "einsum")
+FULL_ONLY = ("mca",)          # the default run leaves these out
+QUICK_SIZES = (16, 32, 48, 64)
 
 
-def _x86_variants():
+def _x86_variants(full):
+    """The host's best variant; with `full`, AVX2 as well where the best is AVX-512."""
     best = cpu.variant()
-    return [best] + (["avx2"] if best != "avx2" else [])
+    return [best] + (["avx2"] if full and best != "avx2" else [])
 
 
 def _plots():
@@ -44,95 +55,128 @@ def _plots():
     except ImportError:
         print("plots skipped: matplotlib is not installed (pip install -e '.[plots]')")
         return
-    written = plots.write_plots(results_dir())
+    written = plots.write_plots(results_dir(), progress=lambda line: None)
     print(f"written: {written[-1]} with {len(written) - 1} figure files")
 
 
-SECTIONS = ("gemm", "eltwise", "mca", "tensorop", "einsum")
+def chosen_sections(names, full):
+    """The sections a run takes: those named, else every one (the default run: all but
+    FULL_ONLY)."""
+    if names:
+        return [s for s in SECTIONS if s in names]
+    return [s for s in SECTIONS if full or s not in FULL_ONLY]
 
 
-def main(argv=None):
+def einsum_dtypes(dtype, full):
+    return [dtype] if dtype else list(einsum.DTYPES) if full else ["float32"]
+
+
+def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sections", nargs="*", metavar="SECTION",
-                        help=f"run only these sections, of {', '.join(SECTIONS)} (default: all; "
-                             f"summary.txt is then written as summary-<sections>.txt)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a coarse GEMM grid (M, N in 16,32,48,64) instead of 1..64")
+                        help=f"run only these sections, of {', '.join(SECTIONS)} (default: all "
+                             f"but {', '.join(FULL_ONLY)}; --full: all)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--full", action="store_true",
+                      help="everything: the whole GEMM grid for each variant, llvm-mca, every "
+                           "TensorOperation case, einsum in float32 and float64")
+    mode.add_argument("--quick", action="store_true",
+                      help=f"a coarse GEMM grid (M, N in {QUICK_SIZES}), small einsum sizes")
     parser.add_argument("--dtype", choices=einsum.DTYPES,
-                        help="einsum section: only this dtype (default: float32, then "
-                             "float64, at the sizes --quick picks)")
+                        help="einsum section: only this dtype (default: float32; --full: "
+                             "float32, then float64)")
     parser.add_argument("--results", metavar="DIR",
                         help="write the result files here (default: benchmarks/results/, "
                              "git-ignored)")
     parser.add_argument("--update-reference", action="store_true",
-                        help="after the run, copy the results to the committed reference "
-                             "benchmarks/reference/<date>-<machine>/ (the README's figures)")
+                        help="with --full and every section: replace the committed "
+                             "benchmarks/reference/<machine kind>/ with this run's summary "
+                             "and pictures")
     options = parser.parse_args(argv)
     unknown = [name for name in options.sections if name not in SECTIONS]
     if unknown:
         parser.error(f"unknown sections {unknown}; expected some of {', '.join(SECTIONS)}")
-    chosen = set(options.sections or SECTIONS)
-    if options.update_reference and (options.quick or chosen != set(SECTIONS)):
-        parser.error("--update-reference needs the full run, not --quick or some sections")
+    if options.update_reference and not (options.full and not options.sections
+                                         and not options.dtype):
+        parser.error("--update-reference needs the whole --full run (no sections, no --dtype)")
+    return options
+
+
+def main(argv=None):
+    options = parse(argv)
+    full, quick = options.full, options.quick
+    chosen = chosen_sections(options.sections, full)
     if options.results:
         os.environ[RESULTS_ENV] = options.results
     started = time.perf_counter()
-    summary = []
+    summary, verdict = [], Verdict()
+    mode = "--full" if full else "--quick" if quick else "default"
+    print(f"einjit benchmarks ({mode} run): {', '.join(chosen)}", flush=True)
 
-    def section(title, lines):
+    def section(title, measure):
+        """Run measure() -> lines; print the title, then the lines once, when done."""
         print(f"\n== {title}", flush=True)
+        try:
+            lines = measure()
+        except WrongResult as error:
+            verdict.wrong(str(error))
+            lines = [f"WRONG: {error}; the section stopped"]
         print("\n".join(lines), flush=True)
         summary.extend([f"== {title}", *lines])
 
-    if host_isa() == "x86_64" and "gemm" in chosen:
-        sizes = [16, 32, 48, 64] if options.quick else list(range(1, 65))
-        for variant in _x86_variants():
-            print(f"\n== x86-64 GEMM grid, {variant} ({len(sizes)}x{len(sizes)} sizes x "
-                  f"{len(x86_gemm.K_VALUES)} K values)", flush=True)
-            lines, table = x86_gemm.run(variant, sizes, x86_gemm.K_VALUES)
-            write_result(f"x86_gemm_{variant}.csv", table)
-            section(f"x86-64 GEMM/BRGEMM ({variant})", lines)
-    if host_isa() == "x86_64" and "eltwise" in chosen:
-        print("\n== x86-64 unary/binary bandwidth against numpy (about a minute)", flush=True)
-        lines, table = x86_eltwise.run(_x86_variants())
-        write_result("x86_eltwise.csv", table)
-        section("x86-64 unary/binary bandwidth, GiB/s (read + written)", lines)
+    def written(name, lines_and_table):
+        lines, table = lines_and_table
+        write_result(name, table)
+        return lines
+
+    x86 = host_isa() == "x86_64"
+    if x86 and "gemm" in chosen:
+        sizes = list(range(1, 65)) if full else QUICK_SIZES if quick else x86_gemm.HEADLINE_SIZES
+        grid = "1..64" if full else ", ".join(map(str, sizes))
+        for variant in _x86_variants(full):
+            section(f"x86-64 GEMM/BRGEMM, {variant} (M, N in {grid}; K in "
+                    f"{', '.join(map(str, x86_gemm.K_VALUES))})",
+                    lambda variant=variant: written(
+                        f"x86_gemm_{variant}.csv",
+                        x86_gemm.run(variant, list(sizes), x86_gemm.K_VALUES, verdict=verdict)))
+    if x86 and "eltwise" in chosen:
+        section("x86-64 unary/binary bandwidth against numpy, GiB/s (read + written)",
+                lambda: written("x86_eltwise.csv",
+                                x86_eltwise.run(_x86_variants(full), verdict=verdict)))
     if "mca" in chosen:
         section("AArch64 BRGEMM, static throughput (llvm-mca) and generation time",
-                aarch64_mca.report().splitlines())
+                lambda: aarch64_mca.report(verdict).splitlines())
     if "tensorop" in chosen:
-        print("\n== TensorOperation: the seeds' configurations, optimize, permutations, overhead",
-              flush=True)
-        lines, table = tensor_operation.run(options.quick)
-        write_result("tensor_operation.csv", table)
-        section("TensorOperation (JIT'd loop nests, threads, optimizer)", lines)
+        seeds_only = not full
+        section("TensorOperation: " + ("the seeds' configurations and the call overhead"
+                                       if seeds_only else "the seeds' configurations, "
+                                       "optimize, permutations, call overhead"),
+                lambda: written("tensor_operation.csv",
+                                tensor_operation.run(quick, seeds_only, verdict)))
     if "einsum" in chosen:
-        # the same cases in each dtype: at --quick sizes a tree case's fixed order can cost
-        # several times the flops of the path its peers choose, so quick figures are no
-        # measure of einjit against them
-        quick = options.quick
-        for dtype in [options.dtype] if options.dtype else list(einsum.DTYPES):
-            # measured on 2 Zen 4 cores, peers timed in two windows
-            took = "three minutes" if quick else \
-                "eight minutes" if dtype == "float32" else "thirteen minutes"
-            print(f"\n== {dtype} einsum against its peers "
-                  f"({'--quick: small sizes, ' if quick else ''}about {took} on 2 cores; "
-                  f"a line per case)", flush=True)
-            lines, table = einsum.run(quick, progress=lambda line: print(line, flush=True),
-                                      dtype=dtype)
-            write_result(einsum.csv_name(dtype), table)
-            section(f"einsum {dtype}{' (quick sizes)' if quick else ''}: einjit against numpy, "
-                    f"opt_einsum, torch, TBLIS", lines)
-    summary.append(f"total time {time.perf_counter() - started:.0f} s")
-    name = "summary.txt" if chosen == set(SECTIONS) else \
-        f"summary-{'-'.join(s for s in SECTIONS if s in chosen)}.txt"
+        for dtype in einsum_dtypes(options.dtype, full):
+            # quick sizes: a tree's fixed order can cost several times the flops of the path
+            # its peers choose, so quick figures are no measure of einjit against them
+            section(f"einsum {dtype}{' (quick sizes)' if quick else ''}: einjit against "
+                    f"numpy, opt_einsum, torch, TBLIS",
+                    lambda dtype=dtype: written(
+                        einsum.csv_name(dtype),
+                        einsum.run(quick, progress=lambda line: print(line, flush=True),
+                                   dtype=dtype, verdict=verdict,
+                                   peer_windows=2 if full else 1)))
+    closing = ["", "== VERDICT", *verdict.lines(),
+               f"total time {time.perf_counter() - started:.0f} s ({mode} run)"]
+    summary.extend(closing)
+    name = "summary.txt" if not options.sections else \
+        f"summary-{'-'.join(chosen)}.txt"
     path = write_result(name, "\n".join(summary) + "\n")
     print(f"\nwritten: {path} and the tables beside it")
     _plots()
     if options.update_reference:
-        reference = update_reference(results_dir(), datetime.date.today().isoformat(),
-                                     machine_name())
-        print(f"reference updated: {reference} (review, update the README's figures, commit)")
+        reference = update_reference(results_dir(), machine_name())
+        print(f"reference replaced: {reference} (review, update the README's figures, commit)")
+    print("\n".join(closing), flush=True)
+    return verdict.exit_code()
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from einjit.backends.aarch64.target import check_dtype
 from einjit.disasm import disassemble
 
 from .harness import best_seconds, cold_ms, write_result
+from .verdict import Verdict
 
 MCA = ["llvm-mca-16", "-mtriple=aarch64", "-mcpu=neoverse-v2", "-iterations=300"]
 
@@ -203,8 +204,10 @@ def _progress(line):
         print(f"\r{line}\033[K", end="", file=sys.stderr, flush=True)
 
 
-def report():
-    """The report text (also written to benchmarks/results/aarch64_mca.txt)."""
+def report(verdict=None):
+    """The report text (also written to benchmarks/results/aarch64_mca.txt); the targets go
+    to `verdict`."""
+    verdict = verdict or Verdict()
     peak, peak64 = model_peak(), model_peak("2d")
     rows = brgemm_rows(SHAPES, peak, "float32")
     rows64 = brgemm_rows(SHAPES64, peak64, "float64")
@@ -246,6 +249,14 @@ def report():
     lines += ["", f"{'generation, CPython on this host (ms)':<38}{'fresh process':>14}{'after':>8}"]
     lines += [f"{name:<38}{cold:>14.2f}{warm:>8.2f}" for name, (cold, warm) in gen]
     lines.append("target: brgemm 64x64x64 under 2 ms (both ISAs)")
+    for name, (cold, _) in gen:
+        if name.startswith("brgemm 64x64x64 br1"):
+            verdict.target(f"A64 generation {name}, fresh process", cold, 2, " ms",
+                           at_most=True, digits=2)
+    main64 = next((r for r in rows64 if r[0] == "8x6x64 br1"), None)
+    if main64 is not None:
+        verdict.target("A64 FP64 8x6 microkernel (llvm-mca), % of the model's peak",
+                       100 * main64[4], 90)
     text = "\n".join(lines)
     write_result("aarch64_mca.txt", text + "\n")
     return text

@@ -1,23 +1,26 @@
-"""Einsum benchmarks (issue 9): einjit against the einsum peers on the same machine, same run.
+"""Einsum benchmarks: einjit against the einsum peers on the same machine, in the same run.
 
-Cases: the course's einsum-tree lab (tt, fctn: the lowering examples; tt, fctn, getd: the
-optimization examples; bracket notation with the course's sizes), the einsum_ir samples
+Cases: einsum trees of tensor decompositions in bracket notation (tensor train tt, fully
+connected tensor network fctn, generalized tensor decomposition getd: each as a tree written
+for lowering ("LOWER") and as a cheaper contraction order ("OPT")), the einsum_ir samples
 (tensor decompositions tt/fctn/getd/tw, tensor layers fc/trn, a synthetic tree; bracket trees
-as the Einsum Trees artifact states them, with explicit permutation nodes), the seeds'
-TensorOperation configurations written as einsum, and tensor-train / matrix-chain / batched
-products in numpy notation (planned by einjit with opt_einsum's path).
+as the Einsum Trees artifact states them, with explicit permutation nodes), the sample
+TensorOperation configuration of benchmarks/tensor_operation.py written as einsum ("seeds",
+the name of the configuration the project started from), and tensor-train / matrix-chain /
+batched products in numpy notation (planned by einjit with opt_einsum's path).
 
 Peers: numpy.einsum(optimize=True), opt_einsum (numpy backend; torch backend and torch.einsum
 when torch is installed), TBLIS (pytblis) when installed; `pip install -e ".[bench]"` (what
 scripts/bench does) installs them. Each family of peers runs in a process of its own (thread
 pools of different libraries in one process starve each other on a small machine); a peer
 whose own contraction path costs over PATH_LIMIT times opt_einsum's is left out and named.
-Every einjit result is checked against numpy before it is timed; einjit and the peers are
-then timed in two windows each, alternating, each keeping its best. Per case: einjit's GFLOPS
+Every einjit result is checked against numpy before it is timed (a wrong one goes to the
+run's verdict, and the case is not timed); einjit and the peers are then timed in two windows
+each, alternating, each keeping its best. Per case: einjit's GFLOPS
 (the flops of its tree), its speed over the best peer, and the percentage of the all-core FMA
 peak (measured before every case; the best of them is the reference); then the geomean
 over the cases, the call overhead on a 4x4 matrix product and the cold contract_expression
-of the tensor train.
+of the tensor train. Each stated target is recorded in the run's verdict.
 
 --dtype float64 runs the same cases with float64 operands for einjit and every peer (the
 percentage is of the FP64 peak, half the FP32 FMA flops), written to einsum_float64.csv.
@@ -49,11 +52,13 @@ from einjit.backends import resolve_target
 from einjit.runtime.threads import default_threads
 
 from .harness import cold_ms, seconds_per_call, warm_memory, write_result
+from .progress import progress_bar
 from .tensor_operation import all_core_peak_gflops
+from .verdict import Verdict, WrongResult, plural
 
 # Each peer family (numpy + opt_einsum, torch, TBLIS) is timed in a process of its own: thread
 # pools of different libraries in one process (OpenBLAS, OpenMP, TBLIS's) spin or sleep while
-# the others run, which on 2 cores made calls 10x-1000x slower than alone.
+# the others run, and on a small machine that starves them all.
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_TBLIS = importlib.util.find_spec("pytblis") is not None
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,38 +69,43 @@ DTYPES = ("float32", "float64")
 # relative Frobenius-norm error against numpy in float64, per dtype of the operands
 TOLERANCES = {"float32": 1e-4, "float64": 1e-10}
 LARGE_FLOPS = 1e9        # "large" cases, for the share-of-peak figure
+# the targets: geomean speed over the best peer, no case below LOWEST_RATIO, large cases'
+# share of the all-core peak, call overhead against np.einsum, the cold tensor train
+GEOMEAN_TARGET, LOWEST_RATIO, LARGE_PERCENT = 1.5, 0.8, 60
+EXPR_OVERHEAD, EINSUM_OVERHEAD, COLD_MS = 2, 3, 100
 SHORT_WINDOW = 0.25      # seconds of rounds a timing window of short calls aims at
 SEED = 7                 # operands: uniform in [-1, 1) from this seed (TBLIS's process too)
 
 # -- the cases ---------------------------------------------------------------------------------
-COURSE_TT = [100, 72, 128, 128, 3, 71, 305, 32, 3]
-COURSE_FCTN = [60, 60, 20, 20, 8, 8, 8, 8, 8, 8]
-COURSE_GETD = [40, 40, 40, 40, 40, 25, 25, 25, 25, 25]
+# the sizes of each decomposition's dims, by dim id (the einsum-tree examples' sizes)
+TT_SIZES = [100, 72, 128, 128, 3, 71, 305, 32, 3]
+FCTN_SIZES = [60, 60, 20, 20, 8, 8, 8, 8, 8, 8]
+GETD_SIZES = [40, 40, 40, 40, 40, 25, 25, 25, 25, 25]
 
 # (name, group, bracket tree, sizes by dim id)
 TREES = [
-    ("tt LOWER", "course",
+    ("tt LOWER", "decompositions",
      "[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[1,2,5,7]],[0,5]->[0,1,2,7]]->[0,1,2,3,4]",
-     COURSE_TT),
-    ("fctn LOWER", "course",
+     TT_SIZES),
+    ("fctn LOWER", "decompositions",
      "[[[[3,6,8,9]->[8,6,9,3]],[[2,5,7,9]->[7,5,2,9]]->[7,8,5,6,2,3]],[0,4,5,6]->[0,4,7,8,2,3]],"
-     "[1,4,7,8]->[0,1,2,3]", COURSE_FCTN),
-    ("tt OPT", "course",
+     "[1,4,7,8]->[0,1,2,3]", FCTN_SIZES),
+    ("tt OPT", "decompositions",
      "[[7,3,8],[8,4]->[7,3,4]],[[0,5],[[5,1,6],[6,2,7]->[5,1,2,7]]->[0,1,2,7]]->[0,1,2,3,4]",
-     COURSE_TT),
-    ("fctn OPT", "course",
+     TT_SIZES),
+    ("fctn OPT", "decompositions",
      "[1,4,7,8],[[0,4,5,6],[[2,5,7,9],[3,6,8,9]->[2,5,7,3,6,8]]->[0,4,2,7,3,8]]->[0,1,2,3]",
-     COURSE_FCTN),
-    ("getd OPT", "course",
+     FCTN_SIZES),
+    ("getd OPT", "decompositions",
      "[[2,7,3],[3,8,4]->[2,7,8,4]],[[4,9,0],[[0,5,1],[1,6,2]->[0,5,6,2]]->[4,9,5,6,2]]"
-     "->[5,6,7,8,9]", COURSE_GETD),
+     "->[5,6,7,8,9]", GETD_SIZES),
     # einsum_ir samples (samples/tensor_decomp, tensor_layers, einsum_benchmark: *_et.cfg)
     ("tt (einsum_ir tree)", "einsum_ir",
      "[[8,4],[7,3,8]->[7,3,4]],[[[[6,2,7]->[2,6,7]],[[5,1,6]->[1,5,6]]->[1,2,5,7]],[0,5]"
-     "->[0,1,2,7]]->[0,1,2,3,4]", COURSE_TT),
+     "->[0,1,2,7]]->[0,1,2,3,4]", TT_SIZES),
     ("getd (einsum_ir tree)", "einsum_ir",
      "[[[4,9,0]->[0,4,9]],[[[0,5,1]->[5,1,0]],[[1,6,2]->[6,2,1]]->[5,6,2,0]]->[5,6,2,4,9]],"
-     "[[[3,8,4]->[8,3,4]],[[2,7,3]->[7,2,3]]->[7,2,8,4]]->[5,6,7,8,9]", COURSE_GETD),
+     "[[[3,8,4]->[8,3,4]],[[2,7,3]->[7,2,3]]->[7,2,8,4]]->[5,6,7,8,9]", GETD_SIZES),
     ("tw (einsum_ir tree)", "einsum_ir",
      "[[[[[3,7,4,11]->[4,11,7,3]],[[2,6,7,10]->[6,10,2,7]]->[6,4,10,11,2,3]],"
      "[[8,9,10,11]->[9,8,10,11]]->[9,6,8,4,2,3]],[[0,4,5,8]->[0,5,8,4]]->[0,9,5,6,2,3]],"
@@ -114,7 +124,7 @@ TREES = [
 
 # (name, group, numpy subscripts, size of each letter)
 SUBSCRIPTS = [
-    # the seeds' TensorOperation configuration (m, n, k, m, n, k = 32, 32, 8, 32, 32, 32):
+    # the sample TensorOperation configuration (m, n, k, m, n, k = 32, 32, 8, 32, 32, 32):
     # in0 [m0, k0, k1, m1], in1 [n0, k0, n1, k1], out [m0, n0, n1, m1] in row-major notation
     ("seeds BRGEMM config", "seeds", "akbc,dkeb->adec",
      dict(a=32, d=32, k=8, c=32, e=32, b=32)),
@@ -125,9 +135,9 @@ SUBSCRIPTS = [
      dict(a=64, K=32, k=16, m=128, N=64, n=32)),
     ("fc layer 256,8,32,64,128,16", "einsum_ir", "aKkm,NKnk->Nanm",
      dict(a=256, K=8, k=32, m=64, N=128, n=16)),
-    # tensor train in numpy notation, the course's sizes (einsum_ir tensor_decomp/tt.cfg)
+    # tensor train in numpy notation, the tree cases' sizes (einsum_ir tensor_decomp/tt.cfg)
     ("tensor train af,fbg,gch,hdi,ie", "public", "af,fbg,gch,hdi,ie->abcde",
-     dict(zip("abcdefghi", COURSE_TT))),
+     dict(zip("abcdefghi", TT_SIZES))),
     ("matrix chain ij,jk,kl,lm", "public", "ij,jk,kl,lm->im",
      dict(i=1024, j=512, k=2048, l=256, m=1024)),
     ("batched matmul bij,bjk", "public", "bij,bjk->bik", dict(b=64, i=192, j=160, k=224)),
@@ -324,7 +334,7 @@ def interleaved(functions: dict[str, Callable], first: dict[str, float]) -> dict
     call is long, but always one after the first call (`first`: each function's first
     call), which alone pays for faulting in its result's pages: on a machine whose memory is
     fragmented, the kernel's compaction for huge pages can make that call several times
-    slower (the tensor train's 1.4 GB result: 2.7 s against 0.4 s). Short calls get rounds
+    slower. Short calls get rounds
     for about SHORT_WINDOW seconds (7 to 25): more chances to meet a quiet spell of the
     machine, for einjit and its peers alike."""
     longest = max(first.values())
@@ -354,25 +364,27 @@ def reference(case: Case, operands: list[np.ndarray], flops: float, elements: in
     return np.einsum(case.equation, *operands, optimize=path)
 
 
-def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float32") -> dict:
-    """One case checked against numpy, then timed against its peers (its percentage of the
-    peak is left to the caller, who knows the run's best peak)."""
+def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float32",
+             peer_windows: int = 2) -> dict:
+    """One case checked against numpy, then timed against its peers in `peer_windows` (1 or
+    2) windows (its percentage of the peak is left to the caller, who knows the run's best
+    peak)."""
     operands = operands_of(case.shapes, dtype)
     expression = case.compile(dtype)
     flops = float(expression.tree.flops())
     result, first = _first(lambda: expression(*operands))
     error = relative_error(result, reference(case, operands, flops, int(np.size(result))))
     if result.dtype != dtype:
-        raise AssertionError(f"{case.name}: einjit's result is {result.dtype}, not {dtype}")
+        raise WrongResult(f"einsum {dtype} {case.name}: einjit's result is {result.dtype}, "
+                          f"not {dtype}")
     del result
     if not error < TOLERANCES[dtype]:
-        raise AssertionError(f"{case.name}: einjit's result differs from numpy's (relative "
-                             f"error {error:.2e}, tolerance {TOLERANCES[dtype]:.0e})")
+        raise WrongResult(f"einsum {dtype} {case.name}: einjit's result differs from numpy's "
+                          f"(relative error {error:.2e}, tolerance {TOLERANCES[dtype]:.0e})")
     # Two windows each, alternating: einjit, the peers, einjit, the peers; everyone keeps
     # their best. A busy spell of the machine's other tenants must then cover both windows
-    # of one side to slow it down (with one window each, a case read 0.55x in one run and
-    # 1.66x in the next). The same einsum (trees: the LOWER/OPT/einsum_ir variants) has its
-    # peers timed in the windows of its first case only.
+    # of one side to slow it down. The same einsum (trees: the LOWER/OPT/einsum_ir variants)
+    # has its peers timed in the windows of its first case only.
     timed = {"einjit": lambda: expression(*operands)}
     key = (case.equation, tuple(case.shapes))
     new_equation = key not in peer_cache
@@ -380,7 +392,7 @@ def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float
     if new_equation:
         peer_cache[key] = peer_seconds(case.equation, operands, threads)
     seconds = min(seconds, interleaved(timed, {"einjit": seconds})["einjit"])
-    if new_equation:
+    if new_equation and peer_windows > 1:
         again, _ = peer_seconds(case.equation, operands, threads)
         times, skipped = peer_cache[key]
         peer_cache[key] = ({name: min(t, again[name]) for name, t in times.items()}, skipped)
@@ -399,7 +411,8 @@ def call_overhead(dtype: str = "float32") -> dict[str, float]:
     expression = einjit.contract_expression("ij,jk->ik", a.shape, b.shape, dtype=dtype)
     for value in (expression(a, b), einjit.einsum("ij,jk->ik", a, b)):
         if not np.allclose(value, a @ b, rtol=1e-5, atol=1e-6):
-            raise AssertionError("4x4 ij,jk->ik: einjit's result differs from numpy's")
+            raise WrongResult(f"einsum {dtype} 4x4 ij,jk->ik: einjit's result differs from "
+                              f"numpy's")
     return seconds_per_call({
         "np.einsum": lambda: np.einsum("ij,jk->ik", a, b),
         "expr": lambda: expression(a, b),
@@ -407,11 +420,11 @@ def call_overhead(dtype: str = "float32") -> dict[str, float]:
     })
 
 
-TENSOR_TRAIN_SHAPES = _shapes("af,fbg,gch,hdi,ie->abcde", dict(zip("abcdefghi", COURSE_TT)))
+TENSOR_TRAIN_SHAPES = _shapes("af,fbg,gch,hdi,ie->abcde", dict(zip("abcdefghi", TT_SIZES)))
 
 
 def cold_tensor_train_ms(dtype: str = "float32", parser_cache: bool = True) -> float:
-    """contract_expression of the tensor train with the course's sizes in a fresh process:
+    """contract_expression of the tensor train with the tree cases' sizes in a fresh process:
     parsing, opt_einsum's path, tree rewrite, lowering, passes and all code generation;
     lark's parser loaded from the user's cache (the best of 3 processes: the first writes
     it), or without the cache, built as in a user's first process."""
@@ -440,18 +453,23 @@ def _case_line(r: dict, peak: float | None) -> str:
 
 
 def run(quick: bool = False, pattern: str | None = None,
-        progress: Callable[[str], None] = print, dtype: str = "float32"
-        ) -> tuple[list[str], str]:
+        progress: Callable[[str], None] = print, dtype: str = "float32",
+        verdict: Verdict | None = None, peer_windows: int = 2) -> tuple[list[str], str]:
+    """Every case, then the call overhead and the cold tensor train; (summary lines, CSV
+    text). Progress lines name the cases as they finish; the table is in the summary lines
+    alone, printed once by the caller with the run's best peak. Targets and wrong results
+    go to `verdict`. The peers are timed in `peer_windows` windows (1: the main job's default
+    run, which trades some protection from a busy machine for half the peers' time)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: expected one of {DTYPES}")
+    verdict = verdict or Verdict()
     target = resolve_target(None)
     threads = default_threads()
 
     # x86-64: the all-core FMA peak (float64: the same loop in packed doubles, as many
     # instructions, half the flops each) is measured before every case and the best of them
     # all is the reference: a busy spell of the machine's other tenants only ever slows a
-    # measurement down (one measurement at the start once read 147 GFLOPS of 232, and cases
-    # "132% of peak")
+    # measurement down
     peaks = []
 
     def measure_peak():
@@ -461,23 +479,30 @@ def run(quick: bool = False, pattern: str | None = None,
     measure_peak()
     names = peer_names()
     lines = [f"{dtype} einsum: einjit on {target}, {threads} threads; "
-             f"peers: {', '.join(names)}"
+             f"peers ({plural(peer_windows, 'timing window')} each): {', '.join(names)}"
              + ("" if HAVE_TORCH else " (torch not installed)")
              + ("" if HAVE_TBLIS else " (pytblis not installed)")]
-    progress(lines[-1])
     header = ["case", "group", "equation", "shapes", "gflop", "einjit_s", "einjit_gflops",
               "percent_of_peak", "best_peer", "speedup_vs_best_peer", "rel_error"] + \
         [f"{n}_s" for n in names]
     table = io.StringIO()
     rows = csv.writer(table, lineterminator="\n")
     rows.writerow(header)
-    results, peer_cache = [], {}
-    warm_memory()        # the largest case's working set: ~2 GB (tensor train)
-    for case in cases(quick, pattern):
-        measure_peak()
-        r = run_case(case, peer_cache, threads, dtype)
-        results.append(r)
-        progress(_case_line(r, max(peaks, default=None)))
+    results, wrong, peer_cache = [], [], {}
+    warm_memory()        # the largest case's working set (the tensor train's)
+    chosen = cases(quick, pattern)
+    started = time.perf_counter()
+    with progress_bar(len(chosen), f"einsum {dtype}") as bar:
+        for index, case in enumerate(chosen, 1):
+            bar.step(case.name)
+            measure_peak()
+            try:
+                results.append(run_case(case, peer_cache, threads, dtype, peer_windows))
+            except WrongResult as error:
+                verdict.wrong(str(error))
+                wrong.append(f"{case.name:<32} WRONG: {error}")
+            bar.write(f"  einsum {dtype}: {index}/{len(chosen)} {case.name} "
+                      f"({time.perf_counter() - started:.0f} s)", progress)
     peak = max(peaks, default=None)
     if peak is not None:
         lines.append(f"all-core {dtype} FMA peak ({threads} cores, the best of {len(peaks)} "
@@ -494,40 +519,65 @@ def run(quick: bool = False, pattern: str | None = None,
             "" if r["percent"] is None else f"{r['percent']:.1f}", r["best"],
             f"{r['ratio']:.3f}", f"{r['error']:.1e}"] +
             [f"{r['peers'][n]:.6f}" if n in r["peers"] else "" for n in names])
+    lines += wrong
     if results:
-        ratios = [r["ratio"] for r in results]
-        worst = min(results, key=lambda r: r["ratio"])
-        lines.append(f"{dtype} geomean einjit / best peer over {len(results)} cases: "
-                     f"{geomean(ratios):.2f}x (target >= 1.5x); lowest {worst['ratio']:.2f}x "
-                     f"({worst['case'].name}); {sum(x < 0.8 for x in ratios)} cases below 0.8x")
+        lines += _ratio_lines(results, dtype, verdict)
         large = [r for r in results if r["flops"] >= LARGE_FLOPS and r["percent"] is not None]
         if large:
-            lines.append(f"cases >= 1 GFLOP: {min(r['percent'] for r in large):.1f}% to "
+            lowest = min(r["percent"] for r in large)
+            lines.append(f"cases >= 1 GFLOP: {lowest:.1f}% to "
                          f"{max(r['percent'] for r in large):.1f}% of the all-core peak "
-                         f"(target >= 60%)")
-        progress(lines[-1])
-    overhead = call_overhead(dtype)
-    numpy_time = overhead["np.einsum"]
-    lines.append(f"call overhead, 4x4 ij,jk->ik: np.einsum {1e6 * numpy_time:.2f} us; "
-                 f"expr(a, b) {1e6 * overhead['expr']:.2f} us = "
-                 f"{overhead['expr'] / numpy_time:.2f}x (target <= 2x); einjit.einsum "
-                 f"(cached plan) {1e6 * overhead['einjit.einsum']:.2f} us = "
-                 f"{overhead['einjit.einsum'] / numpy_time:.2f}x (target <= 3x)")
-    progress(lines[-1])
+                         f"(target >= {LARGE_PERCENT}%)")
+            verdict.target(f"einsum {dtype} cases >= 1 GFLOP, lowest % of the all-core peak",
+                           lowest, LARGE_PERCENT)
     blank = [""] * (len(header) - 10)
-    for name in ("expr", "einjit.einsum"):
-        rows.writerow([f"overhead {name} 4x4", "", "", "", "", f"{overhead[name]:.9f}", "", "",
-                       "np.einsum", f"{numpy_time / overhead[name]:.3f}"] + blank)
+    try:
+        overhead = call_overhead(dtype)
+    except WrongResult as error:
+        verdict.wrong(str(error))
+        lines.append(f"call overhead: WRONG: {error}")
+    else:
+        numpy_time = overhead["np.einsum"]
+        expr, cached = (overhead[name] / numpy_time for name in ("expr", "einjit.einsum"))
+        lines.append(f"call overhead, 4x4 ij,jk->ik: np.einsum {1e6 * numpy_time:.2f} us; "
+                     f"expr(a, b) {1e6 * overhead['expr']:.2f} us = {expr:.2f}x (target <= "
+                     f"{EXPR_OVERHEAD}x); einjit.einsum (cached plan) "
+                     f"{1e6 * overhead['einjit.einsum']:.2f} us = {cached:.2f}x (target <= "
+                     f"{EINSUM_OVERHEAD}x)")
+        verdict.target(f"einsum {dtype} call overhead, expr(a, b) / np.einsum", expr,
+                       EXPR_OVERHEAD, "x", at_most=True, digits=2)
+        verdict.target(f"einsum {dtype} call overhead, einjit.einsum / np.einsum", cached,
+                       EINSUM_OVERHEAD, "x", at_most=True, digits=2)
+        for name in ("expr", "einjit.einsum"):
+            rows.writerow([f"overhead {name} 4x4", "", "", "", "", f"{overhead[name]:.9f}", "",
+                           "", "np.einsum", f"{numpy_time / overhead[name]:.3f}"] + blank)
     cold = cold_tensor_train_ms(dtype)
     building = cold_tensor_train_ms(dtype, parser_cache=False)
-    lines.append(f"cold contract_expression, tensor train af,fbg,gch,hdi,ie->abcde (course "
-                 f"sizes), fresh process: {cold:.1f} ms (target <= 100 ms); a user's first "
-                 f"process, building lark's parser: {building:.1f} ms")
-    progress(lines[-1])
+    lines.append(f"cold contract_expression, tensor train af,fbg,gch,hdi,ie->abcde, fresh "
+                 f"process: {cold:.1f} ms (target <= {COLD_MS} ms); a user's first process, "
+                 f"building lark's parser: {building:.1f} ms")
+    verdict.target(f"einsum {dtype} cold contract_expression, tensor train", cold, COLD_MS,
+                   " ms", at_most=True)
     for name, ms in (("cold contract_expression tensor train", cold),
                      ("cold contract_expression tensor train, parser built", building)):
         rows.writerow([name, "", "", "", "", f"{ms / 1e3:.6f}", "", "", "", ""] + blank)
     return lines, table.getvalue()
+
+
+def _ratio_lines(results: list[dict], dtype: str, verdict: Verdict) -> list[str]:
+    """The geomean over the cases and the lowest case against the best peer, each a target;
+    the count below LOWEST_RATIO is of the ratios as printed (two decimals)."""
+    ratios = [r["ratio"] for r in results]
+    worst = min(results, key=lambda r: r["ratio"])
+    below = sum(round(x, 2) < LOWEST_RATIO for x in ratios)
+    verdict.target(f"einsum {dtype} geomean einjit / best peer", geomean(ratios),
+                   GEOMEAN_TARGET, "x", digits=2)
+    verdict.target(f"einsum {dtype} lowest einjit / best peer ({worst['case'].name})",
+                   worst["ratio"], LOWEST_RATIO, "x", digits=2)
+    return [f"{dtype} geomean einjit / best peer over {plural(len(results), 'case')}: "
+            f"{geomean(ratios):.2f}x (target >= {GEOMEAN_TARGET}x); lowest {worst['ratio']:.2f}x "
+            f"({worst['case'].name}; target >= {LOWEST_RATIO}x); "
+            f"{plural(below, 'case')} below {LOWEST_RATIO}x"]
 
 
 def main(argv=None) -> int:
@@ -542,9 +592,11 @@ def main(argv=None) -> int:
     if options.peer:
         print(json.dumps(measure_family(*json.loads(options.peer))))
         return 0
-    lines, table = run(options.quick, options.filter, dtype=options.dtype)
+    verdict = Verdict()
+    lines, table = run(options.quick, options.filter, dtype=options.dtype, verdict=verdict)
+    print("\n".join(lines + ["", "VERDICT"] + verdict.lines()))
     print(f"written: {write_result(csv_name(options.dtype), table)}")
-    return 0
+    return verdict.exit_code()
 
 
 if __name__ == "__main__":

@@ -52,10 +52,9 @@ def best_seconds(function, repetitions=7):
 
 
 def warm_memory(nbytes: int = 3 << 30) -> None:
-    """Touch `nbytes` of fresh memory once, then free it. This project's VMs back guest memory
-    lazily: the first touch of memory the guest had not used for a while ran up to 10x slower
-    (a 1.4 GB array: 2.1-3.6 s to fault and fill, then 0.2 s), hitting whichever side of a
-    comparison met it first (einjit and its peers alike read 14% of peak once)."""
+    """Touch `nbytes` of fresh memory once, then free it: a VM may back guest memory lazily,
+    and the first touch of memory the guest has not used for a while is then far slower,
+    hitting whichever side of a comparison meets it first."""
     np.ones(nbytes // 8)
 
 

@@ -1,9 +1,10 @@
 """Where the benchmarks write their figures.
 
 Every run writes under benchmarks/results/, which git ignores, so running the benchmarks
-never changes the checkout. The figures the README quotes live in a committed, dated
-reference folder, benchmarks/reference/<date>-<machine>/, that only a deliberate
-`scripts/bench --update-reference` writes (then review and commit it).
+never changes the checkout. The figures the README quotes live in a committed reference
+folder per machine kind, benchmarks/reference/<machine kind>/ (the summary and the einsum
+and GEMM pictures of a full run), that only a deliberate `scripts/bench --full
+--update-reference` replaces (then review and commit it).
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ def write_result(name: str, text: str) -> Path:
 
 
 def machine_name() -> str:
-    """A short name of this machine for reference folders, e.g. "x86_64-amd-epyc"."""
+    """This machine's kind for its reference folder: "x86_64-zen4" where einjit knows the
+    core, else the architecture and the first words of the CPU's model name."""
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        from einjit.backends.x86_64 import cpu
+        core = cpu.microarch().name
+        if core != "generic":
+            return f"x86_64-{core}"
     model = ""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -50,14 +57,19 @@ def machine_name() -> str:
     return "-".join(filter(None, [platform.machine().lower(), slug]))
 
 
-def update_reference(results: Path, date: str, machine: str,
-                     reference_root: Path = REFERENCE) -> Path:
-    """Copy the result files of a run into reference_root/<date>-<machine>/ (replacing an
-    older copy of the same name) and return that folder."""
-    files = sorted(p for p in Path(results).iterdir() if p.is_file())
-    if not files:
-        raise FileNotFoundError(f"no result files in {results} to make a reference from")
-    target = Path(reference_root) / f"{date}-{machine}"
+# what a reference keeps of a run: its summary and the einsum and GEMM pictures
+REFERENCE_FILES = ("summary.txt", "einsum*.png", "x86_gemm_*.png")
+
+
+def update_reference(results: Path, machine: str, reference_root: Path = REFERENCE) -> Path:
+    """Replace reference_root/<machine>/ with the REFERENCE_FILES of a run in `results`
+    and return that folder."""
+    results = Path(results)
+    files = sorted({p for pattern in REFERENCE_FILES for p in results.glob(pattern)
+                    if p.is_file()})
+    if not (results / "summary.txt").is_file():
+        raise FileNotFoundError(f"no summary.txt in {results} to make a reference from")
+    target = Path(reference_root) / machine
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)

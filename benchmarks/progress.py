@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
 try:
     from tqdm import tqdm
@@ -39,9 +39,12 @@ class _Bar:
             self._bar.set_postfix_str(case, refresh=False)
             self._bar.update(1)
 
-    def write(self, line: str) -> None:
+    def write(self, line: str, fallback: Callable[[str], None] | None = None) -> None:
+        """Print `line` above the bar; with no bar drawn, hand it to `fallback` (or print)."""
         if self._bar is not None:
             self._bar.write(line)
+        elif fallback is not None:
+            fallback(line)
         else:
             print(line, flush=True)
 

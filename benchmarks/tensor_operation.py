@@ -1,10 +1,13 @@
-"""TensorOperation benchmarks (issue: JIT'd loop nests, threads, optimizer).
+"""TensorOperation benchmarks: JIT'd loop nests, threads, the optimizer.
 
 Every figure is a ratio to a reference measured in the same run: the FMA peak of one core and
 of all cores (a JIT'd FMA loop on every thread at once), numpy's transposed copy, numpy's and
-torch's einsum on the same contraction, np.matmul's call time.
+torch's einsum on the same contraction, np.matmul's call time. The "seeds" cases are the
+sample configuration the project started from (SEEDS: a BRGEMM over 32x32x8x32x32x32 dims),
+run as GEMM, BRGEMM and BRGEMM with zero/relu. Each result is checked against numpy before
+it is timed; a wrong one goes to the run's verdict.
 
-    python -m benchmarks.tensor_operation [--quick]
+    python -m benchmarks.tensor_operation [--quick] [--seeds-only]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from einjit.backends import resolve_target
 from einjit.runtime.threads import default_threads
 
 from .harness import best_seconds, fma_peak_gflops, seconds_per_call, write_result
+from .verdict import Verdict, WrongResult
 
 try:
     import torch
@@ -85,7 +89,10 @@ SEEDS_CONFIGS = [
 ]
 
 
-def contraction_cases(threads: int, quick: bool) -> list[tuple[str, einjit.TensorOperation]]:
+def contraction_cases(threads: int, quick: bool, seeds_only: bool = False
+                      ) -> list[tuple[str, einjit.TensorOperation]]:
+    """The seeds' configurations on 1 and `threads` threads, then (unless seeds_only) the
+    optimizer's cases."""
     cases = []
     for name, first, main, last, exec_types in SEEDS_CONFIGS:
         for t in sorted({1, threads}):
@@ -93,7 +100,7 @@ def contraction_cases(threads: int, quick: bool) -> list[tuple[str, einjit.Tenso
             cases.append((f"{name}, {t} thread{'s' * (t > 1)}", einjit.TensorOperation(
                 "float32", first, main, last, exec_types=shared, num_threads=t, **SEEDS)))
     size = 800 if quick else 1600
-    for t in sorted({1, threads}):
+    for t in sorted({1, threads}) if not seeds_only else ():
         plain = einjit.TensorOperation(
             "float32", "none", "gemm", "none", ("m", "n", "k"), None, (size,) * 3,
             (1, 0, size), (0, size, 1), (1, size, 0), num_threads=t)
@@ -126,8 +133,9 @@ ROUND_SECONDS = 0.05
 MAX_CALLS = 25
 
 
-def run_contractions(threads, quick, variant, lines, rows):
-    for name, op in contraction_cases(threads, quick):
+def run_contractions(threads, quick, variant, lines, rows, seeds_only=False, verdict=None):
+    verdict = verdict or Verdict()
+    for name, op in contraction_cases(threads, quick, seeds_only):
         in0, in1 = _buffer(op, "stride_in0"), _buffer(op, "stride_in1")
         out = np.zeros(1 + sum((d.size - 1) * d.stride_out for d in op.dims), np.float32)
         flops = 2.0 * np.prod([d.size for d in op.dims], dtype=np.float64)
@@ -138,7 +146,9 @@ def run_contractions(threads, quick, variant, lines, rows):
             expected = np.maximum(expected, 0)
         scale = np.einsum(equation, np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
         if np.any(np.abs(c - expected) > 1e-5 * scale + 1e-30):
-            raise AssertionError(f"{name}: einjit's result differs from numpy's")
+            verdict.wrong(f"TensorOperation {name}: einjit's result differs from numpy's")
+            lines.append(f"{name:<40} WRONG: the result differs from numpy's; not timed")
+            continue
         # rounds of (the peak of as many cores as the case uses, then the case), each side
         # keeping its best: a neighbour on the shared machine must then slow every round of
         # one side to move the ratio
@@ -180,7 +190,9 @@ def run_permutations(threads, quick, lines, rows):
             [out_strides[position[i]] for i in range(4)], num_threads=threads)
         op = einjit.optimize(plain, num_threads=threads)
         op.execute(a, None, out)
-        assert np.array_equal(out, a.transpose(axes)), name
+        if not np.array_equal(out, a.transpose(axes)):
+            raise WrongResult(f"TensorOperation permutation {name}: einjit's result differs "
+                              f"from numpy's")
         moved = 2 * a.nbytes
         # interleaved rounds (einjit, numpy, einjit, ...), each side its best: a busy spell
         # of the machine's other tenants hits both alike
@@ -208,7 +220,11 @@ def run_overhead(lines, rows):
     rows.append(f"overhead 4x4x4,{1e6 * times['execute']:.3f},,{ratio:.3f}")
 
 
-def run(quick: bool = False) -> tuple[list[str], str]:
+def run(quick: bool = False, seeds_only: bool = False, verdict: Verdict | None = None
+        ) -> tuple[list[str], str]:
+    """The contractions (seeds_only: the seeds' configurations alone), the permutations
+    (not with seeds_only) and the call overhead; (summary lines, CSV text)."""
+    verdict = verdict or Verdict()
     target = resolve_target(None)
     threads = default_threads()
     lines, rows = [], ["case,gflops_or_gibs,percent_of_peak,speedup_vs_best_peer"]
@@ -217,8 +233,13 @@ def run(quick: bool = False) -> tuple[list[str], str]:
         peak_all = all_core_peak_gflops(target.variant, threads)
         lines.append(f"FMA peak ({target}): 1 core {peak1:.1f} GFLOPS, {threads} cores "
                      f"{peak_all:.1f} GFLOPS")
-        run_contractions(threads, quick, target.variant, lines, rows)
-    run_permutations(threads, quick, lines, rows)
+        run_contractions(threads, quick, target.variant, lines, rows, seeds_only, verdict)
+    if not seeds_only:
+        try:
+            run_permutations(threads, quick, lines, rows)
+        except WrongResult as error:
+            verdict.wrong(str(error))
+            lines.append(f"permutations: WRONG: {error}")
     run_overhead(lines, rows)
     return lines, "\n".join(rows) + "\n"
 
@@ -226,11 +247,14 @@ def run(quick: bool = False) -> tuple[list[str], str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--seeds-only", action="store_true",
+                        help="the seeds' configurations and the call overhead alone")
     options = parser.parse_args(argv)
-    lines, table = run(options.quick)
-    print("\n".join(lines))
+    verdict = Verdict()
+    lines, table = run(options.quick, options.seeds_only, verdict)
+    print("\n".join(lines + ["", "VERDICT"] + verdict.lines()))
     print(f"written: {write_result('tensor_operation.csv', table)}")
-    return 0
+    return verdict.exit_code()
 
 
 if __name__ == "__main__":

@@ -1,19 +1,18 @@
 """x86-64 GEMM and BRGEMM speed against this machine's FMA peak, measured in the same run.
 
-For every M, N in 1..64 and K in {1, 16, 32, 64, 128} (a CSV like the seeds' gemm_perf.csv),
-plus BRGEMMs with batch 16, it times the generated kernel through the JIT'd repeat driver and
+For every M, N of a size grid (1..64 in the full run) and K in {1, 16, 32, 64, 128}, plus
+BRGEMMs with batch 16, it times the generated kernel through the JIT'd repeat driver and
 reports GFLOPS and the percentage of the peak of a JIT'd FMA loop, measured before each row
-of N (the machine is shared: two passes, or --passes, each shape's best, against the best
-peak). K = 1 (outer products) is also set against a store-bandwidth bound timed in
+of N (the machine may be shared: two passes, or --passes, each shape's best, against the
+best peak). K = 1 (outer products) is set against a store-bandwidth bound timed in
 alternation with it: a JIT'd function called like the kernel, on the same C, that only
 stores C's n * ceil(m/lanes) whole vectors (vmovups) where the kernel stores them. Operands
 sit at fixed places (see PAGE), and one line times SPLIT_SHAPE with a column of C across a
-page boundary. Targets:
-64x64x64 >= 90% of peak; mean over M, N >= 16 with K >= 64 >= 75% (issue 3); every M, N in
-8..64 with K in {16, 64}: mean >= 90%, none below 75%, K = 1 >= 80% of the store bound
-(issue 12); generation of the 64x64x64 kernel under 2 ms. With float32, the FP64 figures of
-issue 10 follow: 64^3 and the mean over M, N >= 16, K >= 64 against the FP64 peak (a JIT'd
-vfmadd231pd loop), each shape paired with a peak measured right before it.
+page boundary. Targets (each recorded in the run's verdict): 64x64x64 >= 90% of peak; mean
+over M, N >= 16 with K >= 64 >= 75%; M, N in 8..64 with K in {16, 64}: mean >= 90%, none
+below 75%; K = 1 >= 80% of the store bound; generation of a kernel under 2 ms. With float32
+the FP64 figures follow (64^3 and the mean over M, N >= 16, K >= 64 against the FP64 peak of
+a JIT'd vfmadd231pd loop, each shape paired with a peak measured right before it).
 
     python -m benchmarks.x86_gemm [--variant avx2] [--sizes 8-64] [--k 1,16,64] [--dtype float64]
                                   [--passes 4]
@@ -45,20 +44,21 @@ from .harness import (
     write_result,
 )
 from .progress import progress_bar
+from .verdict import Verdict
 
 K_VALUES = (1, 16, 32, 64, 128)
-AWKWARD = (8, 12, 20, 24, 25, 40, 50)      # issue 12's table, at K = 64
-SMALL = range(8, 65)                       # issue 12: every M, N in 8..64 ...
+AWKWARD = (8, 12, 20, 24, 25, 40, 50)      # sizes off the vector width: a table at K = 64
+SMALL = range(8, 65)                       # small shapes: every M, N in 8..64 ...
 SMALL_K = (16, 64)                         # ... at these K
+# the main job's grid (the full run: every M, N in 1..64): the awkward sizes and multiples of 16
+HEADLINE_SIZES = tuple(sorted(set(AWKWARD) | {16, 32, 48, 64}))
 FP64_SIZES = range(16, 65, 8)              # FP64 mean over M, N >= 16 (paired shapes)
 FP64_K = (64, 128)
 BATCH_SHAPES = [(16, 16, 16), (32, 32, 32), (64, 64, 64), (64, 64, 128), (48, 24, 64)]
 # Operands sit at the same place in every run (harness.placed): 16 bytes past a page boundary,
 # where numpy's allocator starts large arrays, A and B a quarter and a half page further on
-# (their loads then share no page offset with C's stores). Where numpy put a small C varied
-# from run to run, and a C that straddled a page boundary made its shape 20-30% slower
-# (Zen 4, 9x8x16: a vector store split over two 4 KiB pages costs about 33 cycles, measured
-# beside FMAs; a split load nothing): the grid's minimum was the allocator's luck. The cost
+# (their loads then share no page offset with C's stores): a vector store split over two pages
+# is slow, so where the allocator put C would otherwise decide the grid's minimum. That cost
 # is measured apart, on SPLIT_SHAPE with a column of C across a page boundary.
 PAGE = 4096
 C_OFFSET, A_OFFSET, B_OFFSET = 16, 16 + PAGE // 4, 16 + PAGE // 2
@@ -176,10 +176,11 @@ def measure_grid(timer, sizes, k_values, progress=print, passes=2):
     return best, peaks
 
 
-def small_sizes_lines(best):
-    """Issue 12's figures from the grid: every measured M, N in 8..64 at K in {16, 64} (and
-    M below a vector beside them), the table of the awkward sizes at K = 64 and K = 1
-    against the store bound."""
+def small_sizes_lines(best, verdict=None, label=""):
+    """The small shapes' figures from the grid: every measured M, N in 8..64 at K in {16, 64}
+    (and M below a vector beside them), the table of the awkward sizes at K = 64 and K = 1
+    against the store bound; their targets go to `verdict` (names prefixed by `label`)."""
+    verdict = verdict or Verdict()
     lines = []
     small = [v[0] for (m, n, k), v in best.items() if m in SMALL and n in SMALL and k in SMALL_K]
     if small:
@@ -188,6 +189,10 @@ def small_sizes_lines(best):
         lines.append(f"  M, N in 8..64, K in {{16, 64}} ({len(small)} shapes): mean "
                      f"{statistics.mean(small):.1f}% of peak, min {low[0]:.1f}% at "
                      f"{'x'.join(map(str, low[1]))} (targets: mean >= 90%, min >= 75%)")
+        verdict.target(f"{label}M, N in 8..64, K in {{16, 64}}, mean % of peak",
+                       statistics.mean(small), 90)
+        verdict.target(f"{label}M, N in 8..64, K in {{16, 64}}, min % of peak "
+                       f"({'x'.join(map(str, low[1]))})", low[0], 75)
         for k in SMALL_K:
             row = [v[0] for (m, n, kk), v in best.items() if m in SMALL and n in SMALL and kk == k]
             if row:
@@ -198,7 +203,7 @@ def small_sizes_lines(best):
         lines.append("  M = 1..7, N in 8..64: mean " + ", ".join(
             f"K={k} {statistics.mean(row):.1f}%" for k, row in tiny.items()) + " of peak")
     if all((m, n, 64) in best for m in AWKWARD for n in AWKWARD):
-        lines.append("  % of peak at K=64, M down, N across (issue 12's sizes):")
+        lines.append("  % of peak at K=64, M down, N across (sizes off the vector width):")
         lines.append("     M\\N" + "".join(f"{n:7d}" for n in AWKWARD))
         lines += [f"  {m:6d}" + "".join(f"{best[m, n, 64][0]:7.1f}" for n in AWKWARD)
                   for m in AWKWARD]
@@ -209,6 +214,8 @@ def small_sizes_lines(best):
                      f"{statistics.mean(v for v, _, _ in ones):.1f}% of the store bound, min "
                      f"{min(ones)[0]:.1f}% at {min(ones)[1]}x{min(ones)[2]}x1 (target >= 80%; "
                      f"bound: a JIT'd function storing C's n*ceil(m/lanes) vectors, same call)")
+        verdict.target(f"{label}K=1, M, N in 8..64, mean % of the store bound",
+                       statistics.mean(v for v, _, _ in ones), 80)
     return lines
 
 
@@ -238,14 +245,18 @@ def pitch_lines(timer):
     return lines
 
 
-def fp64_lines(variant):
-    """Issue 10's FP64 figures: 64^3 and the mean over M, N >= 16, K >= 64, each shape a
-    median of rounds against the FP64 peak measured right before it."""
+def fp64_lines(variant, verdict=None):
+    """The FP64 figures: 64^3 and the mean over M, N >= 16, K >= 64, each shape the best of
+    rounds against the FP64 peak measured right before it; their targets go to `verdict`."""
+    verdict = verdict or Verdict()
     timer = GemmTimer(variant, "float64")
     headline = paired_percent(timer, 64, 64, 64, 1)
     shapes = [(m, n, k) for k in FP64_K for m in FP64_SIZES for n in FP64_SIZES]
     percents = [paired_percent(timer, m, n, k, 1, rounds=3) for m, n, k in shapes]
     low = min(zip(percents, shapes))
+    verdict.target(f"GEMM {variant} FP64 64x64x64, % of the FP64 peak", headline, 90)
+    verdict.target(f"GEMM {variant} FP64 mean over M, N >= 16, K >= 64, % of the FP64 peak",
+                   statistics.mean(percents), 75)
     return [f"  FP64 GEMM 64x64x64: {headline:.1f}% of the FP64 peak (JIT'd vfmadd231pd loop, "
             f"paired; target >= 90%)",
             f"  FP64 mean over M, N in {FP64_SIZES.start}..{FP64_SIZES.stop - 1} step "
@@ -254,8 +265,10 @@ def fp64_lines(variant):
             f"(target >= 75%)"]
 
 
-def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, passes=2):
-    """Measure the grid; return (summary lines, CSV text)."""
+def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, passes=2,
+        verdict=None):
+    """Measure the grid; return (summary lines, CSV text). The targets go to `verdict`."""
+    verdict = verdict or Verdict()
     timer = GemmTimer(variant, dtype)
     best, peaks = measure_grid(timer, sizes, k_values, progress, passes)
     grid = [(m, n, k, 1, g, percent, bound) for (m, n, k), (percent, g, bound) in best.items()]
@@ -274,28 +287,35 @@ def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, pa
     writer.writerows((m, n, k, 16, "", f"{percent:.1f}") for m, n, k, percent in batched)
     big = [percent for m, n, k, br, g, percent, _ in grid if m >= 16 and n >= 16 and k >= 64]
     precision = "FP64" if dtype == "float64" else "FP32"
+    label = f"GEMM {variant} {precision} "
     lines = [f"{variant} {precision} on {cpu.microarch().name}: FMA peak {min(peaks):.1f} to "
              f"{peak:.1f} GFLOPS over the run (JIT'd "
              f"{'vfmadd231pd' if dtype == 'float64' else 'vfmadd231ps'} loop, one core; the "
              f"grid is divided by the highest)"]
     lines.append(f"  GEMM 64x64x64: {headline:.1f}% of peak (best of 5 rounds against the best "
                  f"peak measured right before each; target >= 90%)")
+    verdict.target(f"{label}64x64x64, % of peak", headline, 90)
     if big:
         lines.append(f"  mean over M, N >= 16, K >= 64 ({len(big)} sizes): "
                      f"{statistics.mean(big):.1f}% of peak, min {min(big):.1f}% (target >= 75%)")
+        verdict.target(f"{label}mean over M, N >= 16, K >= 64, % of peak",
+                       statistics.mean(big), 75)
     for k in k_values:
         row = [percent for m, n, kk, br, g, percent, _ in grid if kk == k]
         lines.append(f"  K={k:<4} mean over the {len(row)} sizes: {statistics.mean(row):5.1f}%")
-    lines += small_sizes_lines(best)
+    lines += small_sizes_lines(best, verdict, label)
     lines += split + pitches
     lines += [f"  BRGEMM {m}x{n}x{k} batch 16: {percent:.1f}% of peak (paired as above)"
               for m, n, k, percent in batched]
     if dtype == "float32" and fp64:
-        lines += fp64_lines(variant)
+        lines += fp64_lines(variant, verdict)
     for shape in ((64, 64, 64, 1), (1024, 1024, 2048, 1024)) if dtype == "float32" else ():
         cold, warm = generation_ms(*shape, variant)
-        lines.append(f"  generation {'x'.join(map(str, shape[:3]))} batch {shape[3]}: "
-                     f"{cold:.2f} ms in a fresh process, {warm:.2f} ms after (target < 2 ms)")
+        name = f"{'x'.join(map(str, shape[:3]))} batch {shape[3]}"
+        lines.append(f"  generation {name}: {cold:.2f} ms in a fresh process, {warm:.2f} ms "
+                     f"after (target < 2 ms)")
+        verdict.target(f"generation {variant} {name}, fresh process", cold, 2, " ms",
+                       at_most=True, digits=2)
     return lines, out.getvalue()
 
 

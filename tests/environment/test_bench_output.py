@@ -43,19 +43,55 @@ def test_no_result_file_is_tracked():
     assert any(name.endswith("/summary.txt") for name in references)
 
 
-def test_update_reference_copies_a_run(tmp_path, monkeypatch):
+def test_update_reference_replaces_the_machine_kinds_folder(tmp_path, monkeypatch):
     monkeypatch.setenv(output.RESULTS_ENV, str(tmp_path / "results"))
     output.write_result("summary.txt", "total time 1 s\n")
-    output.write_result("table.csv", "m,n\n1,2\n")
-    reference = output.update_reference(output.results_dir(), "2026-01-02", "testbox",
-                                        reference_root=tmp_path / "reference")
-    assert reference == tmp_path / "reference" / "2026-01-02-testbox"
-    assert sorted(p.name for p in reference.iterdir()) == ["summary.txt", "table.csv"]
+    for name in ("table.csv", "einsum.png", "einsum_float64.png", "x86_gemm_avx2.png",
+                 "x86_eltwise.png", "einsum.svg"):
+        output.write_result(name, "data\n")
+    root = tmp_path / "reference"
+    (root / "otherbox").mkdir(parents=True)                 # another kind's folder stays
+    (root / "otherbox" / "summary.txt").write_text("other\n")
+    reference = output.update_reference(output.results_dir(), "testbox", reference_root=root)
+    assert reference == root / "testbox"
+    assert sorted(p.name for p in reference.iterdir()) == [
+        "einsum.png", "einsum_float64.png", "summary.txt", "x86_gemm_avx2.png"]
     assert (reference / "summary.txt").read_text() == "total time 1 s\n"
-    (output.results_dir() / "table.csv").unlink()           # a later run replaces it whole
-    output.update_reference(output.results_dir(), "2026-01-02", "testbox",
-                            reference_root=tmp_path / "reference")
-    assert sorted(p.name for p in reference.iterdir()) == ["summary.txt"]
+    (reference / "stale.png").write_text("from an earlier run\n")
+    (output.results_dir() / "einsum_float64.png").unlink()  # a later run replaces it whole
+    output.update_reference(output.results_dir(), "testbox", reference_root=root)
+    assert sorted(p.name for p in reference.iterdir()) == [
+        "einsum.png", "summary.txt", "x86_gemm_avx2.png"]
+    assert sorted(p.name for p in root.iterdir()) == ["otherbox", "testbox"]
+    assert (root / "otherbox" / "summary.txt").read_text() == "other\n"
+
+
+def test_update_reference_needs_a_summary(tmp_path):
+    (tmp_path / "einsum.png").write_text("data\n")
+    with pytest.raises(FileNotFoundError, match="no summary.txt"):
+        output.update_reference(tmp_path, "testbox", reference_root=tmp_path / "reference")
+    assert not (tmp_path / "reference").exists()
+
+
+def test_the_committed_reference_is_one_summary_per_machine_kind():
+    """benchmarks/reference/: a README and, per machine kind, a summary and pictures only."""
+    root = output.REFERENCE
+    kinds = sorted(p for p in root.iterdir() if p.is_dir())
+    assert kinds and sorted(p.name for p in root.iterdir() if p.is_file()) == ["README.md"]
+    for kind in kinds:
+        assert re.fullmatch(r"(x86_64|aarch64)-[a-z0-9-]+", kind.name), kind.name
+        names = sorted(p.name for p in kind.iterdir())
+        assert "summary.txt" in names, kind
+        assert all(p.is_file() for p in kind.iterdir()), kind
+        assert {n for n in names if n != "summary.txt"} <= {
+            n for n in names if re.fullmatch(r"(einsum(_float64)?|x86_gemm_\w+)\.png", n)}, names
+
+
+def test_machine_name_names_the_core_on_x86(monkeypatch):
+    if output.platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("the core's name is read on x86-64 hosts")
+    monkeypatch.setenv("EINJIT_X86_MICROARCH", "zen3")
+    assert output.machine_name() == "x86_64-zen3"
 
 
 def test_one_generation_time_target():

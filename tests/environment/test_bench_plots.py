@@ -1,7 +1,9 @@
-"""The harness's pictures: every known CSV of a run becomes a valid PNG (and SVG) of
-non-trivial size, summary.md links each, and the progress bar names the case measured.
-Synthetic CSVs in the formats the benchmarks write; no benchmark runs here."""
+"""The harness's pictures: every CSV a run writes becomes a valid PNG (and SVG) of
+non-trivial size titled with its dtype and reference, summary.md links each, and the progress
+bar names the case measured. Synthetic CSVs in the formats the benchmarks write; no benchmark
+runs here."""
 
+import math
 import struct
 import xml.etree.ElementTree as ET
 
@@ -10,28 +12,33 @@ import pytest
 pytest.importorskip("matplotlib", reason="the plots extra (scripts/setup installs it)")
 from PIL import Image  # noqa: E402  (matplotlib depends on pillow)
 
-from benchmarks import plots  # noqa: E402
+from benchmarks import einsum, plots  # noqa: E402
 from benchmarks.progress import progress_bar  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _write_run(folder):
-    rows = ["m,n,k,br,gflops,percent_of_peak"]
+    rows = ["m,n,k,br,gflops,percent_of_peak,percent_of_store_bound"]
     for k in (1, 64):
         for m in (8, 16, 24, 32):
             for n in (8, 16, 24, 32):
                 percent = m * n * k / 1100
-                rows.append(f"{m},{n},{k},1,{2.5 * percent:.2f},{percent:.1f}")
+                store = f"{50 + m:.1f}" if k == 1 else ""   # K = 1: against the store bound
+                rows.append(f"{m},{n},{k},1,{2.5 * percent:.2f},{percent:.1f},{store}")
     rows.append("32,32,32,16,,97.0")                      # a batched row: no grid cell
     (folder / "x86_gemm_avx2.csv").write_text("\n".join(rows) + "\n")
+    (folder / "x86_gemm_avx512_float64.csv").write_text("\n".join(rows) + "\n")
     eltwise = ["size,who,measure,value"]
     for size in (50, 512, 2048):
         for who, measure, value in (("numpy", "copy", 40), ("avx2", "identity", 50),
                                     ("avx2", "relu", 45), ("numpy", "relu", 15),
-                                    ("avx2", "ratio identity/copy", 1.2)):
-            eltwise.append(f"{size},{who},{measure},{value * size ** 0.1:.4g}")
+                                    ("avx2", "sigmoid_T", 9), ("avx2", "max", 30),
+                                    ("numpy", "add", 20), ("avx2", "ratio identity/copy", 1.2)):
+            if (measure, size) != ("relu", 512):         # a size the relu series lacks
+                eltwise.append(f"{size},{who},{measure},{value * size ** 0.1:.4g}")
     (folder / "x86_eltwise.csv").write_text("\n".join(eltwise) + "\n")
+    (folder / "x86_eltwise_float64.csv").write_text("\n".join(eltwise) + "\n")
     # case names with unquoted commas, as benchmarks/tensor_operation.py writes them
     (folder / "tensor_operation.csv").write_text(
         "case,gflops_or_gibs,percent_of_peak,speedup_vs_best_peer\n"
@@ -47,6 +54,7 @@ def _write_run(folder):
         'matrix chain,public,ij->i,"8x8",1.0000,0.020000,50.00,20.0,np.einsum,0.500,1e-07,'
         "0.010000,0.030000\n"
         "overhead expr 4x4,,,,,0.000002,,,np.einsum,0.800,\n")
+    (folder / "einsum_float64.csv").write_text((folder / "einsum.csv").read_text())
     (folder / "summary.txt").write_text("== a synthetic run\ntotal time 1 s\n")
 
 
@@ -65,7 +73,8 @@ def _check_png(path):
 def test_every_csv_becomes_a_valid_image_linked_from_summary(tmp_path):
     _write_run(tmp_path)
     written = plots.write_plots(tmp_path, progress=lambda line: None)
-    stems = ["x86_gemm_avx2", "x86_eltwise", "tensor_operation", "einsum"]
+    stems = ["x86_gemm_avx2", "x86_gemm_avx512_float64", "x86_eltwise", "x86_eltwise_float64",
+             "tensor_operation", "einsum", "einsum_float64"]
     for stem in stems:
         _check_png(tmp_path / f"{stem}.png")
         ET.parse(tmp_path / f"{stem}.svg")                      # well-formed SVG
@@ -76,6 +85,89 @@ def test_every_csv_becomes_a_valid_image_linked_from_summary(tmp_path):
         assert f"]({stem}.png)" in summary and f"[svg]({stem}.svg)" in summary
     assert "best 59.6% at 32×32×64" in summary
     assert "geomean 1.00× the best peer" in summary             # sqrt(2.0 * 0.5)
+    assert "no plot" not in summary
+
+
+def test_every_csv_the_benchmarks_write_has_a_plotter(tmp_path):
+    names = ["x86_gemm_avx512.csv", "x86_gemm_avx2.csv", "x86_gemm_avx2_float64.csv",
+             "x86_eltwise.csv", "x86_eltwise_float64.csv", "tensor_operation.csv"]
+    names += [einsum.csv_name(dtype) for dtype in einsum.DTYPES]
+    for name in names:
+        (tmp_path / name).write_text("")
+    for name in names:
+        assert any((tmp_path / name) in tmp_path.glob(p) for p in plots.PLOTTERS), name
+    (tmp_path / "something_new.csv").write_text("a,b\n1,2\n")
+    plots.write_plots(tmp_path, progress=lambda line: None)
+    assert "something_new.csv: no plot (no plotter for this table)" in \
+        (tmp_path / "summary.md").read_text()
+
+
+class Drawn:
+    """What one saved figure shows: its titles, heat-map arrays and line series."""
+
+    def __init__(self, fig):
+        self.titles = ([fig._suptitle.get_text()] if fig._suptitle else []) + \
+            [axis.get_title() for axis in fig.axes]
+        self.images = {axis.get_title(): axis.images[0].get_array() for axis in fig.axes
+                       if axis.images}
+        self.series = {(axis.get_title(), line.get_label()): list(line.get_ydata())
+                       for axis in fig.axes for line in axis.lines}
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """One synthetic run plotted, and what each figure it saved shows: {stem: Drawn}."""
+    folder = tmp_path_factory.mktemp("run")
+    _write_run(folder)
+    figures, save = {}, plots._save
+
+    def capture(fig, folder, stem):
+        figures[stem] = Drawn(fig)
+        return save(fig, folder, stem)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "_save", capture)
+        plots.write_plots(folder, progress=lambda line: None)
+    return figures
+
+
+def test_each_picture_names_its_dtype_and_reference(drawn):
+    figures = drawn
+    expected = {
+        "x86_gemm_avx2": ("float32", "FMA peak"),
+        "x86_gemm_avx512_float64": ("float64", "FMA peak"),
+        "x86_eltwise": ("float32", "numpy"),
+        "x86_eltwise_float64": ("float64", "numpy"),
+        "tensor_operation": ("float32", "peak"),
+        "einsum": ("float32", "best peer"),
+        "einsum_float64": ("float64", "float64 FMA peak"),
+    }
+    assert sorted(figures) == sorted(expected)
+    for stem, (dtype, reference) in expected.items():
+        title = " ".join(figures[stem].titles)
+        assert dtype in title and reference in title, (stem, title)
+        other = "float64" if dtype == "float32" else "float32"
+        assert other not in title, (stem, title)
+
+
+def test_the_gemm_k1_panel_is_coloured_against_the_store_bound(drawn):
+    figures = drawn
+    images = figures["x86_gemm_avx2"].images
+    assert sorted(images) == ["K = 1: % of the store bound", "K = 64"]
+    k1 = images["K = 1: % of the store bound"]
+    assert [round(float(v), 1) for v in k1[:, 0]] == [58.0, 66.0, 74.0, 82.0]   # 50 + M
+    assert round(float(images["K = 64"][3, 3]), 1) == round(32 * 32 * 64 / 1100, 1)
+    assert "store bound" in " ".join(figures["x86_gemm_avx2"].titles)
+
+
+def test_the_eltwise_picture_shows_every_kernel_and_breaks_at_missing_sizes(drawn):
+    figures = drawn
+    series = figures["x86_eltwise"].series
+    kernels = {label for (_, label) in series if not label.startswith("numpy")}
+    assert kernels == {"identity", "relu", "sigmoid_T", "max"}
+    assert ("avx2: unary, B transposed", "sigmoid_T") in series
+    assert ("avx2: binary", "max") in series and ("avx2: binary", "numpy add") in series
+    relu = series["avx2: unary", "relu"]
+    assert len(relu) == 3 and math.isnan(relu[1]) and not math.isnan(relu[2])
 
 
 def test_rows_with_unquoted_commas_keep_their_case_names(tmp_path):
