@@ -27,6 +27,8 @@ from __future__ import annotations
 import ctypes
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -66,22 +68,34 @@ def _num_threads(value) -> int | None:
     return check_int("num_threads", value, 1)
 
 
-def _still_plain(execution: list, in0, in1, out) -> bool:
+@dataclass(slots=True)
+class _Execution:
+    """What every execute of an operation needs, computed once on the first: the compiled
+    loop nest, each tensor's extent in elements, which tensors the op uses, its dtype, and
+    `last`, the arrays of the last plain call (weak references) with their addresses."""
+    compiled: Any
+    extents: tuple[int, int, int]
+    used: tuple[bool, bool, bool]
+    dtype: np.dtype
+    last: tuple | None = None
+
+
+def _still_plain(execution: _Execution, in0, in1, out) -> bool:
     """Whether arrays that passed _plain_addresses before still do (an array keeps its data
     while its size and dtype stay; out's writability can be switched off)."""
-    _, extents, used, dtype, _ = execution
-    for value, flag, extent in zip((in0, in1, out), used, extents):
+    dtype = execution.dtype
+    for value, flag, extent in zip((in0, in1, out), execution.used, execution.extents):
         if flag and (value.dtype is not dtype or value.size < extent):
             return False
     return out.flags.writeable
 
 
-def _plain_addresses(execution: list, in0, in1, out) -> list | None:
+def _plain_addresses(execution: _Execution, in0, in1, out) -> list | None:
     """The operands' addresses when every used one is a writable, C-ordered array of the op's
     dtype large enough for its extent, unused ones are None and out overlaps no input: the
     common case, checked without a call per operand. None for anything else. The arrays are
     remembered weakly, with their addresses, for the next call (execute)."""
-    _, extents, used, dtype, _ = execution
+    extents, used, dtype = execution.extents, execution.used, execution.dtype
     values = (in0, in1, out)
     for value, flag, extent in zip(values, used, extents):
         if not flag:
@@ -99,8 +113,8 @@ def _plain_addresses(execution: list, in0, in1, out) -> list | None:
     for address, extent, flag in zip(addresses[:2], extents[:2], used[:2]):
         if flag and address < out_end and out_start < address + extent * item:
             return None
-    execution[4] = (tuple(weakref.ref(value) if flag else None
-                          for value, flag in zip(values, used)), addresses)
+    execution.last = (tuple(weakref.ref(value) if flag else None
+                            for value, flag in zip(values, used)), addresses)
     return addresses
 
 
@@ -143,7 +157,7 @@ class TensorOperation:
         self._kernel_calls = check_operation(self._first, self._main, self._last, self._dims)
         self._target = resolve_target(isa)
         self._num_threads = _num_threads(num_threads)
-        self._execution = None      # (compiled nest, extents, operands used), on first execute
+        self._execution: _Execution | None = None      # set by the first execute
 
     @classmethod
     def from_dims(cls, dtype, prim_first_touch: str, prim_main: str, prim_last_touch: str,
@@ -283,13 +297,13 @@ class TensorOperation:
         "none". Arrays must reach the highest offset the strides address; out must be
         writable."""
         execution = self._execution or self._prepare()
-        last = execution[4]
+        last = execution.last
         if last is not None:    # the arrays of the last call again: only what may have changed
             refs, addresses = last
             if (refs[2]() is out and (refs[0] is None or refs[0]() is in0)
                     and (refs[1] is None or refs[1]() is in1)
                     and _still_plain(execution, in0, in1, out)):
-                compiled = execution[0]
+                compiled = execution.compiled
                 if compiled.single is not None:      # the common case, without run()'s call
                     compiled.function(*addresses, 0, compiled.single)
                 else:
@@ -297,17 +311,16 @@ class TensorOperation:
                 return
         addresses = _plain_addresses(execution, in0, in1, out)
         if addresses is None:       # anything unusual: the full checks, which name the problem
-            compiled, extents, used = execution[:3]
+            extents, used = execution.extents, execution.used
             values = (in0, in1, out)
             addresses = [self._address(name, value, flag, extent) for name, value, flag, extent
                          in zip(("in0", "in1", "out"), values, used, extents)]
             if type(out) is np.ndarray:
                 self._check_overlap(values, addresses, extents, used)
-        execution[0].run(*addresses)
+        execution.compiled.run(*addresses)
 
-    def _prepare(self) -> tuple:
-        """What every execute needs, computed once: the compiled loop nest, each tensor's
-        extent, which tensors the op uses, the dtype."""
+    def _prepare(self) -> _Execution:
+        """What every execute needs (an _Execution), computed once."""
         if not self.is_defined:
             undefined = [i for i, dim in enumerate(self._dims) if dim.exec_type == "undefined"]
             raise OperationError(f"dims {undefined} have exec_type 'undefined'; run "
@@ -316,8 +329,8 @@ class TensorOperation:
         used = tuple(name in self.operands for name in ("in0", "in1", "out"))
         extents = tuple(self.extent(name) if flag else 0
                         for name, flag in zip(("in0", "in1", "out"), used))
-        # the last element remembers the arrays of the last plain call (see _plain_addresses)
-        self._execution = [compile_operation(self), extents, used, np.dtype(self._dtype), None]
+        self._execution = _Execution(compile_operation(self), extents, used,
+                                     np.dtype(self._dtype))
         return self._execution
 
     def _address(self, name: str, value, used: bool, extent: int) -> int:
