@@ -155,8 +155,8 @@ class _Prepared:
                  dtype: np.dtype = _FLOAT32) -> "_Prepared":
         """The plan of a bracket-notation tree: operands are its leaves (strides per leaf in
         its dims order), the result has the root's dims (dense row-major unless out_strides).
-        optimize: rewrite the tree for the primitives first (the course's OPT), or lower it
-        as written (LOWER)."""
+        optimize: rewrite the tree for the primitives first (OPT), or lower it as written
+        (LOWER)."""
         self = cls.__new__(cls)
         self.dtype = np.dtype(dtype)
         self.resolved = None
@@ -306,7 +306,8 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     """numpy.einsum's signature and semantics (subscripts string or interleaved sublists,
     ellipsis broadcasting, diagonals, implicit output, out=, dtype=, order=, casting=).
 
-    optimize: False (operand order), True (= "greedy", as numpy), an opt_einsum path name
+    optimize: False (operand order), True (einjit's choice: the cheaper in flops of opt_einsum's
+    "auto" and "dp"; numpy's True is greedy, the order changes only rounding), a path name
     ("greedy", "optimal", "dp", "auto", "branch-2", ...), numpy's (name, memory limit) or an
     explicit path; left out, einjit chooses (as True). casting left out is numpy's "safe".
     float32 and float64 (and their mix, computed in float64) run on einjit's kernels with a

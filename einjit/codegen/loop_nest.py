@@ -2,8 +2,8 @@
 (the records are einjit.backends.nest_plan's, which also says how a nest runs).
 
 The loops are the op's non-primitive dims of size > 1 (shared first, then seq); the calls the
-IR's kernel calls (einjit.ir.verify): a first touch when every k index is 0 (the seeds'
-rule), the main kernel, a last touch when every k index is at its end. Element-wise main
+IR's kernel calls (einjit.ir.verify): a first touch when every k index is 0, the main
+kernel, a last touch when every k index is at its end. Element-wise main
 primitives have no k dims, so they touch every block. The thresholds come from the target's
 core (Target.micro, an einjit.backends.Microarch):
 

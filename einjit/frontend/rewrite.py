@@ -1,4 +1,4 @@
-"""Tree optimization (the course's einsum-tree lab): choose, top down, which child of each
+"""Tree optimization: choose, top down, which child of each
 contraction is in0 (the one that provides the output's unit-stride dim as GEMM m), the dim
 order of every intermediate (so that in0 sees m, in1 sees k at unit stride), and insert
 permutation nodes only where an input's layout cannot serve the primitive.

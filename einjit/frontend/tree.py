@@ -208,7 +208,7 @@ class EinsumTree:
         return sum(_node_flops(n, self.sizes) for n in self.root.nodes())
 
     def pretty(self) -> str:
-        """The tree drawn as in the course's notes, root first."""
+        """The tree drawn as text, root first, each child indented below its parent."""
         lines: list[str] = []
 
         def draw(node: Node, prefix: str, tail: str) -> None:

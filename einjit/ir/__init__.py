@@ -1,4 +1,4 @@
-"""The TensorOperation IR (the seeds' chapter 5): dims, operations, validation, printing and a
+"""The TensorOperation IR: dims, operations, validation, printing and a
 numpy reference executor.
 
 A TensorOperation is a loop nest over `Dim`s (type c/m/n/k, exec type shared/seq/prim/

@@ -1,4 +1,4 @@
-"""Dimensions of a tensor operation (the seeds' `Dimension` struct, chapter 5.5).
+"""Dimensions of a tensor operation.
 
 A tensor operation is a loop nest over an index space; each loop is one `Dim`:
 

@@ -1,4 +1,4 @@
-"""TensorOperation: a loop nest of dims around up to three primitive kernels (seeds, ch. 5).
+"""TensorOperation: a loop nest of dims around up to three primitive kernels.
 
     op = TensorOperation(dtype, prim_first_touch, prim_main, prim_last_touch, dim_types,
                          exec_types, dim_sizes, strides_in0, strides_in1, strides_out,
@@ -121,7 +121,7 @@ def _plain_addresses(execution: _Execution, in0, in1, out) -> list | None:
 class TensorOperation:
     """A tensor operation: dims (loop order, outermost first) and the primitives around them.
 
-    Parameters are the seeds' setup parameters with Python names; see the module docstring.
+    Parameters: see the module docstring.
     """
 
     def __init__(self, dtype, prim_first_touch: str, prim_main: str, prim_last_touch: str,

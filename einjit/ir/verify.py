@@ -1,6 +1,6 @@
 """Validation of a tensor operation, and the primitive calls its prim dims describe.
 
-The seeds' `setup` (chapter 5.1) checks its parameters and then reads the prim dims to find
+A TensorOperation's set-up checks its parameters and then reads the prim dims to find
 the primitive's M, N, K and batch-reduce dims, the leading dimensions and the transposition.
 `check_operation` does both: it raises OperationError naming the offending dim or value, and
 returns the KernelCalls (first touch, main, last touch) a loop nest makes at its innermost
