@@ -1,3 +1,60 @@
 """Shared test setup. Tests live in one folder per layer (backends/<isa>, runtime, primitives,
 ir, passes, frontend, ...); helpers they share are in support.py beside this file, which pytest
-puts on sys.path because this conftest.py lives here."""
+puts on sys.path because this conftest.py lives here.
+
+Which tests run where (the one place this is decided; scripts/test applies it):
+
+- `native`: the test generates, runs or inspects code for the machine it runs on, so its
+  outcome depends on the code variant. scripts/test reruns exactly these in each further
+  variant's run (`-m native`: x86-64 with the AVX2 path forced, the aarch64 lane). Every
+  test under NATIVE_PATHS and under the host ISA's own backend folder is `native`; in the
+  other files a test is marked `@pytest.mark.native` where it runs generated code, plus a
+  few smoke tests of each folder. The rest (the parser, the passes, the tree rewrites, the
+  reference executor, the displays, the benchmark harness, the other ISA's encoders) runs
+  once, on the host.
+- `slow`: seconds even on the host; still run by scripts/test (`-m "not slow"` leaves them
+  out of a quick local run).
+
+Skips are summarized once at the end of a run, grouped by reason with their counts."""
+
+import collections
+import os
+
+import pytest
+
+from einjit.runtime.host import host_isa
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# folders and files (relative to tests/) whose every test is `native`
+NATIVE_PATHS = (
+    "primitives", "codegen", f"backends/{host_isa()}",
+    "backends/test_registry.py",
+    "frontend/test_einsum_jit.py", "frontend/test_tree_execution.py",
+    "ir/test_ir_execute.py",
+    "runtime",
+    "environment/test_lane_smoke.py", "environment/test_child_runner.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)   # before -m selects by these marks
+def pytest_collection_modifyitems(config, items):
+    native = pytest.mark.native
+    for item in items:
+        path = os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")
+        if any(path == native_path or path.startswith(native_path + "/")
+               for native_path in NATIVE_PATHS):
+            item.add_marker(native)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per distinct skip reason with its count (pytest's -rs lists every location)."""
+    reasons = collections.Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if not reasons:
+        return
+    terminalreporter.section("skipped, by reason")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count:,} skipped: {reason}")

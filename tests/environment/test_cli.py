@@ -21,6 +21,7 @@ def run(*args, timeout=240):
                           text=True, env=env, timeout=timeout, cwd=REPO)
 
 
+@pytest.mark.native
 def test_subscripts_print_the_tree_and_the_plan():
     result = run("ij,jk->ik", "48x40", "40x24")
     assert result.returncode == 0, result.stderr
@@ -55,6 +56,7 @@ def test_sizes_may_be_separate_words():
     assert one.stdout == words.stdout and "0,2" in one.stdout
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("isa, mnemonic", [("aarch64", "fmla"), ("x86_64:avx2", "vfmadd")])
 def test_disassembly_for_any_isa(isa, mnemonic):
     pytest.importorskip("capstone")

@@ -23,6 +23,7 @@ except ImportError:
     nbclient = None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(nbclient is None, reason="no Jupyter here (nbclient, ipykernel): "
                                              "scripts/setup installs them into .venv")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
