@@ -7,7 +7,7 @@ Which tests run where (the one place this is decided; scripts/test applies it):
 - `native`: the test generates, runs or inspects code for the machine it runs on, so its
   outcome depends on the code variant. scripts/test reruns exactly these in each further
   variant's run (`-m native`: x86-64 with the AVX2 path forced, the aarch64 lane). Every
-  test under NATIVE_PATHS and under the host ISA's own backend folder is `native`; in the
+  test under NATIVE_PATHS (among them the host ISA's backend folder) is `native`; in the
   other files a test is marked `@pytest.mark.native` where it runs generated code, plus a
   few smoke tests of each folder. The rest (the parser, the passes, the tree rewrites, the
   reference executor, the displays, the benchmark harness, the other ISA's encoders) runs
@@ -36,13 +36,28 @@ NATIVE_PATHS = (
 )
 
 
+def _is_native(path: str) -> bool:
+    return any(path == native_path or path.startswith(native_path + "/")
+               for native_path in NATIVE_PATHS)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under `-m native`, a test file outside NATIVE_PATHS that marks no test native is not
+    even imported (collecting is slow under qemu)."""
+    if config.getoption("markexpr") != "native" or collection_path.suffix != ".py" or \
+            not collection_path.name.startswith("test_"):
+        return None
+    path = os.path.relpath(str(collection_path), TESTS).replace(os.sep, "/")
+    if _is_native(path) or "pytest.mark.native" in collection_path.read_text():
+        return None
+    return True
+
+
 @pytest.hookimpl(tryfirst=True)   # before -m selects by these marks
 def pytest_collection_modifyitems(config, items):
     native = pytest.mark.native
     for item in items:
-        path = os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")
-        if any(path == native_path or path.startswith(native_path + "/")
-               for native_path in NATIVE_PATHS):
+        if _is_native(os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")):
             item.add_marker(native)
 
 

@@ -110,6 +110,7 @@ def test_bad_setting_is_refused(value):
         log.configure(5)
 
 
+@pytest.mark.native
 def test_environment_variable_in_a_fresh_process():
     program = ("import numpy as np, einjit\n"
                "a = np.ones((4, 6), np.float32)\n"

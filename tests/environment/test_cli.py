@@ -34,6 +34,7 @@ def test_subscripts_print_the_tree_and_the_plan():
     assert result.stderr == ""
 
 
+@pytest.mark.native
 def test_bracket_notation_with_sizes():
     tree = "[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[1,2,5,7]],[0,5]->[0,1,2,7]]->[0,1,2,3,4]"
     sizes = [10, 7, 12, 8, 3, 9, 11, 4, 3]
