@@ -12,6 +12,9 @@ Which tests run where (the one place this is decided; scripts/test applies it):
   few smoke tests of each folder. The rest (the parser, the passes, the tree rewrites, the
   reference executor, the displays, the benchmark harness, the other ISA's encoders) runs
   once, on the host.
+- `alone`: the test measures its own process (its mappings, its memory), which other tests
+  before it in the same process disturb: scripts/test runs these in a pytest process of their
+  own after the others (spread over pytest-xdist's workers). Set by ALONE_PATHS.
 - `slow`: seconds even on the host; still run by scripts/test (`-m "not slow"` leaves them
   out of a quick local run).
 
@@ -35,10 +38,16 @@ NATIVE_PATHS = (
     "environment/test_lane_smoke.py", "environment/test_child_runner.py",
 )
 
+# test files whose every test is `alone`
+ALONE_PATHS = ("runtime/test_kernel_churn.py",)
+
+
+def _under(path: str, paths) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in paths)
+
 
 def _is_native(path: str) -> bool:
-    return any(path == native_path or path.startswith(native_path + "/")
-               for native_path in NATIVE_PATHS)
+    return _under(path, NATIVE_PATHS)
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -55,10 +64,12 @@ def pytest_ignore_collect(collection_path, config):
 
 @pytest.hookimpl(tryfirst=True)   # before -m selects by these marks
 def pytest_collection_modifyitems(config, items):
-    native = pytest.mark.native
     for item in items:
-        if _is_native(os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")):
-            item.add_marker(native)
+        path = os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")
+        if _is_native(path):
+            item.add_marker(pytest.mark.native)
+        if _under(path, ALONE_PATHS):
+            item.add_marker(pytest.mark.alone)
 
 
 def pytest_terminal_summary(terminalreporter):
