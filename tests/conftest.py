@@ -51,10 +51,11 @@ def _is_native(path: str) -> bool:
 
 
 def pytest_ignore_collect(collection_path, config):
-    """Under `-m native`, a test file outside NATIVE_PATHS that marks no test native is not
-    even imported (collecting is slow under qemu)."""
-    if config.getoption("markexpr") != "native" or collection_path.suffix != ".py" or \
-            not collection_path.name.startswith("test_"):
+    """Under `-m native` (or `-m "native and ..."`), a test file outside NATIVE_PATHS that
+    marks no test native is not even imported (collecting is slow under qemu)."""
+    markexpr = config.getoption("markexpr")
+    if not (markexpr == "native" or markexpr.startswith("native and ")) or \
+            collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
         return None
     path = os.path.relpath(str(collection_path), TESTS).replace(os.sep, "/")
     if _is_native(path) or "pytest.mark.native" in collection_path.read_text():
