@@ -147,6 +147,7 @@ def test_optimized_operation_shows_what_the_passes_chose():
     assert "shared" in op.exec_types
 
 
+@pytest.mark.native
 def test_expression_html_has_the_tree_and_every_step():
     rng = np.random.default_rng(0)
     shapes = [(6, 5, 7), (7, 4), (4, 3)]
@@ -167,6 +168,7 @@ def test_expression_html_has_the_tree_and_every_step():
     assert "a=6, b=5, c=7, d=4, e=3" in flat
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("isa", ["aarch64", "x86_64:avx2"])
 def test_kernel_html_is_its_disassembly(isa):
     pytest.importorskip("capstone")

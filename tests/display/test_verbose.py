@@ -26,6 +26,7 @@ def _messages(caplog, level=None):
             if r.name == "einjit" and (level is None or r.levelno == level)]
 
 
+@pytest.mark.native
 def test_a_new_kernel_is_reported_once_then_hits(caplog):
     caplog.set_level(logging.DEBUG, logger="einjit")
     kernel_cache.clear()
@@ -55,6 +56,7 @@ def test_foreign_isa_and_unary_kernels_are_reported(caplog):
     assert not [m for m in _messages(caplog) if "cache hit" in m]   # INFO: no hits
 
 
+@pytest.mark.native
 def test_plans_nests_and_plan_cache(caplog):
     caplog.set_level(logging.DEBUG, logger="einjit")
     compile_operation.cache_clear()
@@ -108,6 +110,7 @@ def test_bad_setting_is_refused(value):
         log.configure(5)
 
 
+@pytest.mark.native
 def test_environment_variable_in_a_fresh_process():
     program = ("import numpy as np, einjit\n"
                "a = np.ones((4, 6), np.float32)\n"

@@ -70,6 +70,7 @@ def _check_png(path):
         assert colours is None or len(colours) > 20            # a drawing, not a blank page
 
 
+@pytest.mark.slow
 def test_every_csv_becomes_a_valid_image_linked_from_summary(tmp_path):
     _write_run(tmp_path)
     written = plots.write_plots(tmp_path, progress=lambda line: None)

@@ -21,6 +21,7 @@ def run(*args, timeout=240):
                           text=True, env=env, timeout=timeout, cwd=REPO)
 
 
+@pytest.mark.native
 def test_subscripts_print_the_tree_and_the_plan():
     result = run("ij,jk->ik", "48x40", "40x24")
     assert result.returncode == 0, result.stderr
@@ -33,6 +34,7 @@ def test_subscripts_print_the_tree_and_the_plan():
     assert result.stderr == ""
 
 
+@pytest.mark.native
 def test_bracket_notation_with_sizes():
     tree = "[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[1,2,5,7]],[0,5]->[0,1,2,7]]->[0,1,2,3,4]"
     sizes = [10, 7, 12, 8, 3, 9, 11, 4, 3]
@@ -55,6 +57,7 @@ def test_sizes_may_be_separate_words():
     assert one.stdout == words.stdout and "0,2" in one.stdout
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("isa, mnemonic", [("aarch64", "fmla"), ("x86_64:avx2", "vfmadd")])
 def test_disassembly_for_any_isa(isa, mnemonic):
     pytest.importorskip("capstone")

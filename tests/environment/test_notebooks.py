@@ -23,6 +23,7 @@ except ImportError:
     nbclient = None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(nbclient is None, reason="no Jupyter here (nbclient, ipykernel): "
                                              "scripts/setup installs them into .venv")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -38,6 +39,7 @@ def test_notebook_runs_in_a_jupyter_kernel(path):
     assert not errors
 
 
+@pytest.mark.native
 @pytest.mark.skipif(nbclient is not None, reason="the Jupyter kernel test runs these cells")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_code_cells_run_in_this_interpreter(path):

@@ -151,6 +151,7 @@ def test_every_lowered_op_fits_its_primitive(equation, shapes, dtype):
         fits(step.lowered)
 
 
+@pytest.mark.native
 def test_matrix_product_is_one_gemm_without_copies(dtype):
     prepared = _Prepared("ij,jk->ik", [(30, 40), (40, 50)], [(40, 1), (50, 1)], None, "auto",
                          "C", optimize_ops=False, dtype=dtype)
@@ -260,6 +261,7 @@ def test_order_f_gives_fortran_result(reference, dtype):
     assert_close(result, a.astype(np.longdouble) @ b, dtype, 5)
 
 
+@pytest.mark.native
 def test_sublist_form(reference, dtype):
     rng = np.random.default_rng(5)
     a, b = random_operands(rng, [(4, 5), (5, 6)], dtype)

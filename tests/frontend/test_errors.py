@@ -159,6 +159,7 @@ PROMOTED = [
 ]
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("index", range(len(PROMOTED)))
 def test_mixed_dtypes_promote_as_numpy_on_einjits_kernels(index):
     equation, make, kwargs = PROMOTED[index]
@@ -196,6 +197,7 @@ INPUTS = [(np.float32, np.float32), (np.float32, np.float64), (np.float64, np.fl
 KINDS = (None, np.float32, np.float64)
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("optimize", [False, True])
 @pytest.mark.parametrize("casting", ["no", "equiv", "safe", "same_kind", "unsafe"])
 def test_dtype_out_and_casting_follow_numpy(casting, optimize):

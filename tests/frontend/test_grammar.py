@@ -20,6 +20,7 @@ def names(labels):
     return "".join(label.name if label.name != ELLIPSIS else "." for label in labels)
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("expression, inputs, output", [
     ("ij,jk->ik", ["ij", "jk"], "ik"),
     ("ij,jk", ["ij", "jk"], None),
@@ -68,6 +69,7 @@ def test_bracket_spaces_and_multi_digit_ids():
     assert [c.dims for c in parsed.children] == [(10, 2), (2, 11)]
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("expression, column, words", [
     ("i$->i", 1, "'$'"),
     ("ij->i->j", 5, "'->'"),
@@ -138,6 +140,7 @@ def _parse_in_fresh_process(cache_dir, forbid_building=False):
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_built_parser_is_cached_and_later_processes_load_it(tmp_path):
     """The first process builds the parser and writes it to EINJIT_CACHE_DIR (made private
     to the user); the next loads it without building (lark cannot read a grammar there) and

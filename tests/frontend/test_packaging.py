@@ -34,6 +34,7 @@ def wheel(tmp_path_factory):
     return built
 
 
+@pytest.mark.slow
 def test_wheel_holds_the_grammar_and_every_package(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "einjit/grammar/einsum.lark" in names

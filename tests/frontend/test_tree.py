@@ -174,6 +174,7 @@ def test_a_contraction_left_few_rows_by_its_parent_takes_its_own_layout():
     assert len(permutations) == 1 and permutations[0].dims[-1] == 8
 
 
+@pytest.mark.native
 def test_the_own_layout_with_its_permutation_computes_the_tree(dtype):
     sizes = [6, 2, 3, 2, 3, 3, 2, 3, 5] + [9] * 8      # the same choice at small sizes
     tree = EinsumTree(TRN, sizes)
@@ -213,6 +214,7 @@ def test_tensor_train_from_subscripts():
     assert tree.flops() > 0
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("optimize", [False, True, "greedy", "optimal", "dp", "auto",
                                       "branch-2", "auto-hq", ["einsum_path", (1, 2), (0, 1)],
                                       [(0, 1), (0, 1)], [(0, 1, 2)]])

@@ -59,6 +59,7 @@ def test_replace():
         op.replace(sizes=(1,))
 
 
+@pytest.mark.native
 def test_str_is_a_table_with_the_kernels():
     text = str(build(edit(BRGEMM, prim_first_touch="zero", prim_last_touch="relu")))
     lines = text.splitlines()

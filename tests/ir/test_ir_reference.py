@@ -82,6 +82,7 @@ def test_exec_types_do_not_change_results():
     np.testing.assert_array_equal(out, out2)
 
 
+@pytest.mark.native
 def test_out_gaps_are_untouched():
     # out with gaps between columns: the gap elements keep their values
     op = TensorOperation("float32", "none", "relu", "none", ("c", "c"), ("prim", "prim"),
@@ -93,6 +94,7 @@ def test_out_gaps_are_untouched():
     assert (out[untouched] == 7.0).all() and (out[~untouched] == 0.0).all()
 
 
+@pytest.mark.native
 def test_operand_checks():
     op = build(GEMM)
     small = np.zeros(10, np.float32)

@@ -186,6 +186,7 @@ OPERAND_CASES = [
 ]
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("name, changes, error, fragments", OPERAND_CASES,
                          ids=[c[0] for c in OPERAND_CASES])
 def test_execute_operands(name, changes, error, fragments):

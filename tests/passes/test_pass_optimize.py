@@ -52,6 +52,7 @@ def test_seeds_permutation(t, r, u, s):
                                   a.reshape(t, r, u, s).transpose(0, 2, 1, 3))
 
 
+@pytest.mark.native
 def test_matmul_1600():
     n = 1600
     zen4 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
@@ -90,6 +91,7 @@ def test_contiguous_elementwise_op_becomes_large_blocks():
     assert main.m * main.n == 64 * 50 * 40 and main.m <= 1024
 
 
+@pytest.mark.native
 def test_options():
     op = build(edit(GEMM, exec_types=None))
     small = einjit.optimize(op, num_threads=1, max_size=16, min_size=4)

@@ -10,6 +10,7 @@ from einjit.passes import shared
 from ir_support import BRGEMM, build, edit
 
 
+@pytest.mark.native
 def test_seeds_brgemm_on_two_threads():
     new = shared(build(BRGEMM), 2)
     # the outer m loop alone has 32 >= 4 * 2 iterations

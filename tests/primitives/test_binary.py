@@ -148,6 +148,7 @@ def test_block_boundaries_and_limits(case, dtype):
     check(*case, seed=3, dtype=dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", LARGE_CASES, ids=_case_id)
 def test_large(case, dtype):

@@ -601,6 +601,7 @@ def _fuzz(note) -> tuple[dict, list]:
     return counts, failures
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(HOST is None, reason="einjit runs no code on this host")
 def test_random_calls_raise_an_einjit_error_or_match_numpy():
     counts, failures = run_in_child(_fuzz)

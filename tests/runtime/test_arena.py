@@ -86,6 +86,7 @@ def test_blocks_share_one_mapping_and_seal_together(spy):
     assert arena.stats().chunks == 0 and permissions(starts[0]) is None
 
 
+@pytest.mark.slow
 def test_no_page_is_ever_writable_and_executable(spy):
     """Across placing, sealing, filling chunks and oversized blocks: every mapping starts
     RW, every mprotect makes RX pages that were never RX before, nothing is ever RWX."""
