@@ -153,6 +153,7 @@ TENSORDOT_CASES = [
 ]
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("dtypes", [(np.float64, np.float64), (np.float32, np.float32),
                                     (np.float32, np.float64)], ids=["f8", "f4", "f4f8"])
 @pytest.mark.parametrize("shape_a, shape_b, axes", TENSORDOT_CASES,
@@ -256,6 +257,7 @@ def plan_runs(monkeypatch):
     return runs
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f8", "f4"])
 @pytest.mark.parametrize("equation, sizes", CONTRACTIONS, ids=[c[0] for c in CONTRACTIONS])
 def test_opt_einsum_backend_einjit(equation, sizes, dtype, plan_runs):

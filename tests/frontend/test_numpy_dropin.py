@@ -85,6 +85,7 @@ def test_calls_handed_over_get_exactly_the_callers_arguments(label, equation, op
         assert np.asarray(ours).tobytes() == np.asarray(theirs).tobytes()
 
 
+@pytest.mark.native
 def test_calls_einjit_computes_never_reach_numpy():
     with numpy_einsum_forbidden():
         for optimize in ({}, {"optimize": True}, {"optimize": False}):
@@ -140,6 +141,7 @@ ORDER_CASES = [
 ]
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("order", ["C", "F", "A"])
 @pytest.mark.parametrize("equation, shapes", ORDER_CASES)
 def test_result_layouts_are_numpys(equation, shapes, order):
@@ -181,6 +183,7 @@ def test_views_numpy_returns_are_views(equation, shape, options):
     np.testing.assert_array_equal(np.einsum(equation, operand), -np.ones(theirs.shape))
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("equation, shape", [("ij->i", (3, 4)), ("ii", (3, 3)),
                                              ("ii->", (3, 3)), ("iij->j", (3, 3, 2))])
 def test_a_summation_is_computed_not_viewed(equation, shape):
@@ -281,6 +284,7 @@ class WithDLPack:
         return self.array.__dlpack_device__()
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_operands_that_convert(dtype):
     a, b = A.astype(dtype), B.astype(dtype)

@@ -30,6 +30,7 @@ def _sequential_error(value, n: int, dtype) -> float:
     return abs(float(total) - exact) / exact
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("num", [10**6, 10**7])
 def test_numpys_chunking_precision_case(num):
     """numpy's test_einsum_chunking_precision (numpy/_core/tests/test_einsum.py)."""
@@ -47,6 +48,7 @@ LAYOUTS = {
 }
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("n", [10**6, 1_000_003, 3 * 2**19 + 1])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f4", "f8"])
@@ -89,6 +91,7 @@ CASES = [
 ]
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("equation, shapes, terms", CASES, ids=[c[0] for c in CASES])
 def test_long_sums_of_positive_terms(equation, shapes, terms, dtype):
     """Positive terms (no cancellation): the error relative to the sum of magnitudes."""
@@ -144,6 +147,7 @@ def test_chunked_plans_on_the_reference_executor(n, reference, dtype):
                                    atol=1e-3 if dtype == np.float32 else 1e-10)
 
 
+@pytest.mark.native
 def test_out_and_orders_with_a_long_sum(dtype):
     rng = np.random.default_rng(4)
     a = rng.uniform(0.5, 1.5, (5, 100_003)).astype(dtype)
