@@ -7,8 +7,10 @@ TensorOperation configurations with the call overhead, and every einsum case in 
 against numpy, opt_einsum, torch and TBLIS (the peers timed in one window). --full runs
 everything: the whole GEMM grid (M, N in 1..64) for each code variant the host runs, the
 static (llvm-mca) throughput of the generated A64 kernels, the TensorOperation optimizer and
-permutation cases, and einsum in float32 and float64 (einjit and the peers each timed in two
-windows). --quick: a coarse GEMM grid and small einsum sizes, to try the job.
+permutation cases, einsum in float32 and float64 (einjit and the peers each timed in two
+windows), and the matrix products against numpy's @ and torch.matmul on 1 and 2 threads in
+float32 and float64 (--large adds n = 4096). --quick: a coarse GEMM grid, small einsum sizes
+and a tiny matmul grid, to try the job.
 Sections can be named to run only those (`python -m benchmarks einsum --dtype float64`).
 
 Each table is printed once, after its section; a closing VERDICT lists every stated target
@@ -19,7 +21,7 @@ folder). --update-reference (a --full run) replaces benchmarks/reference/<machin
 with the run's summary and its einsum and GEMM pictures.
 
     python -m benchmarks [SECTION ...] [--full | --quick] [--dtype float32|float64]
-                         [--results DIR] [--update-reference]
+                         [--large] [--results DIR] [--update-reference]
 """
 
 import argparse
@@ -30,12 +32,12 @@ import time
 from einjit.backends.x86_64 import cpu
 from einjit.runtime.host import host_isa
 
-from . import aarch64_mca, einsum, tensor_operation, x86_eltwise, x86_gemm
+from . import aarch64_mca, einsum, matmul, tensor_operation, x86_eltwise, x86_gemm
 from .output import RESULTS_ENV, machine_name, results_dir, update_reference, write_result
 from .verdict import Verdict, WrongResult
 
-SECTIONS = ("gemm", "eltwise", "mca", "tensorop", "einsum")
-FULL_ONLY = ("mca",)          # the default run leaves these out
+SECTIONS = ("gemm", "eltwise", "mca", "tensorop", "einsum", "matmul")
+FULL_ONLY = ("mca", "matmul")   # the default run leaves these out
 QUICK_SIZES = (16, 32, 48, 64)
 
 
@@ -83,8 +85,10 @@ def parse(argv):
     mode.add_argument("--quick", action="store_true",
                       help=f"a coarse GEMM grid (M, N in {QUICK_SIZES}), small einsum sizes")
     parser.add_argument("--dtype", choices=einsum.DTYPES,
-                        help="einsum section: only this dtype (default: float32; --full: "
-                             "float32, then float64)")
+                        help="einsum and matmul sections: only this dtype (default: einsum "
+                             "float32, matmul both; --full: float32, then float64)")
+    parser.add_argument("--large", action="store_true",
+                        help=f"matmul section: add n = {matmul.LARGE_SIZE} to the grid")
     parser.add_argument("--results", metavar="DIR",
                         help="write the result files here (default: benchmarks/results/, "
                              "git-ignored)")
@@ -164,6 +168,15 @@ def main(argv=None):
                         einsum.run(quick, progress=lambda line: print(line, flush=True),
                                    dtype=dtype, verdict=verdict,
                                    peer_windows=2 if full else 1)))
+    if "matmul" in chosen:
+        shapes = matmul.QUICK_GRID if quick else matmul.grid(options.large)
+        for dtype in [options.dtype] if options.dtype else list(matmul.DTYPES):
+            section(f"matmul {dtype}{' (quick sizes)' if quick else ''}: einjit against "
+                    f"numpy's @ and torch.matmul, 1 and 2 threads",
+                    lambda dtype=dtype: written(
+                        matmul.csv_name(dtype),
+                        matmul.run(dtype, shapes, verdict=verdict,
+                                   progress=lambda line: print(line, flush=True))))
     closing = ["", "== VERDICT", *verdict.lines(),
                f"total time {time.perf_counter() - started:.0f} s ({mode} run)"]
     summary.extend(closing)

@@ -41,8 +41,7 @@ import einjit
 from einjit.backends import resolve_target
 from einjit.runtime.threads import THREADS_ENV
 
-from .einsum import (DTYPES, ROOT, SEED, TOLERANCES, _first, geomean, interleaved,
-                     relative_error)
+from .einsum import DTYPES, ROOT, SEED, TOLERANCES, _first, geomean, interleaved, relative_error
 from .harness import fma_peak_gflops, warm_memory, write_result
 from .progress import progress_bar
 from .tensor_operation import all_core_peak_gflops
@@ -195,7 +194,8 @@ def compiled(shape: Shape, dtype: str, threads: int) -> einjit.ContractExpressio
 def einjit_window(expressions: dict, operands: dict, best: dict) -> None:
     """Time every expression once more (warm), keeping each one's best seconds in `best`."""
     for name, expression in expressions.items():
-        function = (lambda e=expression, o=operands[name]: e(*o))
+        def function(expression=expression, arrays=operands[name]):
+            return expression(*arrays)
         best[name] = min(best[name], interleaved({name: function}, {name: best[name]})[name])
 
 
@@ -283,11 +283,11 @@ def _report(rows: list[dict], dtype: str, names: list[str], verdict: Verdict
                      + (f" {rates['torch']:8.1f}" if HAVE_TORCH else "")
                      + f" {r['ratio']:6.2f} {percent:>7}")
         values = [dtype, shape.name, shape.kind, shape.batch, shape.m, shape.k, shape.n,
-                  r["threads"], f"{shape.flops / 1e9:.4f}", f"{r['seconds']:.6f}",
-                  f"{r['gflops']:.2f}", f"{r['peers']['numpy']:.6f}", f"{rates['numpy']:.2f}"]
+                  r["threads"], f"{shape.flops / 1e9:.6g}", f"{r['seconds']:.6g}",
+                  f"{r['gflops']:.5g}", f"{r['peers']['numpy']:.6g}", f"{rates['numpy']:.5g}"]
         if HAVE_TORCH:
-            values += [f"{r['peers']['torch']:.6f}", f"{rates['torch']:.2f}"]
-        values += [f"{r['ratio']:.3f}", percent, f"{r['error']:.1e}"]
+            values += [f"{r['peers']['torch']:.6g}", f"{rates['torch']:.5g}"]
+        values += [f"{r['ratio']:.4g}", percent, f"{r['error']:.1e}"]
         writer.writerow(values)
     for count in sorted({r["threads"] for r in rows}):
         mine = [r for r in rows if r["threads"] == count]

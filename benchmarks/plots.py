@@ -11,7 +11,9 @@ figures are measured against (a CSV it does not know is named in summary.md as u
   the size, one panel per group (unary, unary transposed, binary) and code variant;
 - tensor_operation.csv             -> GFLOPS (GiB/s for permutations) per case, speedup over
   the best peer;
-- einsum[_float64].csv             -> GFLOPS of einjit and of each peer per case.
+- einsum[_float64].csv             -> GFLOPS of einjit and of each peer per case;
+- matmul[_float64].csv             -> GFLOPS of einjit, numpy's @ and torch.matmul per shape,
+  one panel per thread count.
 
 summary.md lists the figures (relative links, so the folder can be moved or committed as a
 reference) after the run's summary.txt. matplotlib runs on its Agg backend: no display is
@@ -250,11 +252,61 @@ def plot_einsum(path: Path, folder: Path) -> tuple[list[Path], str]:
         f"einsum ({dtype}): {len(rows)} cases, geomean {geomean:.2f}× the best peer")
 
 
+def plot_matmul(path: Path, folder: Path) -> tuple[list[Path], str]:
+    """One panel per thread count: GFLOPS of einjit and of each peer (columns <peer>_gflops)
+    per shape, einjit's labelled with its speed over numpy's @ and its share of the FMA peak
+    of the threads used."""
+    plt = _pyplot()
+    rows = [r for r in read_rows(path) if _number(r.get("einjit_gflops"))]
+    if not rows:
+        raise ValueError(f"{path}: no matmul shapes")
+    who = ["einjit"] + [c[:-len("_gflops")] for c in rows[0]
+                        if c.endswith("_gflops") and c != "einjit_gflops"]
+    threads = sorted({r["threads"] for r in rows}, key=int)
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    fig, axes = plt.subplots(1, len(threads), figsize=(5.5 * len(threads),
+                                                      0.12 * len(shapes) * len(who) + 1.9),
+                             squeeze=False, sharey=True)
+    height = 0.8 / len(who)
+    for axis, count in zip(axes[0], threads):
+        mine = {r["shape"]: r for r in rows if r["threads"] == count}
+        for index, name in enumerate(who):
+            rates = [_number(mine[s].get(f"{name}_gflops")) or 0.0 if s in mine else 0.0
+                     for s in shapes]
+            axis.barh([y + index * height for y in range(len(shapes))], rates, height=height,
+                      label=name)
+            if name != "einjit":
+                continue
+            for y, (shape, rate) in enumerate(zip(shapes, rates)):
+                if shape not in mine:
+                    continue
+                ratio, percent = (_number(mine[shape].get(c)) for c in ("ratio_vs_numpy",
+                                                                         "percent_of_peak"))
+                label = (f" {ratio:.2f}×" if ratio else "") + \
+                    (f", {percent:.0f}% peak" if percent is not None else "")
+                axis.text(rate, y, label, va="center", fontsize=6)
+        axis.set_title(f"{count} thread{'s' if count != '1' else ''}", fontsize=9)
+        axis.set_xlabel("GFLOPS")
+        axis.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_yticks([y + 0.4 - height / 2 for y in range(len(shapes))], shapes,
+                          fontsize=8)
+    axes[0][0].invert_yaxis()
+    dtype = dtype_of(path)
+    fig.suptitle(f"matmul (M×K×N), {dtype}: einjit against numpy's @ (labels: × numpy's @, % "
+                 f"of the {dtype} FMA peak of the threads used)", fontsize=9)
+    ratios = [r for r in (_number(r.get("ratio_vs_numpy")) for r in rows) if r]
+    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else math.nan
+    return _save(fig, folder, path.stem), (
+        f"matmul ({dtype}): {len(shapes)} shapes on {', '.join(threads)} threads, geomean "
+        f"{geomean:.2f}× numpy's @")
+
+
 PLOTTERS: dict[str, Callable[[Path, Path], tuple[list[Path], str]]] = {
     "x86_gemm_*.csv": plot_gemm,
     "x86_eltwise*.csv": plot_eltwise,
     "tensor_operation.csv": plot_tensor_operation,
     "einsum*.csv": plot_einsum,
+    "matmul*.csv": plot_matmul,
 }
 
 

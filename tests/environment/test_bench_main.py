@@ -22,6 +22,7 @@ class Calls:
         monkeypatch.setattr(job.aarch64_mca, "report", self.mca)
         monkeypatch.setattr(job.tensor_operation, "run", self.tensorop)
         monkeypatch.setattr(job.einsum, "run", self.einsum)
+        monkeypatch.setattr(job.matmul, "run", self.matmul)
         monkeypatch.setattr(job, "_plots", lambda: None)
 
     def _table(self, section, verdict, csv="a,b\n1,2\n"):
@@ -52,6 +53,11 @@ class Calls:
         return self._table(f"einsum {dtype}", verdict)
 
 
+    def matmul(self, dtype, shapes, verdict=None, **options):
+        self.seen.setdefault("matmul", []).append((dtype, len(shapes)))
+        return self._table(f"matmul {dtype}", verdict)
+
+
 def _run(tmp_path, *argv):
     return job.main([*argv, "--results", str(tmp_path)])
 
@@ -65,7 +71,7 @@ def test_the_default_run_is_representative(tmp_path, monkeypatch, capsys):
         "tensorop": (False, True),                  # the seeds' configurations alone
         "einsum": [(False, "float32", 1)],         # the peers timed in one window
     }
-    assert "mca" not in calls.seen
+    assert "mca" not in calls.seen and "matmul" not in calls.seen
     out = capsys.readouterr().out
     assert out.startswith("einjit benchmarks (default run): gemm, eltwise, tensorop, einsum")
 
@@ -79,6 +85,7 @@ def test_full_runs_everything(tmp_path, monkeypatch, capsys):
         "mca": True,
         "tensorop": (False, False),
         "einsum": [(False, "float32", 2), (False, "float64", 2)],
+        "matmul": [("float32", len(job.matmul.grid())), ("float64", len(job.matmul.grid()))],
     }
     summary = (tmp_path / "summary.txt").read_text()
     assert "(--full run)" in summary and "== VERDICT" in summary
@@ -98,13 +105,13 @@ def test_each_table_is_printed_once_and_the_verdict_closes_the_run(tmp_path, mon
     assert _run(tmp_path, "--full") == 0                # slow is reported, not fatal
     out = capsys.readouterr().out
     for section in ("gemm avx512", "gemm avx2", "eltwise", "mca", "tensorop",
-                    "einsum float32", "einsum float64"):
+                    "einsum float32", "einsum float64", "matmul float32", "matmul float64"):
         assert out.count(f"TABLE-LINE {section}\n") == 1, section
         assert f"  MISSED {section} figure: 50.0% (target >= 90%)" in out
     verdict = out[out.rindex("== VERDICT"):].splitlines()
-    assert verdict[1] == ("0 of 7 targets met, 7 missed; every result checked against numpy "
+    assert verdict[1] == ("0 of 9 targets met, 9 missed; every result checked against numpy "
                           "is right")
-    assert verdict[-1].startswith("total time") and len(verdict) == 2 + 7 + 1
+    assert verdict[-1].startswith("total time") and len(verdict) == 2 + 9 + 1
     assert out.count("einsum float64: 1/1 a case") == 1
 
 
@@ -143,3 +150,12 @@ def test_update_reference_replaces_this_machine_kinds_folder(tmp_path, monkeypat
     assert job.main(["--full", "--update-reference", "--results", str(results)]) == 0
     assert sorted(p.name for p in (root / "testbox").iterdir()) == ["summary.txt"]
     assert "== VERDICT" in (root / "testbox" / "summary.txt").read_text()
+
+
+def test_the_matmul_section_runs_when_named_with_large_and_dtype(tmp_path, monkeypatch):
+    calls = Calls(monkeypatch)
+    assert _run(tmp_path, "matmul", "--large", "--dtype", "float64") == 0
+    assert calls.seen == {"matmul": [("float64", len(job.matmul.grid(large=True)))]}
+    assert len(job.matmul.grid(large=True)) == len(job.matmul.grid()) + 1
+    assert (tmp_path / "summary-matmul.txt").exists()
+    assert (tmp_path / "matmul_float64.csv").read_text() == "a,b\n1,2\n"

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("matplotlib", reason="the plots extra (scripts/setup installs it)")
 from PIL import Image  # noqa: E402  (matplotlib depends on pillow)
 
-from benchmarks import einsum, plots  # noqa: E402
+from benchmarks import einsum, matmul, plots  # noqa: E402
 from benchmarks.progress import progress_bar  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -55,6 +55,15 @@ def _write_run(folder):
         "0.010000,0.030000\n"
         "overhead expr 4x4,,,,,0.000002,,,np.einsum,0.800,\n")
     (folder / "einsum_float64.csv").write_text((folder / "einsum.csv").read_text())
+    matmul = ("dtype,shape,kind,batch,m,k,n,threads,gflop,einjit_s,einjit_gflops,numpy_s,"
+              "numpy_gflops,ratio_vs_numpy,percent_of_peak,rel_error\n")
+    for threads in (1, 2):
+        matmul += (f"float32,512x512x512,square,0,512,512,512,{threads},0.2684,0.002684,100.00,"
+                   f"0.002000,134.22,0.745,80.0,1e-07\n"
+                   f"float32,64x4096x64,skinny,0,64,4096,64,{threads},0.0336,0.000336,100.00,"
+                   f"0.000672,50.00,2.000,40.0,1e-07\n")
+    (folder / "matmul.csv").write_text(matmul)
+    (folder / "matmul_float64.csv").write_text(matmul.replace("float32", "float64"))
     (folder / "summary.txt").write_text("== a synthetic run\ntotal time 1 s\n")
 
 
@@ -75,7 +84,7 @@ def test_every_csv_becomes_a_valid_image_linked_from_summary(tmp_path):
     _write_run(tmp_path)
     written = plots.write_plots(tmp_path, progress=lambda line: None)
     stems = ["x86_gemm_avx2", "x86_gemm_avx512_float64", "x86_eltwise", "x86_eltwise_float64",
-             "tensor_operation", "einsum", "einsum_float64"]
+             "tensor_operation", "einsum", "einsum_float64", "matmul", "matmul_float64"]
     for stem in stems:
         _check_png(tmp_path / f"{stem}.png")
         ET.parse(tmp_path / f"{stem}.svg")                      # well-formed SVG
@@ -93,6 +102,7 @@ def test_every_csv_the_benchmarks_write_has_a_plotter(tmp_path):
     names = ["x86_gemm_avx512.csv", "x86_gemm_avx2.csv", "x86_gemm_avx2_float64.csv",
              "x86_eltwise.csv", "x86_eltwise_float64.csv", "tensor_operation.csv"]
     names += [einsum.csv_name(dtype) for dtype in einsum.DTYPES]
+    names += [matmul.csv_name(dtype) for dtype in matmul.DTYPES]
     for name in names:
         (tmp_path / name).write_text("")
     for name in names:
@@ -141,6 +151,8 @@ def test_each_picture_names_its_dtype_and_reference(drawn):
         "tensor_operation": ("float32", "peak"),
         "einsum": ("float32", "best peer"),
         "einsum_float64": ("float64", "float64 FMA peak"),
+        "matmul": ("float32", "numpy's @"),
+        "matmul_float64": ("float64", "float64 FMA peak"),
     }
     assert sorted(figures) == sorted(expected)
     for stem, (dtype, reference) in expected.items():
