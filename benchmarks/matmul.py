@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import ctypes
 import importlib.util
 import io
 import json
@@ -132,9 +133,46 @@ def peer_function(family: str, operands: list[np.ndarray]) -> Callable:
     return lambda: torch.matmul(ta, tb)
 
 
+def openblas_core() -> str | None:
+    """The kernel set OpenBLAS runs in this process (None where numpy does not use OpenBLAS or
+    does not say): through threadpoolctl where installed, else OpenBLAS's own corename call
+    in the library numpy loaded."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        pass
+    else:
+        for pool in threadpoolctl.threadpool_info():
+            if pool.get("internal_api") == "openblas":
+                return pool.get("architecture")
+        return None
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "openblas" in line.lower()
+                 and line.split()[-1].endswith(".so")}
+    for path in sorted(paths):
+        library = ctypes.CDLL(path)
+        for name in ("openblas_get_corename", "scipy_openblas_get_corename64_",
+                     "scipy_openblas_get_corename"):
+            function = getattr(library, name, None)
+            if function is not None:
+                function.restype = ctypes.c_char_p
+                return function().decode()
+    return None
+
+
+def peer_library(family: str) -> str:
+    """The peer's library as this process runs it: numpy's version and OpenBLAS kernel set,
+    torch's version."""
+    if family == "numpy":
+        core = openblas_core()
+        return f"numpy {np.__version__}" + (f" (OpenBLAS {core} kernels)" if core else "")
+    import torch
+    return f"torch {torch.__version__}"
+
+
 def measure_peer(family: str, dtype: str, threads: int, shapes: list[list[int]]) -> dict:
-    """In a peer's process: {shape name: best seconds} of `family` on every shape, each result
-    checked against numpy first (a wrong one raises)."""
+    """In a peer's process: {"times": {shape name: best seconds}, "library": what ran} of
+    `family` on every shape, each result checked against numpy first (a wrong one raises)."""
     if family == "torch":
         import torch
         torch.set_num_threads(threads)
@@ -147,7 +185,7 @@ def measure_peer(family: str, dtype: str, threads: int, shapes: list[list[int]])
         checked_error(family, np.asarray(result), operands, shape, dtype)
         del result
         times[shape.name] = interleaved({family: function}, {family: first})[family]
-    return times
+    return {"times": times, "library": peer_library(family)}
 
 
 def peer_environment(threads: int) -> dict[str, str]:
@@ -159,8 +197,8 @@ def peer_environment(threads: int) -> dict[str, str]:
     return env
 
 
-def peer_seconds(family: str, dtype: str, threads: int, shapes: Sequence[Shape]
-                 ) -> dict[str, float]:
+def peer_seconds(family: str, dtype: str, threads: int, shapes: Sequence[Shape]) -> dict:
+    """measure_peer's answer from a process of the peer's own."""
     argument = json.dumps([family, dtype, threads,
                            [[s.m, s.k, s.n, s.batch] for s in shapes]])
     done = subprocess.run([sys.executable, "-m", "benchmarks.matmul", "--peer", argument],
@@ -224,7 +262,7 @@ def run(dtype: str = "float32", shapes: Sequence[Shape] | None = None,
     shapes = list(shapes if shapes is not None else grid())
     names = peer_names()
     warm_memory(1 << 30)
-    rows = []
+    rows, libraries = [], {}
     with progress_bar(len(threads) * len(shapes), f"matmul {dtype}") as bar:
         for count in threads:
             peaks = [peak_gflops(dtype, count)]
@@ -238,7 +276,9 @@ def run(dtype: str = "float32", shapes: Sequence[Shape] | None = None,
                                                    shape, dtype)
                 del result
             einjit_window(expressions, operands, best)
-            peers = {family: peer_seconds(family, dtype, count, shapes) for family in names}
+            answers = {family: peer_seconds(family, dtype, count, shapes) for family in names}
+            peers = {family: answer["times"] for family, answer in answers.items()}
+            libraries.update((family, answer["library"]) for family, answer in answers.items())
             einjit_window(expressions, operands, best)
             peaks.append(peak_gflops(dtype, count))
             peak = None if peaks[0] is None else max(peaks)
@@ -251,11 +291,11 @@ def run(dtype: str = "float32", shapes: Sequence[Shape] | None = None,
                     peers={f: peers[f][shape.name] for f in names},
                     ratio=peers["numpy"][shape.name] / seconds, error=errors[shape.name],
                     percent=None if peak is None else 100 * gflops / peak, peak=peak))
-    return _report(rows, dtype, names, verdict)
+    return _report(rows, dtype, names, verdict, libraries)
 
 
-def _report(rows: list[dict], dtype: str, names: list[str], verdict: Verdict
-            ) -> tuple[list[str], str]:
+def _report(rows: list[dict], dtype: str, names: list[str], verdict: Verdict,
+            libraries: dict[str, str]) -> tuple[list[str], str]:
     target = resolve_target(None)
     peaks = sorted({(r["threads"], r["peak"]) for r in rows if r["peak"] is not None})
     lines = [f"{dtype} matmul: einjit on {target} against "
@@ -263,6 +303,7 @@ def _report(rows: list[dict], dtype: str, names: list[str], verdict: Verdict
                  "numpy", "numpy @") + ("" if HAVE_TORCH else " (torch not installed)"),
              "FMA peak: " + ("; ".join(f"{plural(t, 'thread')} {p:.1f} GFLOPS" for t, p in peaks)
                              if peaks else "not measured on this ISA"),
+             "peers: " + "; ".join(libraries[n] for n in names),
              f"{'shape (M x K x N)':<22} {'threads':>7} {'dtype':>8} {'einjit':>8} "
              f"{'numpy':>8}" + (f" {'torch':>8}" if HAVE_TORCH else "")
              + f" {'ej/np':>6} {'% peak':>7}   (GFLOPS)"]

@@ -5,6 +5,8 @@ targets and the picture (slow: the peers' processes import torch)."""
 import csv
 import io
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -58,6 +60,7 @@ def test_the_verdict_records_each_thread_counts_targets(tiny_run):
     assert "matmul float64 2 threads, geomean einjit / numpy @" in names
     assert all(t.goal == matmul.TARGET_RATIO for t in verdict.targets)
     assert any(line.startswith("2 threads: einjit / numpy @ geomean") for line in lines)
+    assert any(line.startswith("peers: numpy ") for line in lines)
 
 
 def test_the_grid_names_m_k_n_and_its_flops():
@@ -128,3 +131,16 @@ def test_the_csv_becomes_a_picture_titled_with_its_dtype_and_reference(tiny_run,
     ratios = [float(r["ratio_vs_numpy"]) for r in rows]
     geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
     assert f"geomean {geomean:.2f}× numpy's @" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_peer_process_runs_the_kernels_openblas_picks_itself(monkeypatch):
+    if matmul.openblas_core() is None:
+        pytest.skip("numpy does not run on OpenBLAS here")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")     # a core without AVX: never ours
+    overridden = subprocess.run(
+        [sys.executable, "-c", "from benchmarks import matmul; print(matmul.openblas_core())"],
+        capture_output=True, text=True, check=True, cwd=matmul.ROOT).stdout.strip()
+    answer = matmul.peer_seconds("numpy", "float32", 1, TINY[:1])
+    assert "OpenBLAS" in answer["library"] and f"OpenBLAS {overridden} " not in answer["library"]
+    assert answer["times"][TINY[0].name] > 0
