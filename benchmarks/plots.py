@@ -287,10 +287,12 @@ def plot_matmul(path: Path, folder: Path) -> tuple[list[Path], str]:
                 axis.text(rate, y, label, va="center", fontsize=6)
         axis.set_title(f"{count} thread{'s' if count != '1' else ''}", fontsize=9)
         axis.set_xlabel("GFLOPS")
-        axis.legend(fontsize=7, loc="lower right")
+        axis.margins(x=0.3)             # room for the labels right of the longest bar
     axes[0][0].set_yticks([y + 0.4 - height / 2 for y in range(len(shapes))], shapes,
                           fontsize=8)
     axes[0][0].invert_yaxis()
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=len(who),
+               fontsize=8, bbox_to_anchor=(0.5, -0.06))
     dtype = dtype_of(path)
     fig.suptitle(f"matmul (M×K×N), {dtype}: einjit against numpy's @ (labels: × numpy's @, % "
                  f"of the {dtype} FMA peak of the threads used)", fontsize=9)
