@@ -52,7 +52,8 @@ class Microarch:
     and stores of up to full_rate_bits a cycle. masked_store_cycles: cycles one AVX
     vmaskmovps/pd store occupies (microcoded on AMD cores; docs/measurements.md).
     l1_ways, l1_sets: the L1 data cache's associativity and sets of 64-byte lines; addresses
-    l1_sets * 64 bytes apart compete for the same l1_ways lines. (The x86-64 BRGEMM's
+    l1_sets * 64 bytes apart compete for the same l1_ways lines. l2_bytes: one core's L2
+    (the cache blocks of a large contraction, einjit.passes.block). (The x86-64 BRGEMM's
     measured rules per core: x86_64/tuning.py.)
 
     The loop nests' thresholds (einjit.codegen.loop_nest, einjit.passes.identify), from the
@@ -71,6 +72,7 @@ class Microarch:
     masked_store_cycles: float = 1.0
     l1_ways: int = 8
     l1_sets: int = 64
+    l2_bytes: int = 1 << 20
     batch_block_bytes: int = 384 << 10
     pack_max_bytes: int = 288 << 10
     stream_out_bytes: int = 64 << 20

@@ -4,8 +4,9 @@ split their iterations.
 Starting from the outermost loop, seq dims become shared until the shared iterations reach
 `iterations_per_thread` x num_threads (default 4 per thread, so that a flattened range split
 into equal slices loses at most a quarter of a slice to imbalance) or no candidate is left.
-Never a k dim (threads would race on the same out elements) and never a dim of size 1 or with
-out stride 0. Shared dims move to the front, keeping their order. The op records num_threads.
+Never a k dim (threads would race on the same out elements), never a dim of size 1 or with out
+stride 0. In a large contraction (einjit.passes.block) the threads take whole panels of n and
+no loop inside the k loop: moved out, the m loop would no longer pass B's panel in L2. Shared dims move to the front, keeping their order. The op records num_threads.
 
 num_threads None means the op's num_threads, else the runtime's default
 (einjit.runtime.threads.default_threads: EINJIT_NUM_THREADS, else the CPUs this process may
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from einjit.ir import TensorOperation
 from einjit.ir.dims import check_int
+from einjit.passes import block
 from einjit.runtime.threads import default_threads
 
 DEFAULT_ITERATIONS_PER_THREAD = 4
@@ -29,13 +31,14 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     num_threads = check_int("num_threads", num_threads, 1)
     iterations_per_thread = check_int("iterations_per_thread", iterations_per_thread, 1)
     dims = list(op.dims)
+    blocked = block.is_large(op)
     iterations = 1
     for dim in dims:
         if dim.exec_type == "shared":
             iterations *= dim.size
     target = iterations_per_thread * num_threads if num_threads > 1 else 1
     for index, dim in enumerate(dims):
-        if iterations >= target:
+        if iterations >= target or dim.type == "k" and blocked:
             break
         if (dim.exec_type == "seq" and dim.type != "k" and dim.size > 1
                 and dim.stride_out != 0):

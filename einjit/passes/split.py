@@ -21,8 +21,9 @@ size with no divisor <= the maximum (a large prime) stays whole: primitive ident
 then leaves it to a seq loop.
 
 Default maxima (elements) give the kernels large blocks within their limits
-(einjit.limits.BRGEMM_LIMITS, ELTWISE_LIMITS): contractions m 128, n 64, k 512 (c dims of
-a contraction are never prim: not split); element-wise ops 1024 for every type.
+(einjit.limits.BRGEMM_LIMITS, ELTWISE_LIMITS): contractions m 128, n 64, k 512, a large one
+its cache blocks (einjit.passes.block; c dims of a contraction are never prim: not split);
+element-wise ops 1024 for every type.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ import numpy as np
 from einjit.errors import OperationError, OperationTypeError
 from einjit.ir import Dim, TensorOperation
 from einjit.ir.dims import DIM_TYPES, check_int
+from einjit.passes import block
 
-CONTRACTION_MAX_SIZE = {"m": 128, "n": 64, "k": 512, "c": None}
 ELTWISE_MAX_SIZE = {"c": 1024, "m": 1024, "n": 1024, "k": None}
 DEFAULT_MIN_SIZE = 16
 # the outer part of a contraction's dim may be short: a few iterations of large blocks beat
@@ -88,7 +89,7 @@ def occupancy_split(size: int, max_size: int, lanes: int, min_size: int,
 def max_sizes(op: TensorOperation, max_size: int | Mapping | None) -> dict:
     """The maximum size per dim type: defaults by the op's kind, overridden by an int (every
     type) or a mapping {type: size or None}."""
-    sizes = dict(CONTRACTION_MAX_SIZE if op.kind == "contraction" else ELTWISE_MAX_SIZE)
+    sizes = block.max_sizes(op) if op.kind == "contraction" else dict(ELTWISE_MAX_SIZE)
     if max_size is None:
         return sizes
     if isinstance(max_size, Mapping):

@@ -60,12 +60,14 @@ def test_matmul_1600():
                          (1, 0, n), (0, n, 1), (1, n, 0), isa=zen4)
     new = einjit.optimize(op, num_threads=2)
     (main,) = new.kernel_calls
-    # blocks that divide 1600, m filling its vectors of 8 (Zen 4); a batch of 4 x 400 would
-    # make a call's in0 and in1 blocks 900 KiB, past the budget: a GEMM and a seq k loop; m
-    # loops outermost
-    assert (main.op, main.m, main.n, main.k) == ("gemm", 80, 64, 400)
+    # large (1600 x (128 + 64) x 4 bytes of in0 and in1 for one out block, past the 384 KiB
+    # budget): cache blocks that divide 1600, m filling its vectors of 8 (Zen 4); kc <= 256
+    # (two lines of each of 256 columns fill half of Zen 4's 32 KiB L1); nc <= 512 (B's 256 x
+    # 512 float32 panel fills half of its 1 MiB L2), as 4 panels of 400 for 2 threads; the n
+    # panels outermost and shared, then k, then m
+    assert (main.op, main.m, main.n, main.k) == ("gemm", 80, 400, 200)
     assert [(d.type, d.exec_type, d.size) for d in new.dims[:3]] == [
-        ("m", "shared", 20), ("n", "seq", 25), ("k", "seq", 4)]
+        ("n", "shared", 4), ("k", "seq", 8), ("m", "seq", 20)]
 
 
 def test_a_batch_within_the_block_budget_stays():
@@ -73,8 +75,9 @@ def test_a_batch_within_the_block_budget_stays():
     op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None, (n, n, 1024),
                          (1, 0, n), (0, n, 1), (1, n, 0))
     (main,) = einjit.optimize(op, num_threads=1).kernel_calls
-    # k: 2 x 512; 2 x 512 x (128 + 64) x 4 bytes = 768 KiB > 384 KiB: no batch
-    assert (main.op, main.k) == ("gemm", 512)
+    # 1024 x (128 + 64) x 4 bytes = 768 KiB > 384 KiB: a large contraction, k in cache
+    # blocks and no batch
+    assert main.op == "gemm" and main.k < 1024
     op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k", "k"), None,
                          (64, 64, 4, 64), (1, 0, 64 * 65, 64), (0, 256, 64, 1), (1, 64, 0, 0))
     (main,) = einjit.optimize(op, num_threads=1).kernel_calls

@@ -56,13 +56,25 @@ def gemm(n, exec_types=None):
 
 
 def test_split_structure_with_defaults():
-    op = split(gemm(1600))
-    # m: max 128 -> 20 x 80 (80 rows fill 10 vectors of 8); n: max 64 -> 25 x 64; k: max
-    # 512 -> 4 x 400
+    op = split(TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None,
+                               (1600, 1600, 400), (1, 0, 1600), (0, 400, 1), (1, 1600, 0),
+                               isa=ZEN4))
+    # m: max 128 -> 20 x 80 (80 rows fill 10 vectors of 8); n: max 64 -> 25 x 64; k: 400
+    # within 512
     assert [(d.type, d.size, d.strides, d.exec_type) for d in op.dims] == [
         ("m", 20, (80, 0, 80), "undefined"), ("m", 80, (1, 0, 1), "undefined"),
-        ("n", 25, (0, 102400, 102400), "undefined"), ("n", 64, (0, 1600, 1600), "undefined"),
-        ("k", 4, (640000, 400, 0), "undefined"), ("k", 400, (1600, 1, 0), "undefined")]
+        ("n", 25, (0, 25600, 102400), "undefined"), ("n", 64, (0, 400, 1600), "undefined"),
+        ("k", 400, (1600, 1, 0), "undefined")]
+
+
+def test_split_structure_of_a_large_contraction():
+    op = split(gemm(1600).replace(num_threads=2))
+    # cache blocks (einjit.passes.block) on Zen 4: kc <= 256 -> 8 x 200; nc <= 512, panels a
+    # multiple of 2 threads -> 4 x 400
+    assert [(d.type, d.size, d.strides) for d in op.dims] == [
+        ("m", 20, (80, 0, 80)), ("m", 80, (1, 0, 1)),
+        ("n", 4, (0, 640000, 640000)), ("n", 400, (0, 1600, 1600)),
+        ("k", 8, (320000, 200, 0)), ("k", 200, (1600, 1, 0))]
 
 
 def test_split_repeats_until_every_part_fits():

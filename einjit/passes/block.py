@@ -1,0 +1,63 @@
+"""Cache blocking of a large contraction: the sizes that split cuts it to and the order that
+reorder walks it in.
+
+A contraction is large when one m block and one n block (split's default maxima) read more
+of in0 and in1 over the whole of K than one BRGEMM call may (Microarch.batch_block_bytes):
+walked m-outermost, every n block would then stream its K from beyond L2. A large
+contraction runs instead as the loops of a GotoBLAS GEMM, the kernel's own loops inside:
+
+    for each panel of nc columns of n:           (outermost; each thread gets panels)
+      for each chunk of kc along k:
+        for each block of mc rows of m:          (innermost loop of the nest)
+          BRGEMM mc x nc x kc                    (register blocks of A's rows, B's columns)
+
+B's panel, kc x nc, stays in L2 while every block of A's rows passes it; within a call a
+block row of A, kc columns, stays in L1 while the kernel sweeps the panel's columns.
+
+- kc: one line of each of kc columns fills half of L1 (a block row of A holds at least a
+  line of every column it reads);
+- nc: B's panel fills half of L2, the rest left to A's block and C's; the panels a multiple
+  of the threads in number (threads take whole panels), each at least split's default;
+- mc: split's default.
+The sizes are maxima: split takes the largest divisor of each dim within them.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from einjit.backends import LINE_BYTES
+from einjit.runtime.threads import default_threads
+
+DEFAULT_MAX_SIZE = {"m": 128, "n": 64, "k": 512, "c": None}      # split's, for a contraction
+
+
+def _totals(op) -> dict[str, int]:
+    return {kind: prod(d.size for d in op.dims if d.type == kind) for kind in "mnk"}
+
+
+def is_large(op) -> bool:
+    """Whether a contraction is blocked for the caches (see the module doc)."""
+    if op.kind != "contraction":
+        return False
+    total = _totals(op)
+    block = min(total["m"], DEFAULT_MAX_SIZE["m"]) + min(total["n"], DEFAULT_MAX_SIZE["n"])
+    return total["k"] * block * np.dtype(op.dtype).itemsize > op.target.micro.batch_block_bytes
+
+
+def max_sizes(op) -> dict[str, int | None]:
+    """The largest block of each dim type a contraction is split into: split's defaults, or
+    for a large one its cache blocks (see the module doc)."""
+    if not is_large(op):
+        return dict(DEFAULT_MAX_SIZE)
+    micro = op.target.micro
+    itemsize = np.dtype(op.dtype).itemsize
+    threads = op.num_threads or default_threads()
+    kc = micro.l1_bytes // (2 * LINE_BYTES)
+    n = _totals(op)["n"]
+    panel = micro.l2_bytes // 2 // (kc * itemsize)
+    panels = -(-n // (panel * threads)) * threads
+    nc = max(DEFAULT_MAX_SIZE["n"], n // panels)
+    return {"m": DEFAULT_MAX_SIZE["m"], "n": nc, "k": kc, "c": None}
