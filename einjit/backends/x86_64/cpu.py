@@ -27,7 +27,8 @@ MICROARCH_ENV = "EINJIT_X86_MICROARCH"
 # as slow as Zen 3's (not measured). L1D: 32 KiB 8-way on Zen 3/4, 48 KiB 12-way on Zen 5
 # (64 sets each).
 MICROARCHS = {
-    "zen3": Microarch("zen3", full_rate_bits=256, masked_store_cycles=12.0, l2_bytes=512 << 10),
+    "zen3": Microarch("zen3", full_rate_bits=256, masked_store_cycles=12.0,
+                      l2_bytes=512 << 10),
     "zen4": Microarch("zen4", full_rate_bits=256, masked_store_cycles=12.0),
     "zen5": Microarch("zen5", full_rate_bits=512, masked_store_cycles=12.0, l1_ways=12),
     "generic": GENERIC,
