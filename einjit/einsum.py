@@ -497,7 +497,7 @@ class ContractExpression:
 
     def __call__(self, *arrays: Any, out: np.ndarray | None = None) -> Any:
         fast = self._fast
-        if out is None and fast is not None and len(arrays) == len(fast):
+        if fast is not None and len(arrays) == len(fast):
             kind = self._kind
             for a, (shape, strides) in zip(arrays, fast):
                 if type(a) is not np.ndarray or a.dtype is not kind or a.shape != shape \
@@ -505,9 +505,13 @@ class ContractExpression:
                     break
             else:
                 prepared = self._prepared
-                result = prepared.empty(prepared.shape, kind)
-                prepared.plan.run(arrays, result)
-                return result if result.ndim else result[()]
+                if out is None:
+                    result = prepared.empty(prepared.shape, kind)
+                    prepared.plan.run(arrays, result)
+                    return result if result.ndim else result[()]
+                if self._fast_out(out, arrays):
+                    prepared.plan.run(arrays, out)
+                    return out
         if len(arrays) != len(self.shapes):
             raise EinsumValueError(f"this expression takes {len(self.shapes)} operands "
                                    f"({self.subscripts!r}), got {len(arrays)}")
@@ -536,6 +540,15 @@ class ContractExpression:
                 (compute, strides, out_strides),
                 lambda: self._plan(strides, out_strides, compute))
         return _result(_run(prepared, arrays, out, "C"), out)
+
+    def _fast_out(self, out: Any, arrays: Sequence[np.ndarray]) -> bool:
+        """Whether the plain call's plan writes straight into `out`: an array of the
+        expression's dtype, shape and C strides, writable, sharing no memory with an
+        operand."""
+        prepared = self._prepared
+        return type(out) is np.ndarray and out.dtype is self._kind and \
+            out.shape == prepared.shape and out.flags.c_contiguous and out.flags.writeable \
+            and not any(np.may_share_memory(out, a) for a in arrays)
 
     def _promoted(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.dtype:
         """numpy's promotion of the expression's dtype, the operands' and out's."""

@@ -324,3 +324,29 @@ def test_version():
         expected = pyproject_version(Path(einjit.__file__).parents[1] / "pyproject.toml")
     assert einjit.__version__ == expected
     assert einjit.__version__[0].isdigit()
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_expression_out_in_every_layout(dtype):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((9, 7)).astype(dtype)
+    b = rng.standard_normal((7, 5)).astype(dtype)
+    expr = einjit.contract_expression("ij,jk->ik", a.shape, b.shape)
+    expected = a.astype(np.float64) @ b
+    tolerance = 1e-5 if dtype == "float32" else 1e-12
+    # C layout (written in place), Fortran layout, a strided view, another dtype: each result
+    # right, out returned and filled, nothing around a view touched
+    holder = np.full((9, 10), 7, dtype)
+    outs = [np.full((9, 5), np.nan, dtype), np.full((9, 5), np.nan, dtype, order="F"),
+            holder[:, ::2], np.full((9, 5), np.nan, "float64")]
+    for out in outs:
+        assert expr(a, b, out=out) is out
+        np.testing.assert_allclose(out, expected, rtol=tolerance, atol=tolerance)
+    assert (holder[:, 1::2] == 7).all()
+    # out sharing memory with an operand: the result as if computed first, then written
+    square = rng.standard_normal((6, 6)).astype(dtype)
+    want = square.astype(np.float64) @ square
+    same = einjit.contract_expression("ij,jk->ik", square.shape, square.shape)
+    assert same(square, square, out=square) is square
+    np.testing.assert_allclose(square, want, rtol=tolerance, atol=tolerance)
