@@ -16,6 +16,9 @@ reduced dims (the outermost in memory) and, where those do not fit, one reduced 
 pieces of `length` indices; its last, shorter piece is a step of its own, reading the
 operands from an offset and writing the last row of the partials.
 
+The same chunks give threads work where a contraction's output is too small to (`starved`):
+its chunks' partial sums are a batch the threads share, then summed.
+
 The partial sums buffer holds at most PARTIALS_LIMIT elements (chunks are longer where the
 output is large); a node whose output alone is that large keeps its single step (its kernels'
 K blocks and the blocked sums of a GEMM are its chunks)."""
@@ -38,6 +41,19 @@ LONG_CHAIN = 1 << 10
 CHUNK = 1 << 9
 #: elements of the partial sums buffer at most
 PARTIALS_LIMIT = 1 << 22
+#: flops per thread below which a starved contraction stays as it is (its sums in chunks
+#: cost a partial sums buffer and one more step)
+STARVED_MIN_FLOPS = 1 << 22
+
+
+def starved(op: TensorOperation, threads: int) -> bool:
+    """Whether a contraction gives fewer of its threads work than `threads` (its shared
+    iterations), with work enough for each of them."""
+    if threads < 2 or op.kind != "contraction":
+        return False
+    shared = math.prod(d.size for d in op.dims if d.exec_type == "shared")
+    flops = 2 * math.prod(d.size for d in op.dims)
+    return shared < threads and flops >= threads * STARVED_MIN_FLOPS
 
 
 @dataclass(frozen=True)

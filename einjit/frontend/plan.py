@@ -19,13 +19,21 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from einjit.frontend.long_sums import CHUNK, LONG_CHAIN, LONG_SUM, accumulation_chain, chunked
+from einjit.frontend.long_sums import (
+    CHUNK,
+    LONG_CHAIN,
+    LONG_SUM,
+    accumulation_chain,
+    chunked,
+    starved,
+)
 from einjit.frontend.lower import Lowered, Tensor, lower_contraction, lower_unary
 from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
 from einjit.log import plan_built
 from einjit.ops import DTYPES
 from einjit.runtime.arrays import aligned_empty
+from einjit.runtime.threads import default_threads
 
 #: how a step's operation runs: op.execute(in0, in1, out) unless a test swaps in the numpy
 #: reference executor (einjit.ir.reference.execute_reference) while the JIT is unavailable
@@ -69,6 +77,7 @@ class Plan:
         self.steps: list[Step] = []
         self.ones: dict[int, np.ndarray] = {}
         optimize = _optimizer() if optimize_ops else None
+        threads = num_threads or default_threads()
         ids = {}
 
         def tensor_of(node: Node) -> tuple[Tensor, tuple]:
@@ -115,11 +124,14 @@ class Plan:
             a partial sums buffer, that buffer then summed (in chunks again where long)."""
             chunks = chunked(inputs, out, step_sizes, longest)
             plain = None
-            if chunks is not None and longest == LONG_SUM and optimize is not None:
-                # the node's own operation where its kernels' blocks keep the chains short
+            if longest == LONG_SUM and optimize is not None:
                 plain = lowered_step(inputs, out, step_sizes)
-                if accumulation_chain(plain.op) <= LONG_CHAIN:
+                if chunks is not None and accumulation_chain(plain.op) <= LONG_CHAIN:
+                    # the node's own operation: its kernels' blocks keep the chains short
                     chunks = None
+                if chunks is None and starved(plain.op, threads):
+                    # too few out blocks for the threads: chunks of the sum give them work
+                    chunks = chunked(inputs, out, step_sizes, CHUNK)
             if chunks is None:
                 add(node, plain or lowered_step(inputs, out, step_sizes), refs, out_ref, frees,
                     part=part)

@@ -116,9 +116,11 @@ def test_long_sum_plans_chain_few_terms(equation, shapes, terms):
     assert all(accumulation_chain(step.lowered.op) <= LONG_CHAIN for step in steps)
 
 
-def test_a_sum_with_short_chains_keeps_its_single_step():
+def test_a_sum_with_short_chains_keeps_its_single_step(monkeypatch):
     """Past LONG_SUM a GEMM whose K blocks already keep the chains short runs as it did;
-    an ordinary sum (up to LONG_SUM terms) too."""
+    an ordinary sum (up to LONG_SUM terms) too (on one thread: with more, a GEMM whose out
+    is too small for them is summed in chunks, test_a_starved_gemm_is_summed_in_chunks)."""
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "1")
     (step,) = _steps("ik,kj->ij", (64, 100_000), (100_000, 64))
     assert not step.part and accumulation_chain(step.lowered.op) <= LONG_CHAIN
     (step,) = _steps("i->", (LONG_SUM,))
@@ -160,3 +162,28 @@ def test_out_and_orders_with_a_long_sum(dtype):
     for order in ("C", "F"):
         result = einjit.einsum("ik,kj->ij", a, b, order=order)
         assert np.max(np.abs(result - expected) / magnitude) < _bound(100_003, dtype)
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_starved_gemm_is_summed_in_chunks(monkeypatch, dtype):
+    """A GEMM whose out gives fewer shared iterations than threads, with work enough for each
+    thread: its sum in chunks (a batch the threads share), then the partial sums summed."""
+    shapes = (64, 4096), (4096, 48)
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal(shape).astype(dtype) for shape in shapes)
+    want = a.astype(np.float64) @ b
+    for threads, chunked in (("1", False), ("2", True), ("3", True)):
+        monkeypatch.setenv("EINJIT_NUM_THREADS", threads)
+        steps = _steps("ik,kj->ij", *shapes, dtype=dtype)
+        assert any(step.part for step in steps) == chunked
+        if chunked:
+            shared = [d.size for d in steps[0].lowered.op.dims if d.exec_type == "shared"]
+            assert int(np.prod(shared)) >= int(threads)
+        got = einjit.contract_expression("ik,kj->ij", *shapes, dtype=dtype)(a, b)
+        tolerance = 1e-4 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance * 64)
+    # too little work for two threads: one step
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "2")
+    assert not any(step.part for step in _steps("ik,kj->ij", (8, 4096), (4096, 8),
+                                                 dtype=dtype))
