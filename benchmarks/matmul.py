@@ -56,6 +56,9 @@ SKINNY = ((4096, 64, 4096), (64, 4096, 64))          # M x K x N
 BATCHED = ((64, 128, 128, 128),)                     # batch x M x K x N
 THREADS = (1, 2)
 TARGET_RATIO = 1.1                        # einjit / numpy's @, every shape, every thread count
+#: peaks measured before and after a thread count's run further apart than this share: the
+#: machine's other tenants took cores during it
+BUSY_PEAK_SHARE = 0.8
 PEAK_PERCENT, PEAK_FROM = 90, 512         # % of the one-thread FMA peak, square n >= PEAK_FROM
 # environment variables some hosts set for old OpenBLAS builds; they slow a current numpy
 OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -296,7 +299,8 @@ def run(dtype: str = "float32", shapes: Sequence[Shape] | None = None,
                     shape=shape, threads=count, seconds=seconds, gflops=gflops,
                     peers={f: peers[f][shape.name] for f in names},
                     ratio=peers["numpy"][shape.name] / seconds, error=errors[shape.name],
-                    percent=None if peak is None else 100 * gflops / peak, peak=peak))
+                    percent=None if peak is None else 100 * gflops / peak, peak=peak,
+                    peak_low=None if peak is None else min(peaks)))
     return _report(rows, dtype, names, verdict, libraries)
 
 
@@ -338,6 +342,11 @@ def _report(rows: list[dict], dtype: str, names: list[str], verdict: Verdict,
         writer.writerow(values)
     for count in sorted({r["threads"] for r in rows}):
         mine = [r for r in rows if r["threads"] == count]
+        low, high = mine[0]["peak_low"], mine[0]["peak"]
+        if high is not None and low < BUSY_PEAK_SHARE * high:
+            lines.append(f"WARNING: the machine was busy during the {plural(count, 'thread')} "
+                         f"run (its FMA peak measured {low:.1f} and {high:.1f} GFLOPS before "
+                         f"and after): its ratios compare runs that met different loads")
         worst = min(mine, key=lambda r: r["ratio"])
         mean = geomean([r["ratio"] for r in mine])
         lines.append(f"{plural(count, 'thread')}: einjit / numpy @ geomean {mean:.2f}x, lowest "

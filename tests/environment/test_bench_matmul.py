@@ -144,3 +144,11 @@ def test_the_peer_process_runs_the_kernels_openblas_picks_itself(monkeypatch):
     answer = matmul.peer_seconds("numpy", "float32", 1, TINY[:1])
     assert "OpenBLAS" in answer["library"] and f"OpenBLAS {overridden} " not in answer["library"]
     assert answer["times"][TINY[0].name] > 0
+
+
+def test_a_peak_that_moved_during_a_run_is_reported(monkeypatch):
+    peaks = iter([100.0, 50.0])
+    monkeypatch.setattr(matmul, "peak_gflops", lambda dtype, threads: next(peaks))
+    lines, _ = matmul.run("float64", TINY[:1], threads=(1,), progress=lambda line: None)
+    assert any(line.startswith("WARNING: the machine was busy during the 1 thread run")
+               and "50.0 and 100.0" in line for line in lines)
