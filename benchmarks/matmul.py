@@ -369,6 +369,16 @@ def _report(rows: list[dict], dtype: str, names: list[str], verdict: Verdict,
     return lines, table.getvalue()
 
 
+def _thread_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of thread counts such as 1,2,16")
+    return counts
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", metavar="JSON", help=argparse.SUPPRESS)  # a peer's process
@@ -376,6 +386,8 @@ def main(argv=None) -> int:
                         help="only this dtype (default: float32, then float64)")
     parser.add_argument("--large", action="store_true", help=f"add n = {LARGE_SIZE}")
     parser.add_argument("--quick", action="store_true", help="a tiny grid, to try the job")
+    parser.add_argument("--threads", type=_thread_counts, default=THREADS, metavar="T,T,...",
+                        help="the thread counts (default: %(default)s)")
     options = parser.parse_args(argv)
     if options.peer:
         print(json.dumps(measure_peer(*json.loads(options.peer))))
@@ -383,7 +395,7 @@ def main(argv=None) -> int:
     verdict = Verdict()
     for dtype in [options.dtype] if options.dtype else DTYPES:
         lines, table = run(dtype, QUICK_GRID if options.quick else grid(options.large),
-                           verdict=verdict)
+                           threads=options.threads, verdict=verdict)
         print("\n".join(lines))
         print(f"written: {write_result(csv_name(dtype), table)}")
     print("\n".join(["", "VERDICT"] + verdict.lines()))
