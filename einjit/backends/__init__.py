@@ -60,7 +60,7 @@ class Microarch:
     caches (the defaults measured on Zen 3/4, docs/measurements.md): batch_block_bytes: the
     most in0 + in1 bytes one BRGEMM call's batch reads (under half of L2, which the call's out
     block and the next blocks share); a longer batch would stream its blocks from beyond L2
-    on every call. pack_max_bytes: the most stack a nest's copy of A's block takes (PackA; a
+    on every call. pack_max_bytes: the most stack a nest's copy of A's block takes (Pack; a
     128 x 512 float32 block, split's largest, at its padded leading dim). stream_out_bytes:
     an out this large (far past the last-level cache) that a BRGEMM sets and nothing reads
     back is stored non-temporally."""

@@ -13,8 +13,9 @@ so a thread runs its slice of the flattened shared dims with one call, and the o
 carry chain replaces a nest of loops (a kernel call dwarfs a carry check either way).
 
 At each index tuple, in order: the first touch on the out block if every reduction index is
-0, the out block's prefetch, the copy of A's block (PackA) where in0 has moved since the last
-copy, the main kernel, the last touch if every reduction index is at its end. The kernels
+0, the out block's prefetch, the copies of A's and B's blocks (Pack) where in0 or in1 has
+moved since its last copy, the main kernel, the last touch if every reduction index is at its
+end. The kernels
 follow the nest in the same buffer and are called as leaf functions.
 """
 
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 from math import prod
 
 IN0, IN1, OUT = 0, 1, 2      # operand numbers in the nest's argument order
-SCRATCH = 3                  # the nest's copy of A's block (see PackA)
+SCRATCH = 3                  # the nest's copy of A's block (see Pack)
+SCRATCH_B = 4                # the nest's copy of B's block
 
 
 @dataclass(frozen=True)
@@ -79,12 +81,17 @@ class Prefetch:
 
 
 @dataclass(frozen=True)
-class PackA:
-    """A's block copied into the nest's frame by `copy` (the unary identity, in0 to SCRATCH)
-    before the main call whenever in0 has moved since the last copy; the main call reads the
-    copy (SCRATCH, its leading dim). `bytes`: the copy's size."""
+class Pack:
+    """An operand's block copied into the nest's frame by `copy` (the unary identity: in0 to
+    SCRATCH for A, in1 to SCRATCH_B for B) before the main call whenever that operand has
+    moved since its last copy; the main call reads the copy (at its leading dim). `bytes`:
+    the copy's size."""
     copy: KernelCall
     bytes: int
+
+    @property
+    def source(self) -> int:
+        return self.copy.pointers[0]
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,13 @@ class NestPlan:
     main: KernelCall | None
     last_touch: KernelCall | None
     prefetch_out: Prefetch | None = None
-    pack_a: PackA | None = None
+    pack_a: Pack | None = None
+    pack_b: Pack | None = None
+
+    @property
+    def pack_bytes(self) -> int:
+        """The bytes of the frame's copies of A and B."""
+        return sum(pack.bytes for pack in (self.pack_a, self.pack_b) if pack)
 
     @property
     def loops(self) -> tuple[LoopDim, ...]:
@@ -119,8 +132,8 @@ class NestPlan:
     def kernels(self) -> tuple[tuple, ...]:
         """The distinct kernels the nest calls (KernelCall.kernel), in a stable order."""
         found = []
-        pack = self.pack_a.copy if self.pack_a else None
-        for call in (self.first_touch, pack, self.main, self.last_touch):
+        copies = [pack.copy if pack else None for pack in (self.pack_a, self.pack_b)]
+        for call in (self.first_touch, *copies, self.main, self.last_touch):
             if call is not None and call.kernel not in found:
                 found.append(call.kernel)
         return tuple(found)

@@ -6,7 +6,7 @@ behind the backend's entry guard (guard_entry: the caller's FP exception flags s
 it executable (backends.place_code) and wraps the entry nest(in0, in1, out, begin, end) in
 a ctypes function. run() splits the flattened shared iterations into one contiguous share per
 thread (runtime.threads): one ctypes call per thread per operation. Operations too small to
-gain from threads run on the calling thread; a nest that copies A into its frame (PackA) runs
+gain from threads run on the calling thread; a nest that copies A or B into its frame (Pack) runs
 on the workers alone where the calling thread's stack is too small for it. Compiled
 operations are cached per op (ops are immutable and hashable).
 """
@@ -60,8 +60,8 @@ class CompiledOperation:
         worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
         self._shares = split_range(total, min(self.threads, max(1, worth)))
         # stack the calling thread needs to run a share; 0: the frame is small, no check
-        pack = self.plan.pack_a
-        self.stack_bytes = pack.bytes + NEST_STACK_MARGIN_BYTES if pack else 0
+        packed = self.plan.pack_bytes
+        self.stack_bytes = packed + NEST_STACK_MARGIN_BYTES if packed else 0
         self._not_runnable = why_not_runnable(self.target)
         self._block = None
         self.function = None

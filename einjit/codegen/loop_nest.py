@@ -17,7 +17,10 @@ core (Target.micro, an einjit.backends.Microarch):
   it).
 - A GEMM's A block whose columns lie a multiple of the core's conflict pitch apart (a batch's,
   where its entries follow one another), reused by the innermost loop, is copied into the
-  nest's frame whenever in0 moves and read from there (PackA; at most pack_max_bytes).
+  nest's frame whenever in0 moves and read from there (Pack; at most pack_max_bytes); so is
+  the A block of a call wide enough to pay for a copy per call (PACK_EVERY_CALL_MIN_N), and
+  the B block of a GEMM whose B columns lie such a pitch apart and which the innermost loop
+  reuses (a large contraction's panel: einjit.passes.block), within half of L2.
 - A BRGEMM that reads its C block from memory (no first touch wrote it just before) gets the
   C block of the next call, one innermost-loop stride on, prefetched into L2 before it runs,
   so that the loads of C at the kernel's start hit L2: into L1 the lines would not last, the
@@ -40,27 +43,32 @@ from ..backends.nest_plan import (
     KernelCall,
     LoopDim,
     NestPlan,
-    PackA,
+    Pack,
     Prefetch,
+    SCRATCH_B,
 )
 from ..limits import INTEGER_LIMIT
 
+# a call this wide copies A's block however often in0 moves: the copy, m x k elements, is small
+# beside the call's m x n x k FMAs (a large contraction's calls, einjit.passes.block)
+PACK_EVERY_CALL_MIN_N = 128
 MAX_PREFETCHES = 256     # beyond this many lines the prefetches cost more code than they save
 
 
 def _pack_a(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
-            micro: Microarch) -> tuple[KernelCall | None, PackA | None]:
-    """(the main call, the PackA) where A's block is copied: a GEMM whose A columns lie a
+            micro: Microarch) -> tuple[KernelCall | None, Pack | None]:
+    """(the main call, the Pack) where A's block is copied: a GEMM whose A columns lie a
     multiple of the core's conflict pitch apart (a batch's entries one after another, K
     columns apart: one matrix of K x batch columns) and whose innermost loop leaves in0 where
     it is, the copy within pack_max_bytes. The nest copies once per block what the x86
     kernel would copy on every call (blocking.packs_a) and AArch64's would read in place. The
     copy's leading dim is M rounded up to whole lines, a line more where that is a multiple
     of the conflict pitch."""
-    if (main is None or main.kind != "brgemm" or not loops
-            or loops[-1].strides[IN0] != 0):
+    if main is None or main.kind != "brgemm" or not loops:
         return main, None
-    m, _, k, batch = main.params[:4]
+    m, n, k, batch = main.params[:4]
+    if loops[-1].strides[IN0] != 0 and n < PACK_EVERY_CALL_MIN_N:
+        return main, None
     ld_a, stride_a = main.integers[0], main.integers[3]
     pitch = micro.conflict_pitch_bytes
     line = LINE_BYTES // itemsize
@@ -74,7 +82,35 @@ def _pack_a(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
                       main.dtype)
     packed = replace(main, pointers=(SCRATCH,) + main.pointers[1:],
                      integers=(ld,) + main.integers[1:3] + (ld * k,) + main.integers[4:])
-    return packed, PackA(copy, size)
+    return packed, Pack(copy, size)
+
+
+def _pack_b(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
+            micro: Microarch) -> tuple[KernelCall | None, Pack | None]:
+    """(the main call, the Pack) where B's block is copied: a GEMM without a batch whose B
+    columns lie a multiple of the core's conflict pitch apart and whose innermost loop leaves
+    in1 where it is (a large contraction's panel, passed by every m block), the copy within
+    L2. The copy's leading dim is K rounded up to whole lines, a line more where
+    that is a multiple of the conflict pitch (the kernel is generated for it)."""
+    if (main is None or main.kind != "brgemm" or not loops or main.params[3] != 1
+            or loops[-1].strides[IN1] != 0):
+        return main, None
+    _, n, k = main.params[:3]
+    ld_b = main.integers[1]
+    pitch = micro.conflict_pitch_bytes
+    line = LINE_BYTES // itemsize
+    ld = -(-k // line) * line
+    ld += line if ld * itemsize % pitch == 0 else 0
+    size = ld * n * itemsize
+    if ld_b * itemsize % pitch or size > micro.l2_bytes:
+        return main, None
+    copy = KernelCall("unary", ("identity", k, n, False), (IN1, SCRATCH_B), (ld_b, ld),
+                      main.dtype)
+    pointers = main.pointers[:1] + (SCRATCH_B,) + main.pointers[2:]
+    integers = main.integers[:1] + (ld,) + main.integers[2:]
+    packed = replace(main, pointers=pointers, integers=integers,
+                     params=main.params[:6] + (ld,))
+    return packed, Pack(copy, size)
 
 
 _OPERANDS = {"in0": IN0, "in1": IN1, "out": OUT}
@@ -149,5 +185,6 @@ def plan_nest(op, target: Target) -> NestPlan:
         ahead = loops[-1].strides[OUT] if loops else 0
         if lines * n <= MAX_PREFETCHES:
             prefetch = Prefetch(lines, n, main.integers[2] * itemsize, ahead)
-    main, pack = _pack_a(main, shared + seq, itemsize, micro)
-    return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch, pack)
+    main, pack_a = _pack_a(main, shared + seq, itemsize, micro)
+    main, pack_b = _pack_b(main, shared + seq, itemsize, micro)
+    return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch, pack_a, pack_b)

@@ -6,7 +6,8 @@ walks the NestPlan's odometer (see einjit/backends/nest_plan.py) over shared ite
 [begin, end) and calls the kernels, which follow in the same buffer as leaf functions (AAPCS64
 calls, bl). Registers that live across calls are callee-saved: the three operand pointers
 (x19..x21) and the iteration count (x22); the odometer's indices sit in the frame, and so does
-the copy of A's block where the plan has one (PackA); x9..x13 are scratch between calls.
+the copies of A's and B's blocks where the plan has them (Pack); x9..x13 are scratch between
+calls.
 x18, the platform register, is never touched.
 """
 
@@ -19,7 +20,14 @@ from einjit.backends.aarch64.binary import emit_binary
 from einjit.backends.aarch64.brgemm import emit_brgemm
 from einjit.backends.aarch64.encode import SP, XZR
 from einjit.backends.aarch64.unary import emit_unary
-from einjit.backends.nest_plan import IN0, SCRATCH, KernelCall, NestPlan, emitter_arguments
+from einjit.backends.nest_plan import (
+    SCRATCH,
+    SCRATCH_B,
+    KernelCall,
+    NestPlan,
+    Pack,
+    emitter_arguments,
+)
 
 POINTERS = (19, 20, 21)               # in0, in1, out: live across calls
 COUNT = enc.Reg(22)                   # iterations left (a Reg: counted_loop's runtime count)
@@ -55,22 +63,46 @@ def _compare(asm: Assembler, reg: int, value: int) -> None:
 
 def _index_offset(d: int) -> int:
     """sp-relative slots: one index per loop dim, then (d = the loop count) the in0 the
-    last copy of A was taken from (PackA), then the copy."""
+    last copy of A was taken from, (d = the loop count + 1, where the plan copies B) the in1
+    of B's (Pack), then the copies."""
     return 8 * d
 
 
-def _scratch_offset(plan: NestPlan) -> int:
-    return -(-_index_offset(len(plan.loops) + 1) // 16) * 16
+def _copied_from_offset(plan: NestPlan, scratch: int) -> int:
+    return _index_offset(len(plan.loops) + (scratch == SCRATCH_B))
+
+
+def _scratch_offset(plan: NestPlan, scratch: int = SCRATCH) -> int:
+    """Where the copy `scratch` starts (SCRATCH: A's, SCRATCH_B: B's after A's)."""
+    start = -(-_index_offset(len(plan.loops) + 1 + (1 if plan.pack_b else 0)) // 16) * 16
+    if scratch == SCRATCH_B and plan.pack_a:
+        start += -(-plan.pack_a.bytes // 16) * 16
+    return start
 
 
 def _frame_bytes(plan: NestPlan) -> int:
+    if plan.pack_b:
+        return _scratch_offset(plan, SCRATCH_B) + -(-plan.pack_b.bytes // 16) * 16
     return _scratch_offset(plan) + (-(-plan.pack_a.bytes // 16) * 16 if plan.pack_a else 0)
+
+
+def _scratch_address(asm: Assembler, register: int, offset: int) -> None:
+    """register := sp + offset (below 16 MiB)."""
+    high, low = offset >> 12, offset & MAX_IMM12
+    if high:
+        asm(enc.add_imm(register, SP, high, shift=12))
+        if low:
+            asm(enc.add_imm(register, register, low))
+    else:
+        asm(enc.add_imm(register, SP, low))
 
 
 def _call(asm: Assembler, call: KernelCall, entry, plan: NestPlan) -> None:
     for register, operand in enumerate(call.pointers):
-        asm(enc.add_imm(register, SP, _scratch_offset(plan)) if operand == SCRATCH
-            else enc.mov_reg(register, POINTERS[operand]))
+        if operand in (SCRATCH, SCRATCH_B):
+            _scratch_address(asm, register, _scratch_offset(plan, operand))
+        else:
+            asm(enc.mov_reg(register, POINTERS[operand]))
     for register, value in enumerate(call.integers, start=len(call.pointers)):
         asm(enc.mov_imm(register, value))
     asm.bl(entry)
@@ -93,15 +125,16 @@ def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool
     asm.bind(skip)
 
 
-def _pack_a(asm: Assembler, plan: NestPlan, entries) -> None:
-    """Copy A's block into the frame unless the last copy was taken from this in0."""
-    if plan.pack_a is None:
+def _pack(asm: Assembler, plan: NestPlan, pack: Pack | None, entries) -> None:
+    """Copy an operand's block into the frame unless its last copy was taken from here."""
+    if pack is None:
         return
-    copied, slot = asm.label("a_copied"), _index_offset(len(plan.loops))
-    asm(enc.ldr_x(INDEX, SP, slot), enc.cmp_reg(INDEX, POINTERS[IN0]))
+    source, scratch = pack.copy.pointers
+    copied, slot = asm.label("copied"), _copied_from_offset(plan, scratch)
+    asm(enc.ldr_x(INDEX, SP, slot), enc.cmp_reg(INDEX, POINTERS[source]))
     asm.b_cond("eq", copied)
-    _call(asm, plan.pack_a.copy, entries[plan.pack_a.copy.kernel], plan)
-    asm(enc.str_x(POINTERS[IN0], SP, slot))
+    _call(asm, pack.copy, entries[pack.copy.kernel], plan)
+    asm(enc.str_x(POINTERS[source], SP, slot))
     asm.bind(copied)
 
 
@@ -147,7 +180,7 @@ def _start(asm: Assembler, plan: NestPlan) -> None:
     """Zero the indices, then move the index tuple (and the pointers) to shared iteration
     `begin` (x3): each shared dim's index is found by subtracting its weight, at most its
     size times, so no division is needed."""
-    for d in range(len(plan.loops) + 1):        # and no copy of A yet
+    for d in range(len(plan.loops) + 1 + (1 if plan.pack_b else 0)):     # and no copies yet
         asm(enc.str_x(XZR, SP, _index_offset(d)))
     weight = plan.shared_iterations
     for d, dim in enumerate(plan.shared):
@@ -181,7 +214,8 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     with asm.counted_loop(COUNT, COUNT):
         _touch(asm, plan, plan.first_touch, False, entries)
         _prefetch(asm, plan)
-        _pack_a(asm, plan, entries)
+        _pack(asm, plan, plan.pack_a, entries)
+        _pack(asm, plan, plan.pack_b, entries)
         if plan.main is not None:
             _call(asm, plan.main, entries[plan.main.kernel], plan)
         _touch(asm, plan, plan.last_touch, True, entries)

@@ -6,14 +6,22 @@ walks the NestPlan's odometer (see einjit/backends/nest_plan.py) over shared ite
 [begin, end) and calls the kernels, which follow in the same buffer as leaf functions
 (System V calls, rel32). Registers that live across calls are callee-saved: the three
 operand pointers (rbx, rbp, r12) and the iteration count (r13); the odometer's indices sit in
-the frame, and so does the copy of A's block where the plan has one (PackA). Strides are added
+the frame, and so do the copies of A's and B's blocks where the plan has them (Pack). Strides
+are added
 as immediates where they fit in 32 bits.
 """
 
 from __future__ import annotations
 
 from einjit.backends import LINE_BYTES, Target
-from einjit.backends.nest_plan import IN0, SCRATCH, KernelCall, NestPlan, emitter_arguments
+from einjit.backends.nest_plan import (
+    SCRATCH,
+    SCRATCH_B,
+    KernelCall,
+    NestPlan,
+    Pack,
+    emitter_arguments,
+)
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.binary import emit_binary
@@ -60,14 +68,17 @@ def _advance(asm: Assembler, strides: tuple[int, int, int], times: int = 1) -> N
 
 
 class _Frame:
-    """rsp-relative slots: outgoing stack arguments, one index per loop dim, where the plan
-    copies A (PackA) the in0 its copy was taken from, then the copy (64-byte aligned)."""
+    """rsp-relative slots: outgoing stack arguments, one index per loop dim, the in0 the copy
+    of A was taken from (where the plan copies A or B; Pack), the in1 of B's (where it copies
+    B), then the copies, 64-byte aligned: A's, then B's."""
 
-    def __init__(self, loops: int, scratch_bytes: int = 0):
+    def __init__(self, loops: int, a_bytes: int = 0, b_bytes: int = 0):
         self.loops = loops
-        self.size = 8 * (STACK_ARGUMENTS + loops + 1)
-        if scratch_bytes:
-            self.size += LINE_BYTES + scratch_bytes
+        self.slots = STACK_ARGUMENTS + loops + 1 + (1 if b_bytes else 0)
+        self.size = 8 * self.slots
+        self.b_offset = -(-a_bytes // LINE_BYTES) * LINE_BYTES
+        if a_bytes or b_bytes:
+            self.size += LINE_BYTES + (self.b_offset + b_bytes if b_bytes else a_bytes)
         pushed = 8 * (1 + len(POINTERS) + 1)       # return address, pointers and COUNT
         self.size += -(self.size + pushed) % 16    # rsp 16-byte aligned at every call
 
@@ -79,13 +90,13 @@ class _Frame:
     def index(d: int) -> Mem:
         return Mem(RSP, disp=8 * (STACK_ARGUMENTS + d))
 
-    @property
-    def copied_from(self) -> Mem:
-        return self.index(self.loops)
+    def copied_from(self, scratch: int) -> Mem:
+        """The slot of the operand pointer the copy into `scratch` was taken from."""
+        return self.index(self.loops + (scratch == SCRATCH_B))
 
-    def scratch(self, reg: int) -> list[bytes]:
-        """reg := the copy's address."""
-        start = 8 * (STACK_ARGUMENTS + self.loops + 1) + LINE_BYTES - 1
+    def scratch(self, reg: int, scratch: int = SCRATCH) -> list[bytes]:
+        """reg := the address of the copy `scratch` (SCRATCH: A's, SCRATCH_B: B's)."""
+        start = 8 * self.slots + LINE_BYTES - 1 + (self.b_offset if scratch == SCRATCH_B else 0)
         return [enc.lea(reg, Mem(RSP, disp=start)), enc.and_ri(reg, -LINE_BYTES)]
 
 
@@ -93,7 +104,7 @@ def _call(asm: Assembler, call: KernelCall, entry, frame: _Frame) -> None:
     registers = iter(ARGUMENTS)
     for operand in call.pointers:
         register = next(registers)
-        asm(*frame.scratch(register) if operand == SCRATCH
+        asm(*frame.scratch(register, operand) if operand in (SCRATCH, SCRATCH_B)
             else (enc.mov_rr(register, POINTERS[operand]),))
     stack = 0
     for value in call.integers:
@@ -144,15 +155,16 @@ def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool
     asm.bind(skip)
 
 
-def _pack_a(asm: Assembler, plan: NestPlan, entries, frame: _Frame) -> None:
-    """Copy A's block into the frame unless the last copy was taken from this in0."""
-    if plan.pack_a is None:
+def _pack(asm: Assembler, pack: Pack | None, entries, frame: _Frame) -> None:
+    """Copy an operand's block into the frame unless its last copy was taken from here."""
+    if pack is None:
         return
-    copied = asm.label("a_copied")
-    asm(enc.mov_rm(RAX, frame.copied_from), enc.cmp_rr(RAX, POINTERS[IN0]))
+    source, scratch = pack.copy.pointers
+    copied = asm.label("copied")
+    asm(enc.mov_rm(RAX, frame.copied_from(scratch)), enc.cmp_rr(RAX, POINTERS[source]))
     asm.jcc("e", copied)
-    _call(asm, plan.pack_a.copy, entries[plan.pack_a.copy.kernel], frame)
-    asm(enc.mov_mr(frame.copied_from, POINTERS[IN0]))
+    _call(asm, pack.copy, entries[pack.copy.kernel], frame)
+    asm(enc.mov_mr(frame.copied_from(scratch), POINTERS[source]))
     asm.bind(copied)
 
 
@@ -178,10 +190,12 @@ def _step_odometer(asm: Assembler, plan: NestPlan) -> None:
 
 
 def _start(asm: Assembler, plan: NestPlan, frame: _Frame) -> None:
-    """Zero the indices (and the in0 of the last copy of A: none yet), then move the index
+    """Zero the indices (and the operands of the last copies: none yet), then move the index
     tuple (and the pointers) to shared iteration `begin` (rcx): each shared dim's index is
     found by subtracting its weight, at most its size times, so no division is needed."""
-    asm(enc.xor_rr(RAX, RAX), enc.mov_mr(frame.copied_from, RAX))
+    asm(enc.xor_rr(RAX, RAX), enc.mov_mr(frame.copied_from(SCRATCH), RAX))
+    if plan.pack_b:
+        asm(enc.mov_mr(frame.copied_from(SCRATCH_B), RAX))
     for d in range(len(plan.loops)):
         asm(enc.mov_mr(_Frame.index(d), RAX))
     weight = plan.shared_iterations
@@ -202,7 +216,8 @@ def _start(asm: Assembler, plan: NestPlan, frame: _Frame) -> None:
 def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     """Emit the nest function at the current position, its kernels after it."""
 
-    frame = _Frame(len(plan.loops), plan.pack_a.bytes if plan.pack_a else 0)
+    frame = _Frame(len(plan.loops), plan.pack_a.bytes if plan.pack_a else 0,
+                   plan.pack_b.bytes if plan.pack_b else 0)
     entries = {kernel: asm.label(kernel[0]) for kernel in plan.kernels}
     asm.prologue(POINTERS + (COUNT,))
     asm.reserve_stack(frame.size)
@@ -222,7 +237,8 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
     with asm.counted_loop(COUNT, COUNT):
         _touch(asm, plan, plan.first_touch, False, entries, frame)
         _prefetch(asm, plan)
-        _pack_a(asm, plan, entries, frame)
+        _pack(asm, plan.pack_a, entries, frame)
+        _pack(asm, plan.pack_b, entries, frame)
         if plan.main is not None:
             _call(asm, plan.main, entries[plan.main.kernel], frame)
         _touch(asm, plan, plan.last_touch, True, entries, frame)
