@@ -207,3 +207,22 @@ def test_shared_stops_at_the_k_loop_of_a_large_contraction():
     new = shared(op, 16)
     assert loops(new)[0] == [("n", "shared"), ("k", "seq"), ("m", "seq")]
     assert new.dims[0].size < 64
+
+
+@pytest.mark.xfail(strict=True, reason="optimize's num_threads does not reach split: "
+                   "block.max_sizes reads op.num_threads (None here) and falls back to "
+                   "default_threads()")
+def test_optimizes_thread_count_sizes_the_panels(monkeypatch):
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "16")
+    op = gemm(1600, 1600, 1600)
+    assert op.num_threads is None
+    # 2 threads on Zen 4: 4 panels of 400 (test_cache_blocks_of_1600), not 16 threads' 100
+    new = einjit.optimize(op, num_threads=2)
+    assert [(d.type, d.size) for d in new.dims[:1]] == [("n", 4)]
+
+
+@pytest.mark.xfail(strict=True, reason="a prime K has no chunk within kc: k stays whole in the "
+                   "kernel, no k loop stops shared, and the threads split m blocks")
+def test_threads_never_share_m_blocks_when_k_is_prime():
+    new = einjit.optimize(gemm(1600, 1600, 1031, num_threads=2), num_threads=2)
+    assert all(d.type == "n" for d in new.dims if d.exec_type == "shared")
