@@ -76,7 +76,8 @@ def check(run, equation, shapes, dtype, summed, seed, view=lambda *arrays: array
 
 def large_ops(prepared, threads):
     """The plan's large contractions, each checked for the blocked loop order: c, n, k, m
-    outermost first (prim dims aside), only n (or c) shared, made for `threads`."""
+    outermost first (prim dims aside), made for `threads`, no loop inside a k loop shared.
+    (Without a k loop the threads may share m: tests/passes/test_pass_block.py's xfail.)"""
     ops = [step.lowered.op for step in prepared.plan.steps if block.is_large(step.lowered.op)]
     for op in ops:
         loops = [d for d in op.dims if d.exec_type != "prim"]
@@ -84,7 +85,9 @@ def large_ops(prepared, threads):
         assert groups == sorted(groups), [(d.type, d.exec_type, d.size) for d in op.dims]
         assert op.num_threads == threads
         shared = {d.type for d in loops if d.exec_type == "shared"}
-        assert shared <= {"c", "n"} and bool(shared) == (threads > 1)
+        assert bool(shared) == (threads > 1)
+        if any(d.type == "k" for d in loops):
+            assert shared <= {"c", "n"}
     return ops
 
 
@@ -101,8 +104,9 @@ def last_einsum_plan():
 
 
 # (M, K, N) of M x K @ K x N: out's columns are the kernels' m (blocks of up to 128 rows, so
-# 520 = 5 x 104, 130 = 2 x 65: partial vectors), its rows n; K prime stays whole
-MATMULS = [(130, 777, 520), (520, PRIME, 70), (600, 600, 130)]
+# 200 = 2 x 100, 130 = 2 x 65: partial vectors), its rows n (520: more than one panel on one
+# thread); K in chunks (777 = 7 x 111, 600 = 3 x 200) or, prime, whole
+MATMULS = [(130, 777, 200), (520, PRIME, 70), (520, 600, 130)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
@@ -125,7 +129,7 @@ def test_the_matmuls_are_large_just_past_the_budget():
         assert k * rows * 4 > einjit.resolve_target().micro.batch_block_bytes
 
 
-M, K, N = 130, 777, 520
+M, K, N = 130, 777, 70
 VIEWS = {
     # leading dims past the rows: slices of larger arrays
     "sliced": lambda a, b: (np.pad(a, ((0, 3), (0, 5)))[:M, :K],
@@ -155,7 +159,7 @@ def test_operand_views(view, dtype, monkeypatch):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 def test_batched(dtype, threads):
-    shapes = [(3, 130, 777), (3, 777, 70)]
+    shapes = [(2, 130, 777), (2, 777, 70)]
     expr = einjit.contract_expression("bij,bjk->bik", *shapes, dtype=dtype)
     (op,) = large_ops(expr._prepared, threads)
     assert [d.type for d in op.dims if d.exec_type != "prim"][0] == "c"

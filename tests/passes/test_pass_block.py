@@ -221,8 +221,13 @@ def test_optimizes_thread_count_sizes_the_panels(monkeypatch):
     assert [(d.type, d.size) for d in new.dims[:1]] == [("n", 4)]
 
 
-@pytest.mark.xfail(strict=True, reason="a prime K has no chunk within kc: k stays whole in the "
-                   "kernel, no k loop stops shared, and the threads split m blocks")
-def test_threads_never_share_m_blocks_when_k_is_prime():
-    new = einjit.optimize(gemm(1600, 1600, 1031, num_threads=2), num_threads=2)
+@pytest.mark.xfail(strict=True, reason="with no k loop (K prime: whole in the kernel; or K "
+                   "in the BRGEMM batch) nothing stops shared before m: the threads split m "
+                   "blocks of one n panel")
+@pytest.mark.parametrize("m, n, k", [(1600, 1600, 1031), (200, 130, 777)])
+def test_threads_never_share_m_blocks_without_a_k_loop(m, n, k):
+    op = gemm(m, n, k, num_threads=2)
+    assert block.is_large(op)
+    new = einjit.optimize(op, num_threads=2)
+    assert not any(d.type == "k" and d.exec_type == "seq" for d in new.dims)
     assert all(d.type == "n" for d in new.dims if d.exec_type == "shared")
