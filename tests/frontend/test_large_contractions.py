@@ -104,9 +104,10 @@ def last_einsum_plan():
 
 
 # (M, K, N) of M x K @ K x N: out's columns are the kernels' m (blocks of up to 128 rows, so
-# 200 = 2 x 100, 130 = 2 x 65: partial vectors), its rows n (520: more than one panel on one
-# thread); K in chunks (777 = 7 x 111, 600 = 3 x 200) or, prime, whole
-MATMULS = [(130, 777, 200), (520, PRIME, 70), (520, 600, 130)]
+# 200 = 2 x 100, 130 = 2 x 65: partial vectors), its rows n (520: more than one float32 panel
+# on one thread, 300 more than one float64 panel); K in chunks (777 = 7 x 111, 600 = 3 x 200)
+# or, prime, whole
+MATMULS = [(130, 777, 200), (520, PRIME, 70), (300, 600, 130)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
