@@ -1,0 +1,184 @@
+"""Large contractions (einjit.passes.block: n panels, k chunks, m blocks) through einjit.einsum
+and contract_expression against numpy: block sizes that leave partial vectors and register
+blocks, operand views, a batch, a chain whose intermediate is large, one and two threads.
+
+Sizes are kept small (K just past the batch budget) so that the aarch64 lane runs them too.
+Each case runs twice: on small integers, whose every partial sum is exact in float32, the
+result equals numpy's bit for bit whatever the order of the sums; on uniform values it is
+held to the dot product's forward error bound, K x eps x (|A| @ |B|) for each of einjit's
+result and numpy's float64 one, so the tolerance scales with the summed length."""
+
+import numpy as np
+import pytest
+from conftest import jit_available, numpy_einsum_forbidden
+
+import einjit
+from einjit.einsum import plan_cache
+from einjit.passes import block
+
+pytestmark = [pytest.mark.native,
+              pytest.mark.skipif(not jit_available(),
+                                 reason="needs einjit.optimize and einjit.codegen to execute")]
+
+DTYPES = (np.float32, np.float64)
+PRIME = 1031
+BLOCKED_ORDER = "cnkm"      # a large contraction's loops, outermost first
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request, monkeypatch):
+    """The thread count plans are made for (EINJIT_NUM_THREADS, read when a plan is made);
+    einsum's cached plans are dropped, their key holds no thread count."""
+    monkeypatch.setenv("EINJIT_NUM_THREADS", str(request.param))
+    plan_cache().clear()
+    yield request.param
+    plan_cache().clear()
+
+
+def operands(shapes, dtype, seed, exact):
+    """Uniform values in [-1, 1), or (exact) integers in [-2, 2]."""
+    rng = np.random.default_rng(seed)
+    if exact:
+        return [rng.integers(-2, 3, size=s).astype(dtype) for s in shapes]
+    return [rng.uniform(-1, 1, size=s).astype(dtype) for s in shapes]
+
+
+def assert_within_bound(result, equation, arrays, summed):
+    """`result` against numpy's float64 einsum, within twice the forward error bound of sums
+    of `summed` terms in result's dtype (numpy's rounding and einjit's)."""
+    wide = [np.asarray(a, np.float64) for a in arrays]
+    expected = np.einsum(equation, *wide, optimize=True)
+    magnitude = np.einsum(equation, *[np.abs(a) for a in wide], optimize=True)
+    bound = 2 * summed * np.finfo(result.dtype).eps * magnitude
+    assert result.shape == expected.shape and result.dtype == arrays[0].dtype
+    error = np.abs(result.astype(np.float64) - expected)
+    worst = np.unravel_index(np.argmax(error - bound), error.shape)
+    assert np.all(error <= bound), (f"{equation}: error {error[worst]:.3g} past the bound "
+                                    f"{bound[worst]:.3g} at {worst}")
+
+
+def check(run, equation, shapes, dtype, summed, seed, view=lambda *arrays: arrays):
+    """run(*operands) -> results (einjit's kernels only), on view(*arrays) of exact and of
+    uniform operands of `shapes` (see the module doc)."""
+    for exact in (True, False):
+        arrays = operands(shapes, dtype, seed, exact)
+        with numpy_einsum_forbidden():
+            results = run(*view(*arrays))
+        for result in results:
+            if exact:
+                expected = np.einsum(equation, *[a.astype(np.float64) for a in arrays],
+                                     optimize=True)
+                assert result.dtype == dtype
+                np.testing.assert_array_equal(result, expected.astype(dtype))
+            else:
+                assert_within_bound(result, equation, arrays, summed)
+
+
+def large_ops(prepared, threads):
+    """The plan's large contractions, each checked for the blocked loop order: c, n, k, m
+    outermost first (prim dims aside), made for `threads`, no loop inside a k loop shared.
+    (Without a k loop the threads may share m: tests/passes/test_pass_block.py's xfail.)"""
+    ops = [step.lowered.op for step in prepared.plan.steps if block.is_large(step.lowered.op)]
+    for op in ops:
+        loops = [d for d in op.dims if d.exec_type != "prim"]
+        groups = [BLOCKED_ORDER.index(d.type) for d in loops]
+        assert groups == sorted(groups), [(d.type, d.exec_type, d.size) for d in op.dims]
+        assert op.num_threads == threads
+        shared = {d.type for d in loops if d.exec_type == "shared"}
+        assert bool(shared) == (threads > 1)
+        if any(d.type == "k" for d in loops):
+            assert shared <= {"c", "n"}
+    return ops
+
+
+def assert_in_cache_blocks(op, k):
+    """The main kernel's k within the cache block kc, where K has such a divisor."""
+    (main,) = [call for call in op.kernel_calls if call.role == "main"]
+    if k != PRIME:
+        assert main.k <= block.max_sizes(op)["k"] < k
+
+
+def last_einsum_plan():
+    """The plan einjit.einsum ran last (its most recently used cache entry)."""
+    return next(reversed(plan_cache()._items.values()))[0]
+
+
+# (M, K, N) of M x K @ K x N: out's columns are the kernels' m (blocks of up to 128 rows, so
+# 200 = 2 x 100, 130 = 2 x 65: partial vectors), its rows n (520: more than one float32 panel
+# on one thread, 300 more than one float64 panel); K in chunks (777 = 7 x 111, 600 = 3 x 200)
+# or, prime, whole
+MATMULS = [(130, 777, 200), (520, PRIME, 70), (300, 600, 130)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("m, k, n", MATMULS)
+def test_matmul(m, k, n, dtype, threads):
+    expr = einjit.contract_expression("ij,jk->ik", (m, k), (k, n), dtype=dtype)
+    (op,) = large_ops(expr._prepared, threads)
+    assert_in_cache_blocks(op, k)
+    check(lambda a, b: (expr(a, b), einjit.einsum("ij,jk->ik", a, b)), "ij,jk->ik",
+          [(m, k), (k, n)], dtype, k, m + k + n)
+    (op,) = large_ops(last_einsum_plan(), threads)
+    assert_in_cache_blocks(op, k)
+
+
+def test_the_matmuls_are_large_just_past_the_budget():
+    """Each case of MATMULS is large in float32 (so in float64) by its own sizes; the
+    blocks of split's default maxima: 128 rows of m, 64 columns of n."""
+    for m, k, n in MATMULS:
+        rows = min(n, 128) + min(m, 64)
+        assert k * rows * 4 > einjit.resolve_target().micro.batch_block_bytes
+
+
+M, K, N = 130, 777, 70
+VIEWS = {
+    # leading dims past the rows: slices of larger arrays
+    "sliced": lambda a, b: (np.pad(a, ((0, 3), (0, 5)))[:M, :K],
+                            np.pad(b, ((0, 7), (0, 9)))[:K, :N]),
+    "transposed": lambda a, b: (a.T.copy().T, b.T.copy().T),
+    # negative strides (einjit copies such an operand first)
+    "reversed": lambda a, b: (a[::-1].copy()[::-1], b[:, ::-1].copy()[:, ::-1]),
+    "every other": lambda a, b: (np.repeat(a, 2, axis=1)[:, ::2],
+                                 np.repeat(b, 3, axis=0)[::3]),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("view", VIEWS)
+def test_operand_views(view, dtype, monkeypatch):
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "1")
+    a_view, b_view = VIEWS[view](*operands([(M, K), (K, N)], dtype, 3, False))
+    assert not (a_view.flags.c_contiguous or b_view.flags.c_contiguous)
+    if view == "reversed":
+        assert a_view.strides[0] < 0 and b_view.strides[1] < 0
+    expr = einjit.contract_expression("ij,jk->ik", (M, K), (K, N), dtype=dtype)
+    check(lambda a, b: (expr(a, b), einjit.einsum("ij,jk->ik", a, b)), "ij,jk->ik",
+          [(M, K), (K, N)], dtype, K, 3, VIEWS[view])
+    (op,) = large_ops(last_einsum_plan(), 1)
+    assert_in_cache_blocks(op, K)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+def test_batched(dtype, threads):
+    shapes = [(2, 130, 777), (2, 777, 70)]
+    expr = einjit.contract_expression("bij,bjk->bik", *shapes, dtype=dtype)
+    (op,) = large_ops(expr._prepared, threads)
+    assert [d.type for d in op.dims if d.exec_type != "prim"][0] == "c"
+    check(lambda a, b: (expr(a, b), einjit.einsum("bij,bjk->bik", a, b)), "bij,bjk->bik",
+          shapes, dtype, 777, 5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+def test_chain_with_a_large_intermediate(dtype, threads):
+    # (A B) first: 130 x 1031 x 70 then 130 x 70 x 90 multiply-adds, against 1031 x 70 x 90
+    # then 130 x 1031 x 90 for A (B C); A B sums 1031 terms
+    shapes = [(130, PRIME), (PRIME, 70), (70, 90)]
+    expr = einjit.contract_expression("ij,jk,kl->il", *shapes, dtype=dtype)
+    steps = expr._prepared.plan.steps
+    assert len(steps) == 2
+    (op,) = large_ops(expr._prepared, threads)
+    (large,) = [s for s in steps if s.lowered.op is op]
+    assert large.node is not expr.tree.root
+    # every term of the result went through a sum of 1031 and one of 70
+    check(lambda a, b, c: (expr(a, b, c), einjit.einsum("ij,jk,kl->il", a, b, c)),
+          "ij,jk,kl->il", shapes, dtype, PRIME + 70, 7)
