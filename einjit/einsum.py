@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from os import environ as _environ
 from typing import Any, Sequence
 
 import numpy as np
@@ -48,6 +49,7 @@ from einjit.frontend.tree import EinsumTree
 from einjit.plan_cache import PlanCache
 from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty
 from einjit.runtime.host import host_isa
+from einjit.runtime.threads import THREADS_ENV
 
 _PLANS = PlanCache()
 _FLOAT32 = np.dtype(np.float32)
@@ -329,7 +331,8 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
         else:
             entry = _PLANS.get((operands[0], tuple([a.shape for a in arrays]),
                                 tuple([a.strides for a in arrays]), path, "K", _HOST,
-                                kind)) if kind is _FLOAT32 or kind is _FLOAT64 else None
+                                kind, _environ.get(THREADS_ENV))) \
+                if kind is _FLOAT32 or kind is _FLOAT64 else None
             if entry is not None:
                 prepared, copies = entry
                 if copies:
@@ -360,8 +363,9 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     copies = tuple(not _usable(a) for a in arrays)
     arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
     strides = tuple(_element_strides(a) for a in arrays)
+    # plans are made for the thread count: a changed EINJIT_NUM_THREADS makes new ones
     key = (subscripts, shapes, tuple(a.strides for a in originals), _hashable(path),
-           letter, _HOST, compute)
+           letter, _HOST, compute, _environ.get(THREADS_ENV))
     try:
         hash(key)
     except TypeError:

@@ -40,12 +40,12 @@ from ..backends.nest_plan import (
     IN1,
     OUT,
     SCRATCH,
+    SCRATCH_B,
     KernelCall,
     LoopDim,
     NestPlan,
     Pack,
     Prefetch,
-    SCRATCH_B,
 )
 from ..limits import INTEGER_LIMIT
 

@@ -37,6 +37,8 @@ def optimize(op: TensorOperation, *, num_threads: int | None = None,
                                 FUSE_MIN_SIZE if common is None else common)
     split_min = pass_options.get("split_min_size",
                                  SPLIT_MIN_SIZE if common is None else common)
+    if num_threads is not None:
+        op = op.replace(num_threads=num_threads)      # the cache blocks are sized for them
     op = fuse(op, min_size=fuse_min)
     op = split(op, max_size=pass_options.get("max_size"), min_size=split_min)
     op = identify(op)

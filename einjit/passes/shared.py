@@ -5,8 +5,8 @@ Starting from the outermost loop, seq dims become shared until the shared iterat
 `iterations_per_thread` x num_threads (default 4 per thread, so that a flattened range split
 into equal slices loses at most a quarter of a slice to imbalance) or no candidate is left.
 Never a k dim (threads would race on the same out elements), never a dim of size 1 or with out
-stride 0. In a large contraction (einjit.passes.block) the threads take whole panels of n and
-no loop inside the k loop: moved out, the m loop would no longer pass B's panel in L2.
+stride 0. In a large contraction (einjit.passes.block) no loop inside its k loop is shared
+(moved out, the m loop would no longer pass B's panel in L2): the threads take whole n panels.
 Shared dims move to the front, keeping their order. The op records num_threads.
 
 num_threads None means the op's num_threads, else the runtime's default

@@ -27,12 +27,10 @@ BLOCKED_ORDER = "cnkm"      # a large contraction's loops, outermost first
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
 def threads(request, monkeypatch):
-    """The thread count plans are made for (EINJIT_NUM_THREADS, read when a plan is made);
-    einsum's cached plans are dropped, their key holds no thread count."""
+    """The thread count plans are made for (EINJIT_NUM_THREADS, read when a plan is made and
+    part of einsum's cache key)."""
     monkeypatch.setenv("EINJIT_NUM_THREADS", str(request.param))
-    plan_cache().clear()
-    yield request.param
-    plan_cache().clear()
+    return request.param
 
 
 def operands(shapes, dtype, seed, exact):
@@ -182,3 +180,13 @@ def test_chain_with_a_large_intermediate(dtype, threads):
     # every term of the result went through a sum of 1031 and one of 70
     check(lambda a, b, c: (expr(a, b, c), einjit.einsum("ij,jk,kl->il", a, b, c)),
           "ij,jk,kl->il", shapes, dtype, PRIME + 70, 7)
+
+
+@pytest.mark.native
+def test_einsum_makes_new_plans_when_the_thread_count_changes(monkeypatch):
+    a, b = operands([(64, 777), (777, 130)], "float32", 9, exact=True)
+    for count in (1, 2, 1):
+        monkeypatch.setenv("EINJIT_NUM_THREADS", str(count))
+        np.testing.assert_array_equal(einjit.einsum("ij,jk->ik", a, b), a @ b)
+        ops = [step.lowered.op for step in last_einsum_plan().plan.steps]
+        assert {op.num_threads for op in ops} == {count}
