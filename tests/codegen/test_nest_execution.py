@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import einjit
-from einjit.backends.nest_plan import SCRATCH, Prefetch
+from einjit.backends.nest_plan import SCRATCH, SCRATCH_B, Prefetch
 from einjit.codegen import compile as compile_module
 from einjit.codegen import compile_operation, plan_nest
 from einjit.ir import TensorOperation
@@ -325,6 +325,73 @@ def test_a_blocks_are_copied_only_where_the_innermost_loop_reuses_them():
     assert plan_of(batched).pack_a is None
 
 
+def _panel_gemm(dtype, first="none", last="none", exec_outer="seq", n=20, ld_a=74,
+                m_inner=True):
+    """A GEMM walked as a large contraction's panels (n, then k, then m innermost: in1 stays
+    for the m blocks): 2 x 37 rows, 3 x `n` columns, 2 x 24 k, B's columns 512 bytes apart,
+    A's `ld_a` elements."""
+    ld_b = 512 // np.dtype(dtype).itemsize
+    n_loop, k_loop = ("n", 3, 0, ld_b * n, n * 74), ("k", 2, 24 * ld_a, 24, 0)
+    m_loop = ("m", 2, 37, 0, 37)
+    loops = [n_loop, k_loop, m_loop] if m_inner else [n_loop, m_loop, k_loop]
+    prim = [("m", 37, 1, 0, 1), ("n", n, 0, ld_b, 74), ("k", 24, ld_a, 1, 0)]
+    dims = loops + prim
+    return TensorOperation(dtype, first, "gemm", last, [d[0] for d in dims],
+                           (exec_outer, "seq", "seq", "prim", "prim", "prim"),
+                           [d[1] for d in dims], [d[2] for d in dims], [d[3] for d in dims],
+                           [d[4] for d in dims], num_threads=2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("first, last, exec_outer", [("none", "none", "seq"),
+                                                     ("zero", "relu", "shared")])
+def test_a_conflicting_b_panel_is_copied_once_for_the_m_blocks(dtype, first, last, exec_outer,
+                                                               every_share_threaded):
+    """B's columns 512 bytes apart and the m loop innermost: the nest copies B's block into
+    its frame when in1 moves, and the GEMM (generated for the copy's leading dim: whole
+    lines, not a multiple of 512 bytes) reads it; results as numpy's, bit for bit those of
+    the nest reading B in place."""
+    op = _panel_gemm(dtype, first, last, exec_outer)
+    plan = plan_of(op)
+    itemsize = np.dtype(dtype).itemsize
+    ld = plan.main.integers[1]
+    assert plan.pack_a is None and plan.pack_b is not None
+    assert plan.main.pointers == (0, SCRATCH_B, 2) and plan.main.params[6] == ld
+    assert plan.pack_b.copy.params == ("identity", 24, 20, False)
+    assert plan.pack_b.copy.integers == (512 // itemsize, ld)
+    assert ld >= 24 and ld * itemsize % 64 == 0 and ld * itemsize % 512
+    assert plan.pack_b.bytes == ld * 20 * itemsize
+    run_and_check(op)
+    rng = np.random.default_rng(3)
+    in0, in1, copied = typed_buffers(op, rng)
+    in_place = copied.copy()
+    op.execute(in0, in1, copied)
+    reading = with_core(op, l2_bytes=0)
+    assert plan_of(reading).pack_b is None
+    reading.execute(in0, in1, in_place)
+    np.testing.assert_array_equal(bits(copied), bits(in_place))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_wide_call_copies_a_and_b(dtype, every_share_threaded):
+    """A call of 128 columns or more copies A's block on every call (A's columns 512 bytes
+    apart) besides B's panel: both copies in the frame, results as numpy's."""
+    op = _panel_gemm(dtype, "zero", "none", "shared", n=128, ld_a=512 // np.dtype(dtype).itemsize)
+    plan = plan_of(op)
+    assert plan.pack_a is not None and plan.pack_b is not None
+    assert plan.main.pointers == (SCRATCH, SCRATCH_B, 2)
+    run_and_check(op)
+
+
+def test_b_blocks_are_copied_only_where_the_m_loop_reuses_them():
+    """No copy of B where the innermost loop moves in1, where B's pitch is not a multiple of
+    512 bytes, or where the copy would outgrow L2."""
+    assert plan_of(_panel_gemm("float32")).pack_b is not None
+    assert plan_of(_panel_gemm("float32", m_inner=False)).pack_b is None
+    assert plan_of(with_core(_panel_gemm("float32"), l2_bytes=2048)).pack_b is None
+    assert plan_of(_conflicting_a_gemm("float32")).pack_b is None
+
+
 def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     """Without a k loop each out block gets one update right after its zeroing: the kernel
     sets C (accumulate False), no zero kernel runs and C is not prefetched (it is not read).
@@ -518,7 +585,9 @@ def test_nests_never_touch_memory_past_the_operands():
                         num_threads=2, **SEEDS)
         for first, main, last, types in SEEDS_CONFIGS.values()] + [
         _conflicting_a_gemm("float32", "zero", "none", "shared"),       # A copied in the frame
-        _conflicting_a_brgemm("float32")]
+        _conflicting_a_brgemm("float32"),
+        _panel_gemm("float32", "zero", "relu", "shared"),                # B copied
+        _panel_gemm("float32", "zero", "none", "shared", n=128, ld_a=128)]     # A and B
 
     def work(note):
         results = []
