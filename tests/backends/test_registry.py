@@ -105,7 +105,8 @@ def test_the_conflict_pitch_comes_from_l1s_lines_and_ways():
     than 8 lines, columns a way apart already share one set."""
     assert GENERIC.l1_bytes == 32 << 10 and GENERIC.conflict_pitch_bytes == 512
     assert {name: micro.conflict_pitch_bytes for name, micro in cpu.MICROARCHS.items()} == \
-        {"zen3": 512, "zen4": 512, "zen5": 512, "generic": 512}
+        {name: 512 for name in ("zen3", "zen4", "zen5", "skylake-sp", "icelake-sp",
+                                "sapphirerapids", "generic")}
     assert resolve_target("aarch64").micro.conflict_pitch_bytes == 512
     assert Microarch(l1_ways=4, l1_sets=4).conflict_pitch_bytes == 256
     assert Microarch(l1_ways=4, l1_sets=256).conflict_pitch_bytes == 512

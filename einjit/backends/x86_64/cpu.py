@@ -25,14 +25,26 @@ MICROARCH_ENV = "EINJIT_X86_MICROARCH"
 # and a microcoded vmaskmovps store (measured); Zen 4 runs a zmm FMA/load/store as two 256-bit
 # halves, Zen 5 at full width (AMD's optimization guides). Zen 4/5 masked AVX stores are taken
 # as slow as Zen 3's (not measured). L1D: 32 KiB 8-way on Zen 3/4, 48 KiB 12-way on Zen 5
-# (64 sets each).
+# (64 sets each); L2 512 KiB on Zen 3, 1 MiB on Zen 4/5.
+# Intel server cores (Intel's optimization reference manual): two 512-bit FMA pipes (one on
+# some Skylake-SP parts, which CPUID does not tell apart), masked stores at full speed; L1D
+# 32 KiB 8-way and L2 1 MiB on Skylake-SP / Cascade Lake, 48 KiB 12-way and 1.25 MiB on Ice
+# Lake-SP, 48 KiB 12-way and 2 MiB on Sapphire / Emerald / Granite Rapids.
 MICROARCHS = {
     "zen3": Microarch("zen3", full_rate_bits=256, masked_store_cycles=12.0,
                       l2_bytes=512 << 10),
     "zen4": Microarch("zen4", full_rate_bits=256, masked_store_cycles=12.0),
     "zen5": Microarch("zen5", full_rate_bits=512, masked_store_cycles=12.0, l1_ways=12),
+    "skylake-sp": Microarch("skylake-sp"),
+    "icelake-sp": Microarch("icelake-sp", l1_ways=12, l2_bytes=1280 << 10),
+    "sapphirerapids": Microarch("sapphirerapids", l1_ways=12, l2_bytes=2 << 20),
     "generic": GENERIC,
 }
+# Intel family 6 model -> core (Emerald and Granite Rapids as Sapphire Rapids: the same
+# cache sizes and pipes)
+INTEL_MODELS = {0x55: "skylake-sp", 0x6A: "icelake-sp", 0x6C: "icelake-sp",
+                0x8F: "sapphirerapids", 0xCF: "sapphirerapids", 0xAD: "sapphirerapids",
+                0xAE: "sapphirerapids"}
 # AMD family -> ((first model, last model), core): Zen 3 and Zen 4 share family 0x19
 AMD_MODELS = {
     0x19: (((0x00, 0x0F), "zen3"), ((0x20, 0x2F), "zen3"), ((0x40, 0x5F), "zen3"),
@@ -133,7 +145,9 @@ def features_from_cpuid() -> frozenset[str]:
 
 def core_name(vendor: str, family: int, model: int) -> str:
     """The MICROARCHS key of a CPU identified by cpuid (vendor string, display family and
-    model); "generic" for every core not in the table (Intel among them)."""
+    model); "generic" for every core not in the tables."""
+    if vendor == "GenuineIntel":
+        return INTEL_MODELS.get(model, "generic") if family == 0x06 else "generic"
     if vendor != "AuthenticAMD":
         return "generic"
     return next((name for (low, high), name in AMD_MODELS.get(family, ())
@@ -185,8 +199,8 @@ def host_core() -> str:
 
 
 def microarch() -> Microarch:
-    """The facts of the host core, or of the core EINJIT_X86_MICROARCH names (zen3, zen4,
-    zen5, generic): code generated to run elsewhere, or a test of another core's choices."""
+    """The facts of the host core, or of the core EINJIT_X86_MICROARCH names (a MICROARCHS
+    key): code generated to run elsewhere, or a test of another core's choices."""
     forced = os.environ.get(MICROARCH_ENV, "")
     if forced:
         if forced not in MICROARCHS:

@@ -65,11 +65,15 @@ class CoreRules:
 GENERIC_RULES = CoreRules()
 
 # Zen 3 (16 registers: AVX2 alone, no spare set to pipeline C's updates with) corrects the
-# model for Ms of one vector and a short tail; Zen 4 and 5 run the generic rules
+# model for Ms of one vector and a short tail; Zen 4 and 5 run the generic rules, and so do the
+# Intel cores (no rule measured on them yet)
 CORE_RULES: dict[str, CoreRules] = {
     "zen3": CoreRules(pair_dot_min_k=(32, 64), unpacked_one_row_m=(17,)),
     "zen4": GENERIC_RULES,
     "zen5": GENERIC_RULES,
+    "skylake-sp": GENERIC_RULES,
+    "icelake-sp": GENERIC_RULES,
+    "sapphirerapids": GENERIC_RULES,
     "generic": GENERIC_RULES,
 }
 

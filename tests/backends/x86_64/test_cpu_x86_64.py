@@ -114,8 +114,11 @@ def test_other_hosts_generate_avx512_unless_told(monkeypatch):
     ("AuthenticAMD", 0x19, 0x7F, "zen4"), ("AuthenticAMD", 0x19, 0xA0, "zen4"),
     ("AuthenticAMD", 0x19, 0x30, "generic"), ("AuthenticAMD", 0x19, 0x80, "generic"),
     ("AuthenticAMD", 0x1A, 0x02, "zen5"), ("AuthenticAMD", 0x1A, 0x44, "zen5"),
-    ("AuthenticAMD", 0x17, 0x31, "generic"), ("GenuineIntel", 0x06, 0x8F, "generic"),
-    ("GenuineIntel", 0x19, 0x01, "generic"),
+    ("AuthenticAMD", 0x17, 0x31, "generic"), ("GenuineIntel", 0x06, 0x8F, "sapphirerapids"),
+    ("GenuineIntel", 0x06, 0xCF, "sapphirerapids"), ("GenuineIntel", 0x06, 0xAD, "sapphirerapids"),
+    ("GenuineIntel", 0x06, 0x55, "skylake-sp"), ("GenuineIntel", 0x06, 0x6A, "icelake-sp"),
+    ("GenuineIntel", 0x06, 0x97, "generic"), ("GenuineIntel", 0x19, 0x01, "generic"),
+    ("GenuineIntel", 0x19, 0x8F, "generic"), ("HygonGenuine", 0x18, 0x01, "generic"),
 ])
 def test_cores_by_family_and_model(vendor, family, model, core):
     assert cpu.core_name(vendor, family, model) == core
@@ -126,6 +129,9 @@ def test_core_facts():
     assert zen4.splits_512 and zen4.passes(512) == 2 and zen4.passes(256) == 1
     assert not zen5.splits_512 and zen5.passes(512) == 1
     assert zen3.masked_store_cycles > 1 and cpu.MICROARCHS["generic"].masked_store_cycles == 1
+    spr = cpu.MICROARCHS["sapphirerapids"]
+    assert spr.l1_bytes == 48 << 10 and spr.l2_bytes == 2 << 20 and not spr.splits_512
+    assert zen3.l2_bytes == 512 << 10 and zen4.l2_bytes == zen5.l2_bytes == 1 << 20
 
 
 def test_identity_from_cpuinfo():
