@@ -102,6 +102,19 @@ def stack_suffices(needed: int) -> bool:
     return size is None or size >= needed
 
 
+def start_worker_thread(target: Callable, args: tuple, name: str) -> threading.Thread:
+    """A started daemon thread running target(*args) with at least WORKER_STACK_BYTES of
+    stack; threading's setting, which is process-wide, is put back after the start."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    before = threading.stack_size()
+    threading.stack_size(max(before, WORKER_STACK_BYTES))
+    try:
+        thread.start()
+    finally:
+        threading.stack_size(before)
+    return thread
+
+
 class _Latch:
     """Counts finished tasks; wait() returns when all are done, re-raising the first error."""
 
@@ -143,15 +156,7 @@ class WorkerPool:
         with self._lock:
             while len(self._queues) < workers:
                 tasks: queue.SimpleQueue = queue.SimpleQueue()
-                thread = threading.Thread(target=self._work, args=(tasks,),
-                                          name=f"einjit-worker-{len(self._queues)}", daemon=True)
-                # threading's stack size is process-wide: raised for this start, then put back
-                before = threading.stack_size()
-                threading.stack_size(max(before, WORKER_STACK_BYTES))
-                try:
-                    thread.start()
-                finally:
-                    threading.stack_size(before)
+                start_worker_thread(self._work, (tasks,), f"einjit-worker-{len(self._queues)}")
                 self._queues.append(tasks)
 
     @staticmethod
