@@ -182,10 +182,13 @@ def native_pool(target: Target) -> NativePool | None:
     the generated dispatch."""
     if not sys.platform.startswith("linux"):
         return None
-    with _pools_lock:
-        if target.isa not in _pools:
-            _pools[target.isa] = NativePool(target)
-        return _pools[target.isa]
+    pool = _pools.get(target.isa)
+    if pool is None:
+        with _pools_lock:
+            if target.isa not in _pools:
+                _pools[target.isa] = NativePool(target)
+            pool = _pools[target.isa]
+    return pool
 
 
 def run_shares(target: Target, address: int, function: Callable,

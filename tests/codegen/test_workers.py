@@ -1,7 +1,9 @@
 """The native worker pool (einjit.codegen.workers): the generated worker loop, wait and post on
 this host (both ISAs: this module runs on the host and in the aarch64 lane), driving real loop
 nests and, where a test must see what a worker did, a ctypes callback posted as the nest
-(it runs Python on the worker's own thread)."""
+(it runs Python on the worker's own thread). Those tests run in a forked child: libffi may
+map a callback's trampoline writable and executable (it does on arm64 Debian), which the
+arena's tests rule out for the whole process."""
 
 import ctypes
 import platform
@@ -75,28 +77,34 @@ def test_thousands_of_dispatches_in_a_row_are_all_right(every_share_threaded):
 
 
 def test_workers_get_each_share_and_run_it_on_their_own_threads():
-    pool, recorder = NativePool(resolve_target()), _Recorder()
-    shares = [(1, 2, 3, begin, begin + 1) for begin in range(4)]
-    pool.run(recorder.address, recorder.function, shares)
-    assert sorted(arguments for arguments, _, _ in recorder.calls) == shares
-    callers = [ident for arguments, ident, _ in recorder.calls if arguments == shares[0]]
-    assert callers == [threading.get_ident()]                # the caller ran share 0
-    assert len({ident for _, ident, _ in recorder.calls}) == 4
-    assert pool.started == 3
-    pool.run(recorder.address, recorder.function, shares[:2])
-    assert pool.started == 3                                  # idle workers are reused
-    pool.shutdown()
+    def child(note):
+        pool, recorder = NativePool(resolve_target()), _Recorder()
+        shares = [(1, 2, 3, begin, begin + 1) for begin in range(4)]
+        pool.run(recorder.address, recorder.function, shares)
+        assert sorted(arguments for arguments, _, _ in recorder.calls) == shares
+        callers = [ident for arguments, ident, _ in recorder.calls if arguments == shares[0]]
+        assert callers == [threading.get_ident()]                # the caller ran share 0
+        assert len({ident for _, ident, _ in recorder.calls}) == 4
+        assert pool.started == 3
+        pool.run(recorder.address, recorder.function, shares[:2])
+        assert pool.started == 3                                  # idle workers are reused
+        pool.shutdown()
+
+    run_in_child(child)
 
 
 def test_without_the_caller_every_share_is_on_a_worker_with_a_large_stack():
-    pool, recorder = NativePool(resolve_target()), _Recorder()
-    pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)],
-             on_caller=False)
-    assert len(recorder.calls) == 2 and pool.started == 2
-    here = threading.get_ident()
-    assert all(ident != here and stack >= threads.WORKER_STACK_BYTES
-               for _, ident, stack in recorder.calls)
-    pool.shutdown()
+    def child(note):
+        pool, recorder = NativePool(resolve_target()), _Recorder()
+        pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)],
+                 on_caller=False)
+        assert len(recorder.calls) == 2 and pool.started == 2
+        here = threading.get_ident()
+        assert all(ident != here and stack >= threads.WORKER_STACK_BYTES
+                   for _, ident, stack in recorder.calls)
+        pool.shutdown()
+
+    run_in_child(child)
 
 
 def test_a_worker_asleep_past_its_spin_wakes_for_the_next_task(every_share_threaded):
@@ -119,24 +127,30 @@ def test_a_worker_asleep_past_its_spin_wakes_for_the_next_task(every_share_threa
 
 
 def test_a_caller_asleep_past_its_spin_is_woken_when_the_worker_finishes():
-    pool, slow = NativePool(resolve_target()), _Recorder(delay=0.05)
-    started = time.perf_counter()
-    pool.run(slow.address, slow.function, [(0, 0, 0, 0, 1)], on_caller=False)
-    assert time.perf_counter() - started >= 0.05 and len(slow.calls) == 1
-    worker = pool._idle[-1]
-    assert _word(worker, CALLER_SLEEPS) == 0 and _word(worker, DONE) == 1
-    pool.shutdown()
+    def child(note):
+        pool, slow = NativePool(resolve_target()), _Recorder(delay=0.05)
+        started = time.perf_counter()
+        pool.run(slow.address, slow.function, [(0, 0, 0, 0, 1)], on_caller=False)
+        assert time.perf_counter() - started >= 0.05 and len(slow.calls) == 1
+        worker = pool._idle[-1]
+        assert _word(worker, CALLER_SLEEPS) == 0 and _word(worker, DONE) == 1
+        pool.shutdown()
+
+    run_in_child(child)
 
 
 def test_shutdown_ends_the_threads_and_a_later_run_starts_new_ones():
-    pool, recorder = NativePool(resolve_target()), _Recorder()
-    pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)])
-    first = pool._idle[-1].thread
-    pool.shutdown()
-    assert not first.is_alive() and pool._idle == []
-    pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)])
-    assert pool.started == 2 and len(recorder.calls) == 4
-    pool.shutdown()
+    def child(note):
+        pool, recorder = NativePool(resolve_target()), _Recorder()
+        pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)])
+        first = pool._idle[-1].thread
+        pool.shutdown()
+        assert not first.is_alive() and pool._idle == []
+        pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)])
+        assert pool.started == 2 and len(recorder.calls) == 4
+        pool.shutdown()
+
+    run_in_child(child)
 
 
 def test_concurrent_callers_never_share_a_worker(every_share_threaded):

@@ -25,6 +25,8 @@ from einjit.ops import lookup
 from einjit.runtime.host import host_isa
 from einjit.runtime.threads import pool
 
+from support import run_in_child
+
 pytestmark = pytest.mark.skipif(host_isa() is None, reason="runs generated code")
 
 # the sticky exception flags of the status word
@@ -278,10 +280,11 @@ def _native_pool_runner(monkeypatch, target):
 @pytest.mark.parametrize("runner", [_native_pool_runner, _python_pool_runner])
 def test_threaded_operation_keeps_every_threads_flags(status, monkeypatch, runner):
     """Shares run on the caller and on a worker (native, or the Python pool where the native
-    one is not available): both keep their flags."""
-    monkeypatch.setattr(compile_module, "MIN_WORK_PER_THREAD", 0)
-    compile_module.compile_operation.cache_clear()
-    try:
+    one is not available): both keep their flags. In a forked child: libffi may map the
+    native runner's callback writable and executable, which test_arena rules out."""
+    def child(note):
+        compile_module.MIN_WORK_PER_THREAD = 0
+        compile_module.compile_operation.cache_clear()
         m, n, outer = 8, 3, 4
         op = TensorOperation("float32", "none", "div", "none", ("c", "c", "c"),
                              ("shared", "prim", "prim"), (outer, m, n), (m * n, 1, m),
@@ -300,5 +303,5 @@ def test_threaded_operation_keeps_every_threads_flags(status, monkeypatch, runne
             assert seen == [word, word]
         with np.errstate(divide="ignore", invalid="ignore"):
             np.testing.assert_array_equal(out, in0 / in1)
-    finally:
-        compile_module.compile_operation.cache_clear()
+
+    run_in_child(child)
