@@ -45,6 +45,9 @@ SPIN_SECONDS = 50e-6
 _CALIBRATION_SECONDS = 200e-6   # the spin timed at least this long: well above a call's cost
 
 _WORD = ctypes.c_uint64
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.posix_memalign.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                                 ctypes.c_size_t)
 # the task's words, FUNCTION then ARGUMENTS, written by one call
 _TASK = struct.Struct(f"<{1 + ARGUMENT_COUNT}Q")
 assert ARGUMENTS == FUNCTION + 8
@@ -62,6 +65,8 @@ class _Code:
         self._blocks = [place_code(target, generate(target)) for generate in (
             module.generate_worker_loop, module.generate_wait, module.generate_post,
             module.generate_spin)]
+        for block in self._blocks:      # the workers sleep in this code until the process ends
+            block.pin()
         loop, wait, post, spin = (block.address for block in self._blocks)
         self.worker_loop, self.wait, self.post = _LOOP(loop), _WAIT(wait), _POST(post)
         self.spins = _polls_in(_SPIN(spin), SPIN_SECONDS)
@@ -81,22 +86,30 @@ def _polls_in(spin: Callable, seconds: float) -> int:
         count *= 4
 
 
+def _slot_memory() -> int:
+    """A zeroed slot, cache-line aligned, from the C heap and never freed: a worker polls or
+    sleeps on it for as long as the process lives, past the objects' teardown at exit."""
+    address = ctypes.c_void_p()
+    if _libc.posix_memalign(ctypes.byref(address), LINE_BYTES, SLOT_BYTES) != 0:
+        raise MemoryError(f"posix_memalign of a {SLOT_BYTES}-byte worker slot failed")
+    ctypes.memset(address.value, 0, SLOT_BYTES)
+    return address.value
+
+
 class _Worker:
-    """One native worker thread and its slot (zeroed, cache-line aligned)."""
+    """One native worker thread and its slot."""
 
     def __init__(self, code: _Code, name: str):
         self._code = code
-        self._memory = ctypes.create_string_buffer(SLOT_BYTES + LINE_BYTES)
-        start = ctypes.addressof(self._memory)
-        self._offset = -start % LINE_BYTES
-        self.slot = start + self._offset
+        self.slot = _slot_memory()
+        self._task = (ctypes.c_char * _TASK.size).from_address(self.slot + FUNCTION)
         _WORD.from_address(self.slot + SPINS).value = code.spins
         self._sequence = 0
         self.thread = start_worker_thread(code.worker_loop, (self.slot,), name)
 
     def post(self, function: int, arguments: Sequence[int]) -> None:
         """Hand function(*arguments) over; `function` 0 makes the worker return."""
-        _TASK.pack_into(self._memory, self._offset + FUNCTION, function, *arguments)
+        _TASK.pack_into(self._task, 0, function, *arguments)
         self._sequence = (self._sequence + 1) % FUTEX_VALUES
         self._code.post(self.slot, self._sequence)
 
