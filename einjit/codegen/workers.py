@@ -3,20 +3,22 @@
 Each worker is a Python thread whose only Python is its start: its target is one ctypes call
 of the backend's generated worker_loop over the worker's slot (einjit.backends.worker_slot),
 which runs until it reads function 0. To hand a share over, the caller writes the nest's
-entry and arguments to the slot and posts the next sequence number (a store, then a futex
-wake for a worker that has gone to sleep); the worker, polling the sequence word, calls the
-nest, stores the number as done and wakes the caller if it sleeps. The caller runs its own
-share meanwhile, then waits for each worker's done word (generated wait, GIL released). Both
-sides poll for about SPIN_SECONDS before they sleep in the kernel, so back-to-back operations
-never wait for a thread to be woken. The poll count comes from timing the backend's spin, the
-same poll, once per process.
+entry and arguments to the slot and posts the next sequence number (generated post: a store,
+and a futex wake only if the worker has gone to sleep); the worker, polling the sequence
+word, calls the nest, stores the number as done, and wakes the caller only if it sleeps. The
+caller runs its own share meanwhile, then waits for each worker's done word (generated wait,
+GIL released). Both sides poll for about SPIN_SECONDS before they sleep in the kernel, so
+operations that follow each other closely hand over with no system call and no thread
+wake-up. The poll count comes from timing the backend's spin, the same poll, once per
+process.
 
 A worker serves one caller at a time: callers take idle workers (the most recently used
 first: it is likeliest still polling) and start new ones when none is idle, so concurrent
-callers never share a slot. Where the host cannot run the generated dispatch (not Linux: the
-futex is Linux's), run_shares falls back to the Python pool (einjit.runtime.threads).
+callers never share a slot. Slots and the dispatch code are never freed: a worker polls or
+sleeps in them until the process ends. Where the host cannot run the generated dispatch (not
+Linux: the futex is Linux's), run_shares falls back to the Python pool
+(einjit.runtime.threads).
 """
-
 from __future__ import annotations
 
 import ctypes
@@ -45,7 +47,7 @@ SPIN_SECONDS = 50e-6
 _CALIBRATION_SECONDS = 200e-6   # the spin timed at least this long: well above a call's cost
 
 _WORD = ctypes.c_uint64
-_libc = ctypes.CDLL(None, use_errno=True)
+_libc = ctypes.CDLL(None)
 _libc.posix_memalign.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
                                  ctypes.c_size_t)
 # the task's words, FUNCTION then ARGUMENTS, written by one call
