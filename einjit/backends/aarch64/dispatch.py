@@ -8,11 +8,13 @@ numbers are Linux's.
     spin(word, count)           count polls of word, as worker_loop and wait make them
 
 A poll is a load-acquire (ldar: what is read after it, the task's function and arguments or
-the nest's results, was stored before the store-release it saw), a compare and a yield. The
-sequence and done words are stored with a store-release (stlr). After `spins` polls without
-news a side sleeps in futex(FUTEX_WAIT_PRIVATE) on the word it polls, with the value it last
-read (the kernel compares them atomically: a store and wake between the last read and the
-sleep is never missed); dmb ish orders a side's store before its read of the other's flag.
+the nest's results, was stored before the store-release it saw), a compare, a yield hint and
+a sched_yield (where threads outnumber the free cores the other side may be queued for this
+very core, and the system call lets it run). The sequence and done words are stored with a
+store-release (stlr). After `spins` polls without news a side sleeps in
+futex(FUTEX_WAIT_PRIVATE) on the word it polls, with the value it last read (the kernel
+compares them atomically: a store and wake between the last read and the sleep is never
+missed); dmb ish orders a side's store before its read of the other's flag.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from einjit.backends.worker_slot import (
 )
 
 SYS_FUTEX = 98
+SYS_SCHED_YIELD = 124
 _SYSCALL_NUMBER = 8     # x8 holds the system call's number
 _SCRATCH = 15
 
@@ -46,16 +49,23 @@ def _futex(asm: Assembler, word: int, operation: int, value: int | None) -> None
 
 
 def _poll(asm: Assembler, word: int, against: int, news: str, found: Label, counter: int,
-          read: int) -> None:
+          read: int, give_up: tuple[int, int] | None = None) -> None:
     """Poll the word at address `word` until its compare with `against` meets `news` (branch
-    to found) or `counter` polls have passed (fall through); `read`: the word as last read."""
-    poll = asm.label("poll")
+    to found) or `counter` polls have passed or the word at give_up's (base register,
+    offset) is not 0 (fall through; x15: that word); `read`: the word as last read; x0 and x8
+    are lost (sched_yield)."""
+    poll, out = asm.label("poll"), asm.label("out")
     asm.align(16)
     asm.bind(poll)
     asm(e.ldar_x(read, word), e.cmp_reg(read, against))
     asm.b_cond(news, found)
-    asm(e.yield_(), e.subs_imm(counter, counter, 1))
+    if give_up is not None:
+        asm(e.ldr_x(_SCRATCH, *give_up))
+        asm.cbnz(_SCRATCH, out)
+    asm(e.yield_(), e.mov_imm(_SYSCALL_NUMBER, SYS_SCHED_YIELD), e.svc(),
+        e.subs_imm(counter, counter, 1))
     asm.b_cond("ne", poll)
+    asm.bind(out)
 
 
 def _announce_sleep(asm: Assembler, base: int, flag: int, word: int, against: int, news: str,
@@ -68,7 +78,9 @@ def _announce_sleep(asm: Assembler, base: int, flag: int, word: int, against: in
 
 def generate_worker_loop(target: Target) -> bytes:
     """worker_loop(slot=x0). x19: the slot, x20: the last task seen, x21: polls left, x22, x23:
-    the addresses of the done and sequence words (ldar and stlr take no offset)."""
+    the addresses of the done and sequence words (ldar and stlr take no offset). A worker
+    that had to wake the caller yields its core before it polls again: the caller may have
+    been woken onto it."""
     asm = Assembler()
     asm.prologue((19, 20, 21, 22, 23, 29, 30), ())
     again, awake, work, leave = (asm.label(name) for name in ("again", "awake", "work", "leave"))
@@ -90,6 +102,7 @@ def generate_worker_loop(target: Target) -> bytes:
         e.ldr_x(9, 19, CALLER_SLEEPS))
     asm.cbz(9, again)
     _futex(asm, 22, FUTEX_WAKE_PRIVATE, None)
+    asm(e.mov_imm(_SYSCALL_NUMBER, SYS_SCHED_YIELD), e.svc())
     asm.b(again)
     asm.bind(leave)
     asm.epilogue()
@@ -98,13 +111,15 @@ def generate_worker_loop(target: Target) -> bytes:
 
 def generate_wait(target: Target) -> bytes:
     """wait(slot=x0, expected=x1, spins=x2). x14: the slot, x9: the done word's address, x10:
-    expected, x11: spins, x12: polls left, x13: the word as last read."""
+    expected, x11: spins, x12: polls left, x13: the word as last read. While the worker has
+    not woken up for the task, the caller sleeps at once: polling could hold the very core
+    the worker waits for."""
     asm = Assembler()
     again, awake, finished = asm.label("again"), asm.label("awake"), asm.label("finished")
     asm(e.mov_reg(14, 0), e.add_imm(9, 0, DONE), e.mov_reg(10, 1), e.mov_reg(11, 2))
     asm.bind(again)
     asm(e.mov_reg(12, 11))
-    _poll(asm, 9, 10, "eq", finished, 12, 13)
+    _poll(asm, 9, 10, "eq", finished, 12, 13, give_up=(14, WORKER_SLEEPS))
     _announce_sleep(asm, 14, CALLER_SLEEPS, 9, 10, "eq", awake, 13)
     _futex(asm, 9, FUTEX_WAIT_PRIVATE, 13)
     asm.bind(awake)
@@ -132,8 +147,8 @@ def generate_spin(target: Target) -> bytes:
     compare never true (einjit.codegen.workers times it to turn a time into polls)."""
     asm = Assembler()
     finished = asm.label("finished")
-    asm(e.mov_imm(2, -1))
-    _poll(asm, 0, 2, "eq", finished, 1, 3)
+    asm(e.mov_reg(9, 0), e.mov_imm(2, -1))
+    _poll(asm, 9, 2, "eq", finished, 1, 3)
     asm.bind(finished)
     asm(e.ret())
     return asm.finish()

@@ -7,12 +7,13 @@ numbers are Linux's.
     post(slot, sequence)        stores the sequence word, and wakes the worker if it sleeps
     spin(word, count)           count polls of word, as worker_loop and wait make them
 
-A poll is a load, a compare and a pause. After `spins` polls without news a side sleeps in
-futex(FUTEX_WAIT_PRIVATE) on the word it polls, with the value it last read (the kernel
-compares them atomically: a store and wake between the last read and the sleep is never
-missed). x86 keeps loads in order and stores in order, so the slot's plain loads and stores
-acquire and release; mfence orders a side's store before its read of the other's flag. The
-nests fence their non-temporal stores themselves.
+A poll is a load, a compare, a pause and a sched_yield: where threads outnumber the free
+cores the other side may be queued for this very core, and the yield lets it run. After
+`spins` polls without news a side sleeps in futex(FUTEX_WAIT_PRIVATE) on the word it polls,
+with the value it last read (the kernel compares them atomically: a store and wake between
+the last read and the sleep is never missed). x86 keeps loads in order and stores in order,
+so the slot's plain loads and stores acquire and release; mfence orders a side's store
+before its read of the other's flag. The nests fence their non-temporal stores themselves.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from einjit.backends.x86_64.encode import (
 )
 
 SYS_FUTEX = 202
+SYS_SCHED_YIELD = 24
 _NEST_ARGUMENTS = (RDI, RSI, RDX, RCX, R8)
 
 
@@ -67,20 +69,28 @@ def _set_flag(asm: Assembler, flag: Mem, value: int) -> None:
     asm(enc.mov_ri(RAX, value), enc.mov_mr(flag, RAX))
 
 
-def _poll(asm: Assembler, word: Mem, against: int, news: str, found, counter: int) -> None:
+def _poll(asm: Assembler, word: Mem, against: int, news: str, found, counter: int,
+          give_up: Mem | None = None) -> None:
     """Poll `word` until its compare with `against` meets `news` (jump to found) or `counter`
-    polls have passed (fall through), rax: the word as last read."""
-    poll = asm.label("poll")
+    polls have passed or the word at `give_up` is not 0 (fall through; rdx: that word), rax:
+    the word as last read; rcx and r11 are lost (sched_yield)."""
+    poll, out = asm.label("poll"), asm.label("out")
     asm.align(16)
     asm.bind(poll)
     asm(enc.mov_rm(RAX, word), enc.cmp_rr(RAX, against))
     asm.jcc(news, found)
-    asm(enc.pause(), enc.dec(counter))
+    if give_up is not None:
+        asm(enc.mov_rm(RDX, give_up), enc.test_rr(RDX, RDX))
+        asm.jcc("ne", out)
+    asm(enc.pause(), enc.mov_ri(RAX, SYS_SCHED_YIELD), enc.syscall(), enc.dec(counter))
     asm.jcc("ne", poll)
+    asm.bind(out)
 
 
 def generate_worker_loop(target: Target) -> bytes:
-    """worker_loop(slot=rdi). rbx: the slot, r12: the last task seen, r13: polls left."""
+    """worker_loop(slot=rdi). rbx: the slot, r12: the last task seen, r13: polls left. A
+    worker that had to wake the caller yields its core before it polls again: the caller may
+    have been woken onto it."""
     asm = Assembler()
     asm.prologue((RBX, R12, R13))             # three pushes: rsp is 16-aligned at the call
     again, awake, work, leave = (asm.label(name) for name in ("again", "awake", "work", "leave"))
@@ -107,6 +117,7 @@ def generate_worker_loop(target: Target) -> bytes:
     asm.jcc("e", again)
     asm(enc.lea(RDI, Mem(RBX, disp=DONE)))
     _futex_wake_one(asm)
+    asm(enc.mov_ri(RAX, SYS_SCHED_YIELD), enc.syscall())
     asm.jmp(again)
     asm.bind(leave)
     asm.epilogue()
@@ -115,14 +126,16 @@ def generate_worker_loop(target: Target) -> bytes:
 
 def generate_wait(target: Target) -> bytes:
     """wait(slot=rdi, expected=rsi, spins=rdx). rdi: the done word, r9: expected, r8: spins,
-    rcx: polls left (the system call keeps rdi, r8 and r9)."""
+    r10: polls left (system calls keep rdi, r8, r9 and r10). While the worker has not woken
+    up for the task, the caller sleeps at once: polling could hold the very core the worker
+    waits for."""
     asm = Assembler()
     again, awake, finished = asm.label("again"), asm.label("awake"), asm.label("finished")
     done, flag = Mem(RDI), Mem(RDI, disp=CALLER_SLEEPS - DONE)
     asm(enc.lea(RDI, Mem(RDI, disp=DONE)), enc.mov_rr(R9, RSI), enc.mov_rr(R8, RDX))
     asm.bind(again)
-    asm(enc.mov_rr(RCX, R8))
-    _poll(asm, done, R9, "e", finished, RCX)
+    asm(enc.mov_rr(R10, R8))
+    _poll(asm, done, R9, "e", finished, R10, give_up=Mem(RDI, disp=WORKER_SLEEPS - DONE))
     _set_flag(asm, flag, 1)
     asm(enc.mfence(), enc.mov_rm(RAX, done), enc.cmp_rr(RAX, R9))
     asm.jcc("e", awake)

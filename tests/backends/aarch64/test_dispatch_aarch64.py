@@ -17,14 +17,19 @@ def listing(generate):
             disassemble(generate(TARGET), "aarch64").splitlines()]
 
 
-def futex_calls(lines):
-    """The futex operation (x1) of each svc, x8 holding the futex's number."""
+def system_calls(lines):
+    """What each svc is: "yield" (sched_yield), or the futex operation in x1 ("wait",
+    "wake")."""
     calls = []
     for index, line in enumerate(lines):
         if line.startswith("svc"):
             before = lines[max(0, index - 6):index]
+            if before[-1] == f"mov x8, #{hex(dispatch.SYS_SCHED_YIELD)}":
+                calls.append("yield")
+                continue
             assert f"mov x8, #{hex(dispatch.SYS_FUTEX)}" in before
-            calls.append(next(text for text in before if text.startswith("mov x1, ")))
+            operation = next(text for text in before if text.startswith("mov x1, "))
+            calls.append({"mov x1, #0x80": "wait", "mov x1, #0x81": "wake"}[operation])
     return calls
 
 
@@ -37,17 +42,19 @@ def test_the_worker_polls_runs_the_task_and_sleeps_and_wakes_through_the_futex()
     assert f"ldr x21, [x19, #{hex(SPINS)}]" in lines
     assert f"str x15, [x19, #{hex(WORKER_SLEEPS)}]" in lines
     assert f"ldr x9, [x19, #{hex(CALLER_SLEEPS)}]" in lines
+    assert f"ldr x15, [x14, #{hex(WORKER_SLEEPS)}]" in listing(dispatch.generate_wait)
     assert lines.count("dmb ish") == 2
-    assert futex_calls(lines) == ["mov x1, #0x80", "mov x1, #0x81"]     # wait, then wake
+    # polls yield; sleep; after waking the caller, yield once
+    assert system_calls(lines) == ["yield", "wait", "wake", "yield"]
     assert lines[-1] == "ret"
 
 
-@pytest.mark.parametrize("generate, operations", [
-    (dispatch.generate_wait, ["mov x1, #0x80"]), (dispatch.generate_post, ["mov x1, #0x81"]),
-    (dispatch.generate_spin, [])])
-def test_wait_post_and_spin(generate, operations):
+@pytest.mark.parametrize("generate, calls", [
+    (dispatch.generate_wait, ["yield", "wait"]), (dispatch.generate_post, ["wake"]),
+    (dispatch.generate_spin, ["yield"])])
+def test_wait_post_and_spin(generate, calls):
     lines = listing(generate)
-    assert futex_calls(lines) == operations
+    assert system_calls(lines) == calls
     assert ("yield" in lines) == (generate is not dispatch.generate_post)
     assert ("dmb ish" in lines) == (generate is not dispatch.generate_spin)
     assert any(line.startswith("ldar") for line in lines) == (

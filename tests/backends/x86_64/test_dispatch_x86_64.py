@@ -17,14 +17,18 @@ def listing(generate):
             disassemble(generate(TARGET), "x86_64").splitlines()]
 
 
-def futex_calls(lines):
-    """(operation, count of such calls): each syscall's esi, rax being the futex's number."""
+def system_calls(lines):
+    """What each syscall is: "yield", or the futex operation in esi ("wait", "wake")."""
     calls = []
     for index, line in enumerate(lines):
         if line == "syscall":
             before = lines[max(0, index - 5):index]
+            if f"mov eax, {hex(dispatch.SYS_SCHED_YIELD)}" in before:
+                calls.append("yield")
+                continue
             assert f"mov eax, {hex(dispatch.SYS_FUTEX)}" in before
-            calls.append(next(text for text in before if text.startswith("mov esi, ")))
+            operation = next(text for text in before if text.startswith("mov esi, "))
+            calls.append({"mov esi, 0x80": "wait", "mov esi, 0x81": "wake"}[operation])
     return calls
 
 
@@ -35,16 +39,19 @@ def test_the_worker_polls_runs_the_task_and_sleeps_and_wakes_through_the_futex()
     assert f"mov qword ptr [rbx + {hex(DONE)}], r12" in lines
     assert f"mov qword ptr [rbx + {hex(WORKER_SLEEPS)}], rax" in lines
     assert f"mov rax, qword ptr [rbx + {hex(CALLER_SLEEPS)}]" in lines
+    assert f"mov rdx, qword ptr [rdi + {hex(WORKER_SLEEPS - DONE)}]" in listing(
+        dispatch.generate_wait)                            # the worker not yet awake
     assert lines.count("mfence") == 2      # before rereading the sequence, after storing done
-    assert futex_calls(lines) == ["mov esi, 0x80", "mov esi, 0x81"]    # wait, then wake
+    # polls yield; sleep; after waking the caller, yield once
+    assert system_calls(lines) == ["yield", "wait", "wake", "yield"]
     assert lines[-1] == "ret"
 
 
-@pytest.mark.parametrize("generate, operations", [
-    (dispatch.generate_wait, ["mov esi, 0x80"]), (dispatch.generate_post, ["mov esi, 0x81"]),
-    (dispatch.generate_spin, [])])
-def test_wait_post_and_spin(generate, operations):
+@pytest.mark.parametrize("generate, calls", [
+    (dispatch.generate_wait, ["yield", "wait"]), (dispatch.generate_post, ["wake"]),
+    (dispatch.generate_spin, ["yield"])])
+def test_wait_post_and_spin(generate, calls):
     lines = listing(generate)
-    assert futex_calls(lines) == operations
+    assert system_calls(lines) == calls
     assert ("pause" in lines) == (generate is not dispatch.generate_post)
     assert ("mfence" in lines) == (generate is not dispatch.generate_spin)
