@@ -39,7 +39,7 @@ def test_the_worker_polls_runs_the_task_and_sleeps_and_wakes_through_the_futex()
     assert f"mov qword ptr [rbx + {hex(DONE)}], r12" in lines
     assert f"mov qword ptr [rbx + {hex(WORKER_SLEEPS)}], rax" in lines
     assert f"mov rax, qword ptr [rbx + {hex(CALLER_SLEEPS)}]" in lines
-    assert f"mov rdx, qword ptr [rdi + {hex(WORKER_SLEEPS - DONE)}]" in listing(
+    assert f"mov rdx, qword ptr [rdi + {WORKER_SLEEPS - DONE}]" in listing(
         dispatch.generate_wait)                            # the worker not yet awake
     assert lines.count("mfence") == 2      # before rereading the sequence, after storing done
     # polls yield; sleep; after waking the caller, yield once
