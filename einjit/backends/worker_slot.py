@@ -15,7 +15,7 @@ it, so neither side's stores evict the line the other is polling until there is 
 
 A side about to sleep sets its flag, fences, and reads the word it polls once more; the other
 side stores that word, fences, and reads the flag: with both fences at least one of them sees
-the other's store, so a sleeper is always woken and a side that polls needs no system call.
+the other's store, so a sleeper is always woken and a side that polls is never woken.
 
 Each number is a uint64 whose value stays below 2**32: the Linux futex compares 32 bits (the
 low half of a little-endian word), so the sequence numbers wrap at FUTEX_VALUES. Each backend
