@@ -9,8 +9,8 @@ word, calls the nest, stores the number as done, and wakes the caller only if it
 caller runs its own share meanwhile, then waits for each worker's done word (generated wait,
 GIL released). Both sides poll for about SPIN_SECONDS before they sleep in the kernel, so
 operations that follow each other closely hand over with no thread wake-up (each poll
-yields the core, in case the other side is queued for it). The poll count comes from timing the backend's spin, the same poll, once per
-process.
+yields the core, in case the other side is queued for it). The poll count comes from
+timing the backend's spin, the same poll, once per process.
 
 A worker serves one caller at a time: callers take idle workers (the most recently used
 first: it is likeliest still polling) and start new ones when none is idle, so concurrent
