@@ -118,7 +118,13 @@ def base_cases():
               ("csel(0, 1, 2, 'lt')", "csel x0, x1, x2, lt"),
               ("csel(30, 31, 3, 'hi')", "csel x30, xzr, x3, hi"),
               ("nop()", "nop"), ("ret()", "ret"), ("ret(1)", "ret x1"), ("br(16)", "br x16"),
-              ("blr(17)", "blr x17")]
+              ("blr(17)", "blr x17"),
+              ("svc()", "svc #0"), ("svc(65535)", "svc #0xffff"), ("yield_()", "yield"),
+              ("dmb()", "dmb ish"), ("dmb('ishld')", "dmb ishld"), ("dmb('ishst')", "dmb ishst"),
+              ("dmb('sy')", "dmb sy")]
+    for rt, rn in ((0, 1), (30, 31), (9, 19)):
+        cases += [(f"ldar_x({rt}, {rn})", f"ldar {x(rt)}, [{x(rn, True)}]"),
+                  (f"stlr_x({rt}, {rn})", f"stlr {x(rt)}, [{x(rn, True)}]")]
     for sysreg in ("fpcr", "fpsr"):
         cases += [(f"mrs(9, {sysreg!r})", f"mrs x9, {sysreg}"),
                   (f"mrs(31, {sysreg!r})", f"mrs xzr, {sysreg}"),

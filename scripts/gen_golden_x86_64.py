@@ -251,6 +251,9 @@ def memory_cases() -> None:
         case(call("vmovntps_store", M(4, disp=4096), 25, width),
              f"vmovntps {M(4, disp=4096).asm(width)}, {v(25, width)}")
     case("sfence()", "sfence")
+    case("mfence()", "mfence")
+    case("pause()", "pause")
+    case("syscall()", "syscall")
     for mem in (M(4, disp=16), M(0), M(13), M(12, 9, 4, -128), M(5, disp=4096)):
         case(f"stmxcsr({mem.expr()})", f"stmxcsr {mem.asm(32)}")
         case(f"ldmxcsr({mem.expr()})", f"ldmxcsr {mem.asm(32)}")

@@ -5,7 +5,8 @@ backend for its code (generate_loop_nest: the nest and its kernels in one buffer
 behind the backend's entry guard (guard_entry: the caller's FP exception flags survive), maps
 it executable (backends.place_code) and wraps the entry nest(in0, in1, out, begin, end) in
 a ctypes function. run() splits the flattened shared iterations into one contiguous share per
-thread (runtime.threads): one ctypes call per thread per operation. Operations too small to
+thread (runtime.threads.split_range) and hands all but its own to native workers
+(codegen.workers): one call of the nest per thread per operation. Operations too small to
 gain from threads run on the calling thread; a nest that copies A or B into its frame (Pack) runs
 on the workers alone where the calling thread's stack is too small for it. Compiled
 operations are cached per op (ops are immutable and hashable).
@@ -22,8 +23,9 @@ from ..backends.nest_plan import NestPlan
 from ..disasm import disassemble
 from ..errors import IsaMismatchError
 from ..log import nest_generated
-from ..runtime.threads import check_threads, pool, split_range, stack_suffices
+from ..runtime.threads import check_threads, split_range, stack_suffices
 from .loop_nest import plan_nest
+from .workers import run_shares
 
 CACHE_SIZE = 256                 # compiled operations kept (LRU)
 MIN_WORK_PER_THREAD = 1 << 16    # flops (or elements) below which a thread costs more than it gains
@@ -89,8 +91,8 @@ class CompiledOperation:
             self.function(in0, in1, out, 0, self.single)
         else:
             on_caller = not self.stack_bytes or stack_suffices(self.stack_bytes)
-            pool.run(self.function, [(in0, in1, out, begin, end) for begin, end in self._shares],
-                     on_caller)
+            run_shares(self.target, self._block.address, self.function,
+                       [(in0, in1, out, begin, end) for begin, end in self._shares], on_caller)
 
     def disassemble(self) -> str:
         return disassemble(self.code, self.target.isa)

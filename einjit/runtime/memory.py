@@ -127,13 +127,21 @@ class CodeBlock:
 
     @property
     def released(self) -> bool:
-        return not self._finalizer.alive
+        return self._address is None and not self._finalizer.alive
 
     def release(self) -> None:
-        """Give the block back (idempotent); its chunk is unmapped once all its blocks are.
-        No call into the code may be running or made afterwards."""
-        self._address = None
-        self._finalizer()
+        """Give the block back (idempotent; a pinned block stays); its chunk is unmapped once
+        all its blocks are. No call into the code may be running or made afterwards."""
+        if self._finalizer.alive:       # not pinned
+            self._address = None
+            self._finalizer()
+
+    def pin(self) -> None:
+        """Seal the block and keep it mapped until the process ends, even once no object
+        refers to it: for code that threads run (or sleep in) for as long as the process
+        lives. A pinned block is never released."""
+        self._address = self.address          # sealed: the address stays valid
+        self._finalizer.detach()
 
     def __repr__(self) -> str:
         state = "released" if self.released else "sealed" if self.sealed else "open"

@@ -1,8 +1,13 @@
-"""A persistent pool of worker threads that run JIT'd loop nests in parallel.
+"""What parallel loop nests need of threads, whatever the instruction set: how many threads
+(default_threads, check_threads), the split of the shared iterations into shares
+(split_range), worker threads with enough stack (start_worker_thread), the calling thread's
+stack (thread_stack_bytes), and a Python pool of worker threads (WorkerPool).
 
-Each task is one ctypes call (which releases the GIL), so the workers run truly in parallel
-and a Python-level dispatch costs a few tens of microseconds, once per operation: never per
-block. The caller runs the first share itself and waits for the rest.
+A loop nest's shares normally run on native workers (einjit.codegen.workers: generated code
+polls a slot in memory, so no handover takes the GIL or a kernel wake-up while the threads
+are busy). WorkerPool is the portable form, used where that code cannot run: each task is a
+Python call (for a nest, one ctypes call, which releases the GIL) handed over through a
+queue, so each handover costs a thread wake-up.
 
 The default thread count is the number of CPUs this process may run on
 (os.sched_getaffinity), overridden by the EINJIT_NUM_THREADS environment variable.
@@ -13,7 +18,6 @@ threading.stack_size says (musl gives a thread 128 KiB), and a nest that needs m
 calling thread has runs on the workers alone (thread_stack_bytes, WorkerPool.run's
 on_caller).
 """
-
 from __future__ import annotations
 
 import ctypes
@@ -102,6 +106,19 @@ def stack_suffices(needed: int) -> bool:
     return size is None or size >= needed
 
 
+def start_worker_thread(target: Callable, args: tuple, name: str) -> threading.Thread:
+    """A started daemon thread running target(*args) with at least WORKER_STACK_BYTES of
+    stack; threading's setting, which is process-wide, is put back after the start."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    before = threading.stack_size()
+    threading.stack_size(max(before, WORKER_STACK_BYTES))
+    try:
+        thread.start()
+    finally:
+        threading.stack_size(before)
+    return thread
+
+
 class _Latch:
     """Counts finished tasks; wait() returns when all are done, re-raising the first error."""
 
@@ -143,15 +160,7 @@ class WorkerPool:
         with self._lock:
             while len(self._queues) < workers:
                 tasks: queue.SimpleQueue = queue.SimpleQueue()
-                thread = threading.Thread(target=self._work, args=(tasks,),
-                                          name=f"einjit-worker-{len(self._queues)}", daemon=True)
-                # threading's stack size is process-wide: raised for this start, then put back
-                before = threading.stack_size()
-                threading.stack_size(max(before, WORKER_STACK_BYTES))
-                try:
-                    thread.start()
-                finally:
-                    threading.stack_size(before)
+                start_worker_thread(self._work, (tasks,), f"einjit-worker-{len(self._queues)}")
                 self._queues.append(tasks)
 
     @staticmethod

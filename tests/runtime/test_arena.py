@@ -174,6 +174,23 @@ def test_garbage_collection_releases_blocks():
     assert all(permissions(address) is None for address in cycles)
 
 
+def test_a_pinned_block_stays_mapped_when_dropped_or_released():
+    """Code threads run until the process ends (the native workers' loop) is pinned: neither
+    garbage collection nor release() gives it back."""
+    arena = CodeArena(SMALL_CHUNK)
+    pinned, other = (arena.place(return_constant(i), HOST_FLUSH) for i in (7, 8))
+    pinned.pin()
+    address = pinned.address
+    assert permissions(address) == "r-xp" and not pinned.released
+    pinned.release()
+    assert not pinned.released and pinned.address == address
+    del pinned
+    gc.collect()
+    other.release()
+    assert permissions(address) == "r-xp" and call_int(address) == 7
+    assert arena.stats().live_blocks == 1
+
+
 def test_collections_during_placement_do_not_deadlock_or_corrupt():
     """A finalizer can fire inside the arena's critical section (any allocation may run the
     collector): the release is queued, not waited for, and the counts stay right."""

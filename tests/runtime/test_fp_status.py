@@ -17,13 +17,15 @@ import pytest
 import einjit
 from einjit.backends import ISAS, backend, place_code, resolve_target
 from einjit.codegen import compile as compile_module
-from einjit.codegen import compile_operation
+from einjit.codegen import compile_operation, workers
 from einjit.disasm import disassemble
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import lookup
 from einjit.runtime.host import host_isa
 from einjit.runtime.threads import pool
+
+from support import run_in_child
 
 pytestmark = pytest.mark.skipif(host_isa() is None, reason="runs generated code")
 
@@ -255,27 +257,51 @@ def test_tensor_operation_keeps_the_callers_flags(status, dtype, case):
         np.testing.assert_array_equal(out, expected)
 
 
-def test_threaded_operation_keeps_every_threads_flags(status, monkeypatch):
-    """Shares run on the caller and on a worker: both keep their flags."""
-    monkeypatch.setattr(compile_module, "MIN_WORK_PER_THREAD", 0)
-    compile_module.compile_operation.cache_clear()
-    try:
+def _python_pool_runner(monkeypatch, target):
+    """run(function, argument tuples) on the Python pool, which then runs the op's shares."""
+    monkeypatch.setattr(workers, "native_pool", lambda target: None)
+    return pool.run
+
+
+def _native_pool_runner(monkeypatch, target):
+    """run(function, argument tuples) on the native pool's caller and workers (a ctypes
+    callback as the nest: Python on the worker's own thread), which run the op's shares."""
+    native = workers.native_pool(target)
+    nest_type = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)
+
+    def run(function, argument_lists):
+        nest = nest_type(lambda *arguments: function(*arguments[:len(argument_lists[0])]))
+        address = ctypes.cast(nest, ctypes.c_void_p).value
+        native.run(address, nest, [tuple(args) + (0,) * (5 - len(args))
+                                   for args in argument_lists])
+    return run
+
+
+@pytest.mark.parametrize("runner", [_native_pool_runner, _python_pool_runner])
+def test_threaded_operation_keeps_every_threads_flags(status, monkeypatch, runner):
+    """Shares run on the caller and on a worker (native, or the Python pool where the native
+    one is not available): both keep their flags. In a forked child: libffi may map the
+    native runner's callback writable and executable, which test_arena rules out."""
+    def child(note):
+        compile_module.MIN_WORK_PER_THREAD = 0
+        compile_module.compile_operation.cache_clear()
         m, n, outer = 8, 3, 4
         op = TensorOperation("float32", "none", "div", "none", ("c", "c", "c"),
                              ("shared", "prim", "prim"), (outer, m, n), (m * n, 1, m),
                              (m * n, 1, m), (m * n, 1, m), num_threads=2)
         assert len(compile_operation(op)._shares) == 2
+        run = runner(monkeypatch, op.target)
         in0 = np.arange(outer * m * n, dtype=np.float32)
         in1 = np.zeros_like(in0)
         out = np.empty_like(in0)
         for preset in presets("divide"):
             word = status.with_flags(status.get(), preset)
-            pool.run(status.put, [(word,), (word,)])        # the caller and the worker
+            run(status.put, [(word,), (word,)])        # the caller and the worker
             op.execute(in0, in1, out)
             seen = []
-            pool.run(lambda: seen.append(status.get()), [(), ()])
+            run(lambda *_: seen.append(status.get()), [(), ()])
             assert seen == [word, word]
         with np.errstate(divide="ignore", invalid="ignore"):
             np.testing.assert_array_equal(out, in0 / in1)
-    finally:
-        compile_module.compile_operation.cache_clear()
+
+    run_in_child(child)

@@ -424,6 +424,35 @@ def blr(rn: int) -> int:
     return 0xD63F0000 | _gpr("rn", rn) << 5
 
 
+def svc(imm16: int = 0) -> int:
+    """svc #imm16: enter the kernel (Linux: number in x8, arguments in x0..x5, result in x0)"""
+    return 0xD4000001 | _unsigned("imm16", imm16, 16) << 5
+
+
+def yield_() -> int:
+    """yield: spin-wait hint (Python's keyword takes the plain name)"""
+    return 0xD503203F
+
+
+# the barrier domains dmb may name -> its CRm field
+_BARRIER_DOMAINS = {"ish": 0xB, "ishld": 0x9, "ishst": 0xA, "sy": 0xF}
+
+
+def dmb(domain: str = "ish") -> int:
+    """dmb domain: order the memory accesses before it against those after it"""
+    return 0xD50330BF | _choice("domain", domain, _BARRIER_DOMAINS) << 8
+
+
+def ldar_x(rt: int, rn: int) -> int:
+    """ldar xt, [xn|sp]: a load-acquire (no later access moves above it)"""
+    return 0xC8DFFC00 | _gpr("rn", rn) << 5 | _gpr("rt", rt)
+
+
+def stlr_x(rt: int, rn: int) -> int:
+    """stlr xt, [xn|sp]: a store-release (no earlier access moves below it)"""
+    return 0xC89FFC00 | _gpr("rn", rn) << 5 | _gpr("rt", rt)
+
+
 # system registers mrs/msr may name -> their o0:op1:CRn:CRm:op2 field (bits 19..5 of the word)
 _SYSTEM_REGISTERS = {"fpcr": 0xDA20, "fpsr": 0xDA21}
 

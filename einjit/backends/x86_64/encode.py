@@ -435,6 +435,22 @@ def sfence() -> bytes:
     return b"\x0f\xae\xf8"
 
 
+def mfence() -> bytes:
+    """Order every earlier load and store before every later one."""
+    return b"\x0f\xae\xf0"
+
+
+def pause() -> bytes:
+    """Spin-wait hint: eases a polling loop's demand on the core and its sibling thread."""
+    return b"\xf3\x90"
+
+
+def syscall() -> bytes:
+    """Enter the kernel: number in rax, arguments in rdi, rsi, rdx, r10, r8, r9; the kernel
+    returns in rax and overwrites rcx and r11."""
+    return b"\x0f\x05"
+
+
 def stmxcsr(mem: Mem) -> bytes:
     """Store MXCSR (SSE control and status: exception flags in bits 0..5) to a dword."""
     _check_mem("stmxcsr mem", mem)

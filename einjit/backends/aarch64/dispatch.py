@@ -1,0 +1,154 @@
+"""AArch64 code that hands loop nests to native worker threads over a slot (its layout and the
+sleep protocol: einjit.backends.worker_slot). Every function follows AAPCS64; the futex
+numbers are Linux's.
+
+    worker_loop(slot)           runs the tasks posted to slot; returns at one of function 0
+    wait(slot, expected, spins) returns once the slot's done word equals expected
+    post(slot, sequence)        stores the sequence word, and wakes the worker if it sleeps
+    spin(word, count)           count polls of word, as worker_loop and wait make them
+
+A poll is a load-acquire (ldar: what is read after it, the task's function and arguments or
+the nest's results, was stored before the store-release it saw), a compare, a yield hint and
+a sched_yield (where threads outnumber the free cores the other side may be queued for this
+very core, and the system call lets it run). The sequence and done words are stored with a
+store-release (stlr). After `spins` polls without news a side sleeps in
+futex(FUTEX_WAIT_PRIVATE) on the word it polls, with the value it last read (the kernel
+compares them atomically: a store and wake between the last read and the sleep is never
+missed); dmb ish orders a side's store before its read of the other's flag.
+"""
+
+from __future__ import annotations
+
+from einjit.backends import Target
+from einjit.backends.aarch64 import encode as e
+from einjit.backends.aarch64.asm import Assembler, Label
+from einjit.backends.worker_slot import (
+    ARGUMENTS,
+    CALLER_SLEEPS,
+    DONE,
+    FUNCTION,
+    FUTEX_WAIT_PRIVATE,
+    FUTEX_WAKE_PRIVATE,
+    SEQUENCE,
+    SPINS,
+    WORKER_SLEEPS,
+)
+
+SYS_FUTEX = 98
+SYS_SCHED_YIELD = 124
+_SYSCALL_NUMBER = 8     # x8 holds the system call's number
+_SCRATCH = 15
+
+
+def _futex(asm: Assembler, word: int, operation: int, value: int | None) -> None:
+    """futex(word, operation, value, NULL); value None: 1 (a wake of one sleeper). The
+    kernel writes x0 only."""
+    asm([e.mov_reg(0, word)] if word else [], e.mov_imm(1, operation),
+        e.mov_imm(2, 1) if value is None else e.mov_reg(2, value), e.mov_reg(3, e.XZR),
+        e.mov_imm(_SYSCALL_NUMBER, SYS_FUTEX), e.svc())
+
+
+def _poll(asm: Assembler, word: int, against: int, news: str, found: Label, counter: int,
+          read: int, give_up: tuple[int, int] | None = None) -> None:
+    """Poll the word at address `word` until its compare with `against` meets `news` (branch
+    to found) or `counter` polls have passed or the word at give_up's (base register,
+    offset) is not 0 (fall through; x15: that word); `read`: the word as last read; x0 and x8
+    are lost (sched_yield)."""
+    poll, out = asm.label("poll"), asm.label("out")
+    asm.align(16)
+    asm.bind(poll)
+    asm(e.ldar_x(read, word), e.cmp_reg(read, against))
+    asm.b_cond(news, found)
+    if give_up is not None:
+        asm(e.ldr_x(_SCRATCH, *give_up))
+        asm.cbnz(_SCRATCH, out)
+    asm(e.yield_(), e.mov_imm(_SYSCALL_NUMBER, SYS_SCHED_YIELD), e.svc(),
+        e.subs_imm(counter, counter, 1))
+    asm.b_cond("ne", poll)
+    asm.bind(out)
+
+
+def _announce_sleep(asm: Assembler, base: int, flag: int, word: int, against: int, news: str,
+                    awake: Label, read: int) -> None:
+    """Set the flag at base + flag, fence, read the word once more: news branches to awake."""
+    asm(e.mov_imm(_SCRATCH, 1), e.str_x(_SCRATCH, base, flag), e.dmb("ish"),
+        e.ldar_x(read, word), e.cmp_reg(read, against))
+    asm.b_cond(news, awake)
+
+
+def generate_worker_loop(target: Target) -> bytes:
+    """worker_loop(slot=x0). x19: the slot, x20: the last task seen, x21: polls left, x22, x23:
+    the addresses of the done and sequence words (ldar and stlr take no offset). A worker
+    that had to wake the caller yields its core before it polls again: the caller may have
+    been woken onto it."""
+    asm = Assembler()
+    asm.prologue((19, 20, 21, 22, 23, 29, 30), ())
+    again, awake, work, leave = (asm.label(name) for name in ("again", "awake", "work", "leave"))
+    asm(e.mov_reg(19, 0), e.add_imm(22, 19, DONE), e.add_imm(23, 19, SEQUENCE),
+        e.ldr_x(20, 22))
+    asm.bind(again)
+    asm(e.ldr_x(21, 19, SPINS))
+    _poll(asm, 23, 20, "ne", work, 21, 9)
+    _announce_sleep(asm, 19, WORKER_SLEEPS, 23, 20, "ne", awake, 9)
+    _futex(asm, 23, FUTEX_WAIT_PRIVATE, 20)
+    asm.bind(awake)
+    asm(e.str_x(e.XZR, 19, WORKER_SLEEPS))
+    asm.b(again)
+    asm.bind(work)
+    asm(e.mov_reg(20, 9), e.ldr_x(9, 19, FUNCTION))
+    asm.cbz(9, leave)
+    asm(e.ldp_x(0, 1, 19, ARGUMENTS), e.ldp_x(2, 3, 19, ARGUMENTS + 16),
+        e.ldr_x(4, 19, ARGUMENTS + 32), e.blr(9), e.stlr_x(20, 22), e.dmb("ish"),
+        e.ldr_x(9, 19, CALLER_SLEEPS))
+    asm.cbz(9, again)
+    _futex(asm, 22, FUTEX_WAKE_PRIVATE, None)
+    asm(e.mov_imm(_SYSCALL_NUMBER, SYS_SCHED_YIELD), e.svc())
+    asm.b(again)
+    asm.bind(leave)
+    asm.epilogue()
+    return asm.finish()
+
+
+def generate_wait(target: Target) -> bytes:
+    """wait(slot=x0, expected=x1, spins=x2). x14: the slot, x9: the done word's address, x10:
+    expected, x11: spins, x12: polls left, x13: the word as last read. While the worker has
+    not woken up for the task, the caller sleeps at once: polling could hold the very core
+    the worker waits for."""
+    asm = Assembler()
+    again, awake, finished = asm.label("again"), asm.label("awake"), asm.label("finished")
+    asm(e.mov_reg(14, 0), e.add_imm(9, 0, DONE), e.mov_reg(10, 1), e.mov_reg(11, 2))
+    asm.bind(again)
+    asm(e.mov_reg(12, 11))
+    _poll(asm, 9, 10, "eq", finished, 12, 13, give_up=(14, WORKER_SLEEPS))
+    _announce_sleep(asm, 14, CALLER_SLEEPS, 9, 10, "eq", awake, 13)
+    _futex(asm, 9, FUTEX_WAIT_PRIVATE, 13)
+    asm.bind(awake)
+    asm(e.str_x(e.XZR, 14, CALLER_SLEEPS))
+    asm.b(again)
+    asm.bind(finished)
+    asm(e.ret())
+    return asm.finish()
+
+
+def generate_post(target: Target) -> bytes:
+    """post(slot=x0, sequence=x1): the store-release, then a wake if the worker may sleep."""
+    asm = Assembler()
+    finished = asm.label("finished")
+    asm(e.add_imm(9, 0, SEQUENCE), e.stlr_x(1, 9), e.dmb("ish"), e.ldr_x(10, 0, WORKER_SLEEPS))
+    asm.cbz(10, finished)
+    _futex(asm, 9, FUTEX_WAKE_PRIVATE, None)
+    asm.bind(finished)
+    asm(e.ret())
+    return asm.finish()
+
+
+def generate_spin(target: Target) -> bytes:
+    """spin(word=x0, count=x1 >= 1): the poll of worker_loop and wait, count times, the
+    compare never true (einjit.codegen.workers times it to turn a time into polls)."""
+    asm = Assembler()
+    finished = asm.label("finished")
+    asm(e.mov_reg(9, 0), e.mov_imm(2, -1))
+    _poll(asm, 9, 2, "eq", finished, 1, 3)
+    asm.bind(finished)
+    asm(e.ret())
+    return asm.finish()

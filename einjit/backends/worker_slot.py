@@ -1,0 +1,44 @@
+"""The memory a caller and one native worker thread share to hand a loop nest over.
+
+One slot per worker, two cache lines. The caller writes the first for each task and the
+worker polls it; the worker writes the second when it finishes a task and the caller polls
+it, so neither side's stores evict the line the other is polling until there is news:
+
+    line 0, the caller's: SEQUENCE  the number of the latest task posted (the worker's futex)
+                          FUNCTION  the nest's entry; 0 tells the worker to return
+                          ARGUMENTS the nest's five uint64 arguments (in0, in1, out, begin, end)
+                          SPINS     how many polls a side makes before it sleeps
+    line 1, the worker's: DONE      the number of the latest task finished (the caller's futex)
+                          WORKER_SLEEPS, CALLER_SLEEPS  1 while that side may be asleep in
+                                    the kernel (the other side's cue to wake it: each flag is
+                                    written only on the way into a sleep and out of it)
+
+A side about to sleep sets its flag, fences, and reads the word it polls once more; the other
+side stores that word, fences, and reads the flag: with both fences at least one of them sees
+the other's store, so a sleeper is always woken and a side that polls is never woken.
+
+Each number is a uint64 whose value stays below 2**32: the Linux futex compares 32 bits (the
+low half of a little-endian word), so the sequence numbers wrap at FUTEX_VALUES. Each backend
+generates the functions over a slot (generate_worker_loop, generate_wait, generate_post,
+generate_spin); einjit.codegen.workers runs them.
+"""
+
+from __future__ import annotations
+
+from einjit.backends import LINE_BYTES
+
+SEQUENCE = 0
+FUNCTION = 8
+ARGUMENTS = 16
+ARGUMENT_COUNT = 5
+SPINS = ARGUMENTS + 8 * ARGUMENT_COUNT
+DONE = LINE_BYTES
+WORKER_SLEEPS = DONE + 8
+CALLER_SLEEPS = DONE + 16
+SLOT_BYTES = 2 * LINE_BYTES
+
+FUTEX_VALUES = 1 << 32
+# Linux futex operations on a word only this process maps (<linux/futex.h>: FUTEX_WAIT and
+# FUTEX_WAKE with FUTEX_PRIVATE_FLAG)
+FUTEX_WAIT_PRIVATE = 128
+FUTEX_WAKE_PRIVATE = 129

@@ -1,0 +1,57 @@
+"""The x86-64 dispatch code (einjit.backends.x86_64.dispatch) as instructions: what the
+protocol of einjit.backends.worker_slot needs is there. It runs in tests/codegen/
+test_workers.py."""
+
+import pytest
+
+from einjit.backends import resolve_target
+from einjit.backends.worker_slot import CALLER_SLEEPS, DONE, SPINS, WORKER_SLEEPS
+from einjit.backends.x86_64 import dispatch
+from einjit.disasm import disassemble
+
+TARGET = resolve_target("x86_64:avx2")
+
+
+def listing(generate):
+    return [line.split(None, 2)[2] for line in
+            disassemble(generate(TARGET), "x86_64").splitlines()]
+
+
+def system_calls(lines):
+    """What each syscall is: "yield", or the futex operation in esi ("wait", "wake")."""
+    calls = []
+    for index, line in enumerate(lines):
+        if line == "syscall":
+            before = lines[max(0, index - 5):index]
+            if f"mov eax, {hex(dispatch.SYS_SCHED_YIELD)}" in before:
+                calls.append("yield")
+                continue
+            assert f"mov eax, {hex(dispatch.SYS_FUTEX)}" in before
+            operation = next(text for text in before if text.startswith("mov esi, "))
+            calls.append({"mov esi, 0x80": "wait", "mov esi, 0x81": "wake"}[operation])
+    return calls
+
+
+def test_the_worker_polls_runs_the_task_and_sleeps_and_wakes_through_the_futex():
+    lines = listing(dispatch.generate_worker_loop)
+    assert "pause" in lines and "call rax" in lines
+    assert f"mov r13, qword ptr [rbx + {hex(SPINS)}]" in lines
+    assert f"mov qword ptr [rbx + {hex(DONE)}], r12" in lines
+    assert f"mov qword ptr [rbx + {hex(WORKER_SLEEPS)}], rax" in lines
+    assert f"mov rax, qword ptr [rbx + {hex(CALLER_SLEEPS)}]" in lines
+    assert f"mov rdx, qword ptr [rdi + {WORKER_SLEEPS - DONE}]" in listing(
+        dispatch.generate_wait)                            # the worker not yet awake
+    assert lines.count("mfence") == 2      # before rereading the sequence, after storing done
+    # polls yield; sleep; after waking the caller, yield once
+    assert system_calls(lines) == ["yield", "wait", "wake", "yield"]
+    assert lines[-1] == "ret"
+
+
+@pytest.mark.parametrize("generate, calls", [
+    (dispatch.generate_wait, ["yield", "wait"]), (dispatch.generate_post, ["wake"]),
+    (dispatch.generate_spin, ["yield"])])
+def test_wait_post_and_spin(generate, calls):
+    lines = listing(generate)
+    assert system_calls(lines) == calls
+    assert ("pause" in lines) == (generate is not dispatch.generate_post)
+    assert ("mfence" in lines) == (generate is not dispatch.generate_spin)

@@ -1,0 +1,243 @@
+"""The native worker pool (einjit.codegen.workers): the generated worker loop, wait and post on
+this host (both ISAs: this module runs on the host and in the aarch64 lane), driving real loop
+nests and, where a test must see what a worker did, a ctypes callback posted as the nest
+(it runs Python on the worker's own thread). Those tests run in a forked child: libffi may
+map a callback's trampoline writable and executable (it does on arm64 Debian), which the
+arena's tests rule out for the whole process."""
+
+import ctypes
+import platform
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from einjit.backends import resolve_target
+from einjit.backends.worker_slot import CALLER_SLEEPS, DONE, SEQUENCE, WORKER_SLEEPS
+from einjit.codegen import compile as compile_module
+from einjit.codegen import compile_operation, workers
+from einjit.codegen.workers import NativePool
+from einjit.ir import TensorOperation
+from einjit.runtime import threads
+
+from support import run_in_child
+
+IN_LANE = platform.machine() == "aarch64"      # emulated: timings are loose
+ROUNDS = 3000
+NEST = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)
+
+
+@pytest.fixture
+def every_share_threaded(monkeypatch):
+    """Split shared iterations across threads however little work they hold."""
+    monkeypatch.setattr(compile_module, "MIN_WORK_PER_THREAD", 0)
+    compile_module.compile_operation.cache_clear()
+    yield
+    compile_module.compile_operation.cache_clear()
+
+
+def _add_op(shares):
+    """out = in0 + in1 over `shares` shared iterations of a 4 x 4 block (float32)."""
+    return TensorOperation("float32", "none", "add", "none", ("c", "c", "c"),
+                           ("shared", "prim", "prim"), (shares, 4, 4), (16, 1, 4), (16, 1, 4),
+                           (16, 1, 4), num_threads=shares)
+
+
+class _Recorder:
+    """A callback to post as a nest: records its arguments and thread, after `delay` s."""
+
+    def __init__(self, delay=0.0):
+        self.calls, self.delay = [], delay
+        self.function = NEST(self._call)
+        self.address = ctypes.cast(self.function, ctypes.c_void_p).value
+
+    def _call(self, *arguments):
+        if self.delay:
+            time.sleep(self.delay)
+        self.calls.append((arguments, threading.get_ident(), threads.thread_stack_bytes()))
+
+
+def _word(worker, offset):
+    return ctypes.c_uint64.from_address(worker.slot + offset).value
+
+
+def test_thousands_of_dispatches_in_a_row_are_all_right(every_share_threaded):
+    op = _add_op(3)
+    assert len(compile_operation(op)._shares) == 3
+    rng = np.random.default_rng(0)
+    inputs = [(rng.standard_normal(48, np.float32), rng.standard_normal(48, np.float32))
+              for _ in range(2)]
+    for round_ in range(ROUNDS):
+        in0, in1 = inputs[round_ % 2]
+        out = np.full(48, np.nan, np.float32)
+        op.execute(in0, in1, out)
+        if not np.array_equal(out, in0 + in1):
+            pytest.fail(f"round {round_}: {out} != {in0 + in1}")
+
+
+def test_workers_get_each_share_and_run_it_on_their_own_threads():
+    def child(note):
+        pool, recorder = NativePool(resolve_target()), _Recorder()
+        shares = [(1, 2, 3, begin, begin + 1) for begin in range(4)]
+        pool.run(recorder.address, recorder.function, shares)
+        assert sorted(arguments for arguments, _, _ in recorder.calls) == shares
+        callers = [ident for arguments, ident, _ in recorder.calls if arguments == shares[0]]
+        assert callers == [threading.get_ident()]                # the caller ran share 0
+        assert len({ident for _, ident, _ in recorder.calls}) == 4
+        assert pool.started == 3
+        pool.run(recorder.address, recorder.function, shares[:2])
+        assert pool.started == 3                                  # idle workers are reused
+        pool.shutdown()
+
+    run_in_child(child)
+
+
+def test_without_the_caller_every_share_is_on_a_worker_with_a_large_stack():
+    def child(note):
+        pool, recorder = NativePool(resolve_target()), _Recorder()
+        pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)],
+                 on_caller=False)
+        assert len(recorder.calls) == 2 and pool.started == 2
+        here = threading.get_ident()
+        assert all(ident != here and stack >= threads.WORKER_STACK_BYTES
+                   for _, ident, stack in recorder.calls)
+        pool.shutdown()
+
+    run_in_child(child)
+
+
+def test_a_worker_asleep_past_its_spin_wakes_for_the_next_task(every_share_threaded):
+    op = _add_op(2)
+    in0, in1 = np.arange(32, dtype=np.float32), np.ones(32, np.float32)
+    out = np.zeros(32, np.float32)
+    op.execute(in0, in1, out)
+    pool = workers.native_pool(op.target)
+    worker = pool._idle[-1]
+    deadline = time.monotonic() + 5
+    while not _word(worker, WORKER_SLEEPS) and time.monotonic() < deadline:
+        time.sleep(0.01)                                      # far past the spin bound
+    assert _word(worker, WORKER_SLEEPS) == 1                  # it went to sleep
+    for _ in range(3):
+        out[:] = 0
+        op.execute(in0, in1, out)
+        np.testing.assert_array_equal(out, in0 + in1)
+        time.sleep(0.05)
+    assert _word(worker, DONE) == _word(worker, SEQUENCE)
+
+
+def test_a_caller_asleep_past_its_spin_is_woken_when_the_worker_finishes():
+    def child(note):
+        pool, slow = NativePool(resolve_target()), _Recorder(delay=0.05)
+        started = time.perf_counter()
+        pool.run(slow.address, slow.function, [(0, 0, 0, 0, 1)], on_caller=False)
+        assert time.perf_counter() - started >= 0.05 and len(slow.calls) == 1
+        worker = pool._idle[-1]
+        assert _word(worker, CALLER_SLEEPS) == 0 and _word(worker, DONE) == 1
+        pool.shutdown()
+
+    run_in_child(child)
+
+
+def test_shutdown_ends_the_threads_and_a_later_run_starts_new_ones():
+    def child(note):
+        pool, recorder = NativePool(resolve_target()), _Recorder()
+        pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)])
+        first = pool._idle[-1].thread
+        pool.shutdown()
+        assert not first.is_alive() and pool._idle == []
+        pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)])
+        assert pool.started == 2 and len(recorder.calls) == 4
+        pool.shutdown()
+
+    run_in_child(child)
+
+
+def test_concurrent_callers_never_share_a_worker(every_share_threaded):
+    op = _add_op(3)
+    rng = np.random.default_rng(1)
+    results = []
+
+    def caller(seed):
+        in0 = np.random.default_rng(seed).standard_normal(48).astype(np.float32)
+        in1 = np.full(48, seed, np.float32)
+        for _ in range(ROUNDS // 10):
+            out = np.empty(48, np.float32)
+            op.execute(in0, in1, out)
+            if not np.array_equal(out, in0 + in1):
+                results.append(False)
+                return
+        results.append(True)
+
+    callers = [threading.Thread(target=caller, args=(int(rng.integers(100)),))
+               for _ in range(4)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join()
+    assert results == [True] * 4
+
+
+def test_a_forked_child_starts_its_own_workers(every_share_threaded):
+    op = _add_op(3)
+    in0, in1 = np.arange(48, dtype=np.float32), np.full(48, 2, np.float32)
+    out = np.empty(48, np.float32)
+    op.execute(in0, in1, out)                                 # the parent's workers exist
+
+    def child(note):
+        pool = workers.native_pool(op.target)
+        assert pool._idle == [] and pool.started == 0
+        results = []
+        for _ in range(100):
+            out[:] = 0
+            op.execute(in0, in1, out)
+            results.append(bool(np.array_equal(out, in0 + in1)))
+        return all(results), pool.started
+
+    assert run_in_child(child) == (True, 2)
+    out[:] = 0
+    op.execute(in0, in1, out)                                 # and the parent's still work
+    np.testing.assert_array_equal(out, in0 + in1)
+
+
+def test_spins_come_from_a_time():
+    """The poll count is timed on this core: SPIN_SECONDS of polls, at least one."""
+    code = workers._Code(resolve_target())
+    spin = workers._SPIN(code._blocks[3].address)
+    word = (ctypes.c_uint64 * 1)()
+    started = time.perf_counter()
+    spin(ctypes.addressof(word), code.spins)
+    elapsed = time.perf_counter() - started
+    assert code.spins >= 1
+    if not IN_LANE:             # emulation and a loaded host time loosely
+        assert elapsed < 50 * workers.SPIN_SECONDS
+
+
+def test_the_native_pool_is_linux_only(monkeypatch):
+    assert workers.native_pool(resolve_target()) is not None
+    monkeypatch.setattr(workers.sys, "platform", "darwin")
+    assert workers.native_pool(resolve_target()) is None
+
+
+def test_without_the_native_pool_shares_run_on_the_python_pool(monkeypatch, every_share_threaded):
+    monkeypatch.setattr(workers, "native_pool", lambda target: None)
+    op = _add_op(3)
+    in0, in1 = np.arange(48, dtype=np.float32), np.ones(48, np.float32)
+    out = np.empty(48, np.float32)
+    before = len(threads.pool._queues)
+    op.execute(in0, in1, out)
+    np.testing.assert_array_equal(out, in0 + in1)
+    assert len(threads.pool._queues) >= max(before, 2)
+
+
+def test_many_dispatches_with_a_pause_now_and_then_stay_right(every_share_threaded):
+    """Posts that find the worker polling, and some that find it asleep."""
+    op = _add_op(2)
+    in0 = np.arange(32, dtype=np.float32)
+    for round_ in range(ROUNDS // 10):
+        in1 = np.full(32, round_, np.float32)
+        out = np.empty(32, np.float32)
+        op.execute(in0, in1, out)
+        assert np.array_equal(out, in0 + in1), round_
+        if round_ % 50 == 49:
+            time.sleep(20 * workers.SPIN_SECONDS)
