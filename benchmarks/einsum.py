@@ -51,7 +51,7 @@ import einjit
 from einjit.backends import resolve_target
 from einjit.runtime.threads import default_threads
 
-from .harness import cold_ms, seconds_per_call, warm_memory, write_result
+from .harness import cold_ms, one_blas_thread, seconds_per_call, warm_memory, write_result
 from .progress import progress_bar
 from .tensor_operation import all_core_peak_gflops
 from .verdict import Verdict, WrongResult, plural
@@ -373,7 +373,8 @@ def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float
     expression = case.compile(dtype)
     flops = float(expression.tree.flops())
     result, first = _first(lambda: expression(*operands))
-    error = relative_error(result, reference(case, operands, flops, int(np.size(result))))
+    with one_blas_thread():
+        error = relative_error(result, reference(case, operands, flops, int(np.size(result))))
     if result.dtype != dtype:
         raise WrongResult(f"einsum {dtype} {case.name}: einjit's result is {result.dtype}, "
                           f"not {dtype}")

@@ -7,6 +7,7 @@ benchmark divides by are measured in the same run: the FP32 (vfmadd231ps) or FP6
 The machine is shared, so every figure is the best of several repetitions.
 """
 
+import contextlib
 import ctypes
 import os
 import subprocess
@@ -39,6 +40,17 @@ def placed(values, offset, boundary=64):
     result = result.reshape(values.shape[::-1]).T
     result[...] = values
     return result
+
+
+def one_blas_thread():
+    """A context in which numpy's BLAS runs on one thread (threadpoolctl, where installed): the
+    reference products computed in the process that times einjit, whose BLAS threads would
+    otherwise keep polling on the cores einjit's threads are timed on."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
 
 
 def best_seconds(function, repetitions=7):

@@ -44,7 +44,7 @@ from einjit.backends import resolve_target
 from einjit.runtime.threads import THREADS_ENV
 
 from .einsum import DTYPES, ROOT, SEED, TOLERANCES, _first, geomean, interleaved, relative_error
-from .harness import fma_peak_gflops, warm_memory, write_result
+from .harness import fma_peak_gflops, one_blas_thread, warm_memory, write_result
 from .progress import progress_bar
 from .tensor_operation import all_core_peak_gflops
 from .verdict import Verdict, WrongResult, plural
@@ -276,8 +276,9 @@ def run(dtype: str = "float32", shapes: Sequence[Shape] | None = None,
                 operands[shape.name] = operands_of(shape, dtype)
                 expressions[shape.name] = expression = compiled(shape, dtype, count)
                 result, best[shape.name] = _first(lambda: expression(*operands[shape.name]))
-                errors[shape.name] = checked_error("einjit", result, operands[shape.name],
-                                                   shape, dtype)
+                with one_blas_thread():
+                    errors[shape.name] = checked_error("einjit", result, operands[shape.name],
+                                                       shape, dtype)
                 del result
             # two windows each, alternating: a busy spell of the machine's other tenants must
             # cover both windows of one side to slow it down

@@ -152,3 +152,12 @@ def test_a_peak_that_moved_during_a_run_is_reported(monkeypatch):
     lines, _ = matmul.run("float64", TINY[:1], threads=(1,), progress=lambda line: None)
     assert any(line.startswith("WARNING: the machine was busy during the 1 thread run")
                and "50.0 and 100.0" in line for line in lines)
+
+
+def test_the_reference_products_run_numpys_blas_on_one_thread():
+    threadpoolctl = pytest.importorskip("threadpoolctl", reason="installed with the plots extra")
+    from benchmarks.harness import one_blas_thread
+    np.ones((64, 64)) @ np.ones((64, 64))           # numpy's BLAS loaded and started
+    with one_blas_thread():
+        blas = [pool for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
+        assert blas and all(pool["num_threads"] == 1 for pool in blas)
