@@ -42,8 +42,9 @@ from ..runtime.threads import pool as python_pool
 from ..runtime.threads import start_worker_thread
 
 # polling this long before sleeping covers the gap between the operations of a chain of
-# calls, and an idle worker soon gives its core back
-SPIN_SECONDS = 50e-6
+# calls and between a caller's calls with some Python work between them; an idle worker
+# still gives its core back soon, and every poll yields it to whoever else is runnable
+SPIN_SECONDS = 1e-3
 _CALIBRATION_SECONDS = 200e-6   # the spin timed at least this long: well above a call's cost
 
 _WORD = ctypes.c_uint64
