@@ -14,10 +14,11 @@ contraction runs instead as the loops of a GotoBLAS GEMM, the kernel's own loops
 B's panel, kc x nc, stays in L2 while every block of A's rows passes it; within a call a
 block row of A, kc columns, stays in L1 while the kernel sweeps the panel's columns.
 
-- kc: one line of each of kc columns fills half of L1 (a block row of A holds at least a
-  line of every column it reads);
-- nc: B's panel fills half of L2, the rest left to A's block and C's; the panels a multiple
-  of the threads in number (threads take whole panels), each at least split's default;
+- kc: two lines of each of kc columns fill half of L1 (a block row of A, two vectors high,
+  holds two lines of every column it reads);
+- nc: B's panel fills a quarter of L2 (a larger one leaves too little of it to A's block and
+  C's, docs/measurements.md); the panels a multiple of the threads in number (threads take
+  whole panels), each at least split's default;
 - mc: split's default.
 The sizes are maxima: split takes the largest divisor of each dim within them.
 """
@@ -55,9 +56,9 @@ def max_sizes(op) -> dict[str, int | None]:
     micro = op.target.micro
     itemsize = np.dtype(op.dtype).itemsize
     threads = op.num_threads or default_threads()
-    kc = micro.l1_bytes // (2 * LINE_BYTES)
+    kc = micro.l1_bytes // (4 * LINE_BYTES)
     n = _totals(op)["n"]
-    panel = micro.l2_bytes // 2 // (kc * itemsize)
+    panel = micro.l2_bytes // 4 // (kc * itemsize)
     panels = -(-n // (panel * threads)) * threads
     nc = max(DEFAULT_MAX_SIZE["n"], n // panels)
     return {"m": DEFAULT_MAX_SIZE["m"], "n": nc, "k": kc, "c": None}

@@ -94,41 +94,41 @@ def test_cache_blocks(target, dtype, threads, n):
     op = gemm(1600, n, 4096, dtype, target, num_threads=threads)
     assert block.is_large(op)
     sizes = block.max_sizes(op)
-    # kc: one line of each of kc columns fills half of L1
+    # kc: two lines of each of kc columns fill half of L1
     kc = sizes["k"]
-    assert kc * 2 * LINE_BYTES == micro.l1_bytes
+    assert kc * 4 * LINE_BYTES == micro.l1_bytes
     assert sizes["m"] == block.DEFAULT_MAX_SIZE["m"] and sizes["c"] is None
     nc = sizes["n"]
     assert nc >= block.DEFAULT_MAX_SIZE["n"]
-    half_l2 = micro.l2_bytes // 2
+    quarter_l2 = micro.l2_bytes // 4
     if nc == block.DEFAULT_MAX_SIZE["n"]:
-        # the floor: each thread's share of n in panels that fit half of L2 is narrower
-        panels = threads * -(-n * kc * itemsize // (half_l2 * threads))
+        # the floor: each thread's share of n in panels that fit a quarter of L2 is narrower
+        panels = threads * -(-n * kc * itemsize // (quarter_l2 * threads))
         assert n // panels <= nc
         return
     panels = n // nc
-    # whole panels for every thread; each fits half of L2
+    # whole panels for every thread; each fits a quarter of L2
     assert panels % threads == 0
-    assert nc * kc * itemsize <= half_l2
+    assert nc * kc * itemsize <= quarter_l2
     # as few panels as that allows: one fewer round of panels for the threads would not fit
     if panels > threads:
-        assert -(-n // (panels - threads)) * kc * itemsize > half_l2
+        assert -(-n // (panels - threads)) * kc * itemsize > quarter_l2
 
 
 @pytest.mark.parametrize("target, dtype, threads, expected", [
-    # Zen 3: kc = 32 KiB / (2 x 64) = 256; B's panel in half of its 512 KiB L2: 256 KiB /
-    # (256 x 4 bytes) = 256 columns: 1600 in 7 panels of 228 (8 for 2 threads: 200)
-    ("zen3", "float32", 1, {"k": 256, "n": 228}),
-    ("zen3", "float32", 2, {"k": 256, "n": 200}),
-    # Zen 4: 1 MiB L2: 512 float32 columns of 256 -> 4 panels of 400; 256 float64 columns -> 7
+    # Zen 3: kc = 32 KiB / (4 x 64) = 128; B's panel in a quarter of its 512 KiB L2: 128 KiB
+    # / (128 x 4 bytes) = 256 columns: 1600 in 7 panels of 228 (8 for 2 threads: 200)
+    ("zen3", "float32", 1, {"k": 128, "n": 228}),
+    ("zen3", "float32", 2, {"k": 128, "n": 200}),
+    # Zen 4: 1 MiB L2: 512 float32 columns of 128 -> 4 panels of 400; 256 float64 columns -> 7
     # panels of 228; 16 threads: 16 panels of 100 either way
-    ("zen4", "float32", 2, {"k": 256, "n": 400}),
-    ("zen4", "float64", 1, {"k": 256, "n": 228}),
-    ("zen4", "float64", 16, {"k": 256, "n": 100}),
-    # Zen 5: 48 KiB L1 -> kc = 384; 512 KiB / (384 x 4) = 341 columns -> 5 panels of 320
-    ("zen5", "float32", 1, {"k": 384, "n": 320}),
+    ("zen4", "float32", 2, {"k": 128, "n": 400}),
+    ("zen4", "float64", 1, {"k": 128, "n": 228}),
+    ("zen4", "float64", 16, {"k": 128, "n": 100}),
+    # Zen 5: 48 KiB L1 -> kc = 192; 256 KiB / (192 x 4) = 341 columns -> 5 panels of 320
+    ("zen5", "float32", 1, {"k": 192, "n": 320}),
     # the NEON target's generic core: Zen 4's caches
-    ("neon", "float32", 3, {"k": 256, "n": 266}),
+    ("neon", "float32", 3, {"k": 128, "n": 266}),
 ])
 def test_cache_blocks_of_1600(target, dtype, threads, expected):
     sizes = block.max_sizes(gemm(1600, 1600, 1600, dtype, target, num_threads=threads))

@@ -61,13 +61,13 @@ def test_matmul_1600():
     new = einjit.optimize(op, num_threads=2)
     (main,) = new.kernel_calls
     # large (1600 x (128 + 64) x 4 bytes of in0 and in1 for one out block, past the 384 KiB
-    # budget): cache blocks that divide 1600, m filling its vectors of 8 (Zen 4); kc <= 256
-    # (two lines of each of 256 columns fill half of Zen 4's 32 KiB L1); nc <= 512 (B's 256 x
-    # 512 float32 panel fills half of its 1 MiB L2), as 4 panels of 400 for 2 threads; the n
-    # panels outermost and shared, then k, then m
-    assert (main.op, main.m, main.n, main.k) == ("gemm", 80, 400, 200)
+    # budget): cache blocks that divide 1600, m filling its vectors of 8 (Zen 4); kc <= 128
+    # (two lines of each of 128 columns fill half of Zen 4's 32 KiB L1); nc <= 512 (B's 128 x
+    # 512 float32 panel fills a quarter of its 1 MiB L2), as 4 panels of 400 for 2 threads;
+    # the n panels outermost and shared, then k, then m
+    assert (main.op, main.m, main.n, main.k) == ("gemm", 80, 400, 100)
     assert [(d.type, d.exec_type, d.size) for d in new.dims[:3]] == [
-        ("n", "shared", 4), ("k", "seq", 8), ("m", "seq", 20)]
+        ("n", "shared", 4), ("k", "seq", 16), ("m", "seq", 20)]
 
 
 def test_a_batch_within_the_block_budget_stays():

@@ -69,12 +69,12 @@ def test_split_structure_with_defaults():
 
 def test_split_structure_of_a_large_contraction():
     op = split(gemm(1600).replace(num_threads=2))
-    # cache blocks (einjit.passes.block) on Zen 4: kc <= 256 -> 8 x 200; nc <= 512, panels a
+    # cache blocks (einjit.passes.block) on Zen 4: kc <= 128 -> 16 x 100; nc <= 512, panels a
     # multiple of 2 threads -> 4 x 400
     assert [(d.type, d.size, d.strides) for d in op.dims] == [
         ("m", 20, (80, 0, 80)), ("m", 80, (1, 0, 1)),
         ("n", 4, (0, 640000, 640000)), ("n", 400, (0, 1600, 1600)),
-        ("k", 8, (320000, 200, 0)), ("k", 200, (1600, 1, 0))]
+        ("k", 16, (160000, 100, 0)), ("k", 100, (1600, 1, 0))]
 
 
 def test_split_repeats_until_every_part_fits():
