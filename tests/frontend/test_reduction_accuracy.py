@@ -121,7 +121,7 @@ def test_a_sum_with_short_chains_keeps_its_single_step(monkeypatch):
     an ordinary sum (up to LONG_SUM terms) too (on one thread: with more, a GEMM whose out
     is too small for them is summed in chunks, test_a_starved_gemm_is_summed_in_chunks)."""
     monkeypatch.setenv("EINJIT_NUM_THREADS", "1")
-    (step,) = _steps("ik,kj->ij", (64, 100_000), (100_000, 64))
+    (step,) = _steps("ik,kj->ij", (64, 89_600), (89_600, 64))
     assert not step.part and accumulation_chain(step.lowered.op) <= LONG_CHAIN
     (step,) = _steps("i->", (LONG_SUM,))
     assert not step.part
