@@ -1,10 +1,11 @@
 """Cache blocking of a large contraction: the sizes that split cuts it to and the order that
 reorder walks it in.
 
-A contraction is large when one m block and one n block (split's default maxima) read more
-of in0 and in1 over the whole of K than one BRGEMM call may (Microarch.batch_block_bytes):
-walked m-outermost, every n block would then stream its K from beyond L2. A large
-contraction runs instead as the loops of a GotoBLAS GEMM, the kernel's own loops inside:
+Walked m-outermost (reorder's order), a contraction keeps one block row of A, the kernel's
+rows over the whole of K, in L2 while every n block passes it. The contraction is large when
+that block row outgrows half of L2 (the rest is left to B's and C's blocks): its rows are
+those of A's unit-stride m dim, as many as split leaves in one block. A large contraction
+runs instead as the loops of a GotoBLAS GEMM, the kernel's own loops inside:
 
     for each panel of nc columns of n:           (outermost; each thread gets panels)
       for each chunk of kc along k:
@@ -39,13 +40,26 @@ def _totals(op) -> dict[str, int]:
     return {kind: prod(d.size for d in op.dims if d.type == kind) for kind in "mnk"}
 
 
+def block_rows(op) -> int:
+    """The rows of one block of A, at most split's default: the rows contiguous in in0 and
+    out along its m dims, from the unit-stride one on (the kernel's M, which split may have
+    cut into parts: the outer part continues the inner one)."""
+    rows, grown = 1, True
+    while grown:
+        grown = False
+        for dim in op.dims:
+            if dim.type == "m" and dim.size > 1 and dim.stride_in0 == dim.stride_out == rows:
+                rows *= dim.size
+                grown = True
+    return min(rows, DEFAULT_MAX_SIZE["m"])
+
+
 def is_large(op) -> bool:
     """Whether a contraction is blocked for the caches (see the module doc)."""
     if op.kind != "contraction":
         return False
-    total = _totals(op)
-    block = min(total["m"], DEFAULT_MAX_SIZE["m"]) + min(total["n"], DEFAULT_MAX_SIZE["n"])
-    return total["k"] * block * np.dtype(op.dtype).itemsize > op.target.micro.batch_block_bytes
+    row_bytes = block_rows(op) * _totals(op)["k"] * np.dtype(op.dtype).itemsize
+    return row_bytes > op.target.micro.l2_bytes // 2
 
 
 def max_sizes(op) -> dict[str, int | None]:

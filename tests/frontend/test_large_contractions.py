@@ -102,10 +102,10 @@ def last_einsum_plan():
 
 
 # (M, K, N) of M x K @ K x N: out's columns are the kernels' m (blocks of up to 128 rows, so
-# 200 = 2 x 100, 130 = 2 x 65: partial vectors), its rows n (520: more than one float32 panel
-# on one thread, 300 more than one float64 panel); K in chunks (777 = 7 x 111, 600 = 3 x 200)
-# or, prime, whole
-MATMULS = [(130, 777, 200), (520, PRIME, 70), (300, 600, 130)]
+# 200 = 2 x 100, 130 = 2 x 65: partial vectors; 128 of them over K = 1031 or 1100 make a block
+# row past half of a 1 MiB L2), its rows n (520: more than one float32 panel on one thread,
+# and more than one float64 panel); K in chunks (1100 = 11 x 100) or, prime, whole
+MATMULS = [(130, 1100, 200), (70, PRIME, 130), (520, 1100, 130)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
@@ -121,14 +121,13 @@ def test_matmul(m, k, n, dtype, threads):
 
 
 def test_the_matmuls_are_large_just_past_the_budget():
-    """Each case of MATMULS is large in float32 (so in float64) by its own sizes; the
-    blocks of split's default maxima: 128 rows of m, 64 columns of n."""
+    """Each case of MATMULS is large in float32 (so in float64) by its own sizes: a block row
+    of A (up to 128 of out's columns) over K outgrows half of L2."""
     for m, k, n in MATMULS:
-        rows = min(n, 128) + min(m, 64)
-        assert k * rows * 4 > einjit.resolve_target().micro.batch_block_bytes
+        assert k * min(n, 128) * 4 > einjit.resolve_target().micro.l2_bytes // 2
 
 
-M, K, N = 130, 777, 70
+M, K, N = 130, 1100, 140      # both ways round, a block row of 128
 VIEWS = {
     # leading dims past the rows: slices of larger arrays
     "sliced": lambda a, b: (np.pad(a, ((0, 3), (0, 5)))[:M, :K],
@@ -158,28 +157,28 @@ def test_operand_views(view, dtype, monkeypatch):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 def test_batched(dtype, threads):
-    shapes = [(2, 130, 777), (2, 777, 70)]
+    shapes = [(2, 70, 1100), (2, 1100, 130)]
     expr = einjit.contract_expression("bij,bjk->bik", *shapes, dtype=dtype)
     (op,) = large_ops(expr._prepared, threads)
     assert [d.type for d in op.dims if d.exec_type != "prim"][0] == "c"
     check(lambda a, b: (expr(a, b), einjit.einsum("bij,bjk->bik", a, b)), "bij,bjk->bik",
-          shapes, dtype, 777, 5)
+          shapes, dtype, 1100, 5)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 def test_chain_with_a_large_intermediate(dtype, threads):
-    # (A B) first: 130 x 1031 x 70 then 130 x 70 x 90 multiply-adds, against 1031 x 70 x 90
-    # then 130 x 1031 x 90 for A (B C); A B sums 1031 terms
-    shapes = [(130, PRIME), (PRIME, 70), (70, 90)]
+    # (A B) first: 70 x 1031 x 130 then 70 x 130 x 90 multiply-adds, against 1031 x 130 x 90
+    # then 70 x 1031 x 90 for A (B C); A B sums 1031 terms
+    shapes = [(70, PRIME), (PRIME, 130), (130, 90)]
     expr = einjit.contract_expression("ij,jk,kl->il", *shapes, dtype=dtype)
     steps = expr._prepared.plan.steps
     assert len(steps) == 2
     (op,) = large_ops(expr._prepared, threads)
     (large,) = [s for s in steps if s.lowered.op is op]
     assert large.node is not expr.tree.root
-    # every term of the result went through a sum of 1031 and one of 70
+    # every term of the result went through a sum of 1031 and one of 130
     check(lambda a, b, c: (expr(a, b, c), einjit.einsum("ij,jk,kl->il", a, b, c)),
-          "ij,jk,kl->il", shapes, dtype, PRIME + 70, 7)
+          "ij,jk,kl->il", shapes, dtype, PRIME + 130, 7)
 
 
 @pytest.mark.native

@@ -29,9 +29,9 @@ def gemm(m, n, k, dtype="float32", target="zen4", num_threads=None):
 
 
 def largest_small_k(m, n, dtype, micro):
-    """The longest K whose m x K and K x n blocks (split's default maxima) fit the budget."""
-    block_rows = min(m, block.DEFAULT_MAX_SIZE["m"]) + min(n, block.DEFAULT_MAX_SIZE["n"])
-    return micro.batch_block_bytes // (block_rows * ITEMSIZE[dtype])
+    """The longest K whose block row of A (up to split's 128 rows of m; n plays no part)
+    fits half of L2."""
+    return micro.l2_bytes // 2 // (min(m, block.DEFAULT_MAX_SIZE["m"]) * ITEMSIZE[dtype])
 
 
 def loops(op):
@@ -43,19 +43,19 @@ def loops(op):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m, n", [(1600, 1600), (130, 70), (40, 24), (1031, 5)])
-def test_large_just_past_the_batch_budget(target, dtype, m, n):
+def test_large_just_past_half_of_l2(target, dtype, m, n):
     k = largest_small_k(m, n, dtype, TARGETS[target].micro)
     assert not block.is_large(gemm(m, n, k, dtype, target))
     assert block.is_large(gemm(m, n, k + 1, dtype, target))
 
 
 def test_the_threshold_on_zen4():
-    # one 128-row block of in0 and one 64-column block of in1 over K: K x 192 elements within
-    # 384 KiB = 393216 bytes: K <= 512 in float32 (x 4 bytes), K <= 256 in float64 (x 8)
-    assert not block.is_large(gemm(1600, 1600, 512))
-    assert block.is_large(gemm(1600, 1600, 513))
-    assert not block.is_large(gemm(1600, 1600, 256, "float64"))
-    assert block.is_large(gemm(1600, 1600, 257, "float64"))
+    # a 128-row block of in0 over K within half of 1 MiB = 524288 bytes: K <= 1024 in float32
+    # (x 4 bytes), K <= 512 in float64 (x 8)
+    assert not block.is_large(gemm(1600, 1600, 1024))
+    assert block.is_large(gemm(1600, 1600, 1025))
+    assert not block.is_large(gemm(1600, 1600, 512, "float64"))
+    assert block.is_large(gemm(1600, 1600, 513, "float64"))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -218,10 +218,10 @@ def test_optimizes_thread_count_sizes_the_panels(monkeypatch):
     assert [(d.type, d.size) for d in new.dims[:1]] == [("n", 4)]
 
 
-@pytest.mark.parametrize("m, n, k", [(1600, 1600, 1031), (200, 130, 777)])
+@pytest.mark.parametrize("m, n, k", [(1600, 1600, 1031)])
 def test_without_a_k_loop_the_threads_may_share_m_blocks(m, n, k):
-    """K whole in the kernel (a prime) or in the BRGEMM batch: no k loop keeps B's panel for
-    the m blocks, so the threads may take them too."""
+    """K whole in the kernel (a prime): no k loop keeps B's panel for the m blocks, so the
+    threads may take them too."""
     op = gemm(m, n, k, num_threads=2)
     assert block.is_large(op)
     new = einjit.optimize(op, num_threads=2)
