@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import operator
-from os import environ as _environ
 from typing import Any, Sequence
 
 import numpy as np
@@ -49,7 +48,7 @@ from einjit.frontend.tree import EinsumTree
 from einjit.plan_cache import PlanCache
 from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty
 from einjit.runtime.host import host_isa
-from einjit.runtime.threads import THREADS_ENV
+from einjit.runtime.threads import threads_setting
 
 _PLANS = PlanCache()
 _FLOAT32 = np.dtype(np.float32)
@@ -331,7 +330,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
         else:
             entry = _PLANS.get((operands[0], tuple([a.shape for a in arrays]),
                                 tuple([a.strides for a in arrays]), path, "K", _HOST,
-                                kind, _environ.get(THREADS_ENV))) \
+                                kind, threads_setting())) \
                 if kind is _FLOAT32 or kind is _FLOAT64 else None
             if entry is not None:
                 prepared, copies = entry
@@ -365,7 +364,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     strides = tuple(_element_strides(a) for a in arrays)
     # plans are made for the thread count: a changed EINJIT_NUM_THREADS makes new ones
     key = (subscripts, shapes, tuple(a.strides for a in originals), _hashable(path),
-           letter, _HOST, compute, _environ.get(THREADS_ENV))
+           letter, _HOST, compute, threads_setting())
     try:
         hash(key)
     except TypeError:

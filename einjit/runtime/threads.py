@@ -34,6 +34,21 @@ THREADS_ENV = "EINJIT_NUM_THREADS"
 WORKER_STACK_BYTES = 8 << 20        # glibc's usual default; only the pages touched cost memory
 
 
+# os.environ's own mapping (CPython keeps it in step with every change through os.environ):
+# a lookup there costs a fraction of os.environ.get's, which einsum pays on every call
+_ENVIRON_DATA = getattr(os.environ, "_data", None)
+_ENCODE_KEY = getattr(os.environ, "encodekey", None)
+_THREADS_KEY = _ENCODE_KEY(THREADS_ENV) if _ENCODE_KEY else None
+
+
+def threads_setting() -> object:
+    """EINJIT_NUM_THREADS as set now, unparsed (None where unset): cheap enough for a key
+    that must change when the setting does."""
+    if _ENVIRON_DATA is None or _ENCODE_KEY is None:
+        return os.environ.get(THREADS_ENV)
+    return _ENVIRON_DATA.get(_THREADS_KEY)
+
+
 def default_threads() -> int:
     """EINJIT_NUM_THREADS if set, else the CPUs this process may run on."""
     try:

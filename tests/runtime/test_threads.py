@@ -133,3 +133,17 @@ def test_thread_stack_bytes_reads_the_calling_threads_stack():
     assert 1 << 20 <= seen["size"] < 5 << 18
     assert seen["fits"] == (True, False)
     assert threads.stack_suffices(2 << 20) and not threads.stack_suffices(1 << 50)
+
+
+def test_the_thread_setting_follows_the_environment(monkeypatch):
+    """threads_setting (a per-call cache key) changes with every change of
+    EINJIT_NUM_THREADS made through os.environ."""
+    monkeypatch.delenv(threads.THREADS_ENV, raising=False)
+    unset = threads.threads_setting()
+    assert unset is None
+    monkeypatch.setenv(threads.THREADS_ENV, "3")
+    three = threads.threads_setting()
+    monkeypatch.setenv(threads.THREADS_ENV, "5")
+    assert three is not None and threads.threads_setting() not in (None, three)
+    monkeypatch.delenv(threads.THREADS_ENV)
+    assert threads.threads_setting() is None
