@@ -3,8 +3,9 @@ reorder walks it in.
 
 Walked m-outermost (reorder's order), a contraction keeps one block row of A, the kernel's
 rows over the whole of K, in L2 while every n block passes it. The contraction is large when
-that block row outgrows half of L2 (the rest is left to B's and C's blocks): its rows are
-those of A's unit-stride m dim, as many as split leaves in one block. A large contraction
+that block row outgrows a quarter of L2 (the rest is left to B's and C's blocks and to what
+the hardware prefetchers bring ahead; docs/measurements.md): its rows are those of A's
+unit-stride m dim, as many as split leaves in one block. A large contraction
 runs instead as the loops of a GotoBLAS GEMM, the kernel's own loops inside:
 
     for each panel of nc columns of n:           (outermost; each thread gets panels)
@@ -59,7 +60,7 @@ def is_large(op) -> bool:
     if op.kind != "contraction":
         return False
     row_bytes = block_rows(op) * _totals(op)["k"] * np.dtype(op.dtype).itemsize
-    return row_bytes > op.target.micro.l2_bytes // 2
+    return row_bytes > op.target.micro.l2_bytes // 4
 
 
 def max_sizes(op) -> dict[str, int | None]:

@@ -30,8 +30,8 @@ def gemm(m, n, k, dtype="float32", target="zen4", num_threads=None):
 
 def largest_small_k(m, n, dtype, micro):
     """The longest K whose block row of A (up to split's 128 rows of m; n plays no part)
-    fits half of L2."""
-    return micro.l2_bytes // 2 // (min(m, block.DEFAULT_MAX_SIZE["m"]) * ITEMSIZE[dtype])
+    fits a quarter of L2."""
+    return micro.l2_bytes // 4 // (min(m, block.DEFAULT_MAX_SIZE["m"]) * ITEMSIZE[dtype])
 
 
 def loops(op):
@@ -43,19 +43,19 @@ def loops(op):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m, n", [(1600, 1600), (130, 70), (40, 24), (1031, 5)])
-def test_large_just_past_half_of_l2(target, dtype, m, n):
+def test_large_just_past_a_quarter_of_l2(target, dtype, m, n):
     k = largest_small_k(m, n, dtype, TARGETS[target].micro)
     assert not block.is_large(gemm(m, n, k, dtype, target))
     assert block.is_large(gemm(m, n, k + 1, dtype, target))
 
 
 def test_the_threshold_on_zen4():
-    # a 128-row block of in0 over K within half of 1 MiB = 524288 bytes: K <= 1024 in float32
-    # (x 4 bytes), K <= 512 in float64 (x 8)
-    assert not block.is_large(gemm(1600, 1600, 1024))
-    assert block.is_large(gemm(1600, 1600, 1025))
-    assert not block.is_large(gemm(1600, 1600, 512, "float64"))
-    assert block.is_large(gemm(1600, 1600, 513, "float64"))
+    # a 128-row block of in0 over K within a quarter of 1 MiB = 262144 bytes: K <= 512 in
+    # float32 (x 4 bytes), K <= 256 in float64 (x 8)
+    assert not block.is_large(gemm(1600, 1600, 512))
+    assert block.is_large(gemm(1600, 1600, 513))
+    assert not block.is_large(gemm(1600, 1600, 256, "float64"))
+    assert block.is_large(gemm(1600, 1600, 257, "float64"))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -79,7 +79,7 @@ def test_element_wise_ops_are_never_large():
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_small_contraction_keeps_splits_defaults(target):
-    op = gemm(1600, 1600, 400, "float32", target, num_threads=16)
+    op = gemm(1600, 1600, 200, "float32", target, num_threads=16)
     assert not block.is_large(op)
     assert block.max_sizes(op) == {"m": 128, "n": 64, "k": 512, "c": None}
 
@@ -171,7 +171,7 @@ def test_a_batched_large_contraction_runs_c_then_n_k_m(target, threads):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("threads", THREADS)
-@pytest.mark.parametrize("m, n, k", [(1600, 1600, 400), (256, 256, 256), (2048, 1024, 128)])
+@pytest.mark.parametrize("m, n, k", [(1600, 1600, 200), (256, 256, 200), (2048, 1024, 128)])
 def test_a_small_contraction_keeps_m_outermost_and_k_innermost(target, threads, m, n, k):
     op = gemm(m, n, k, "float32", target, num_threads=threads)
     assert not block.is_large(op)
