@@ -15,7 +15,6 @@ import pytest
 
 import einjit
 from einjit.backends.nest_plan import SCRATCH, SCRATCH_B, Prefetch
-from einjit.codegen import compile as compile_module
 from einjit.codegen import compile_operation, plan_nest
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
@@ -37,15 +36,6 @@ SEEDS_CONFIGS = {
     "brgemm": ("none", "brgemm", "none", ("seq", "seq", "prim", "prim", "prim", "prim")),
     "brgemm zero relu": ("zero", "brgemm", "relu", ("seq", "seq", "prim", "prim", "prim", "prim")),
 }
-
-
-@pytest.fixture
-def every_share_threaded(monkeypatch):
-    """Split shared iterations across threads however little work they hold."""
-    monkeypatch.setattr(compile_module, "MIN_WORK_PER_THREAD", 0)
-    compile_module.compile_operation.cache_clear()
-    yield
-    compile_module.compile_operation.cache_clear()
 
 
 def plan_of(op):
@@ -246,15 +236,15 @@ def _conflicting_a_gemm(dtype, first="none", last="none", exec_outer="seq", in0_
                            num_threads=2)
 
 
-def _assert_same_bits_as_in_place(op, seed):
-    """op's nest (copying A's block) gives C bit for bit as the nest reading A in place (the
-    same op for a core that allows no copy)."""
+def _assert_same_bits_as_in_place(op, seed, operand="a"):
+    """op's nest (copying A's or B's block) gives C bit for bit as the nest reading it in
+    place (the same op for a core that allows no such copy)."""
     rng = np.random.default_rng(seed)
     in0, in1, copied = typed_buffers(op, rng)
     in_place = copied.copy()
     op.execute(in0, in1, copied)
-    reading = with_core(op, pack_max_bytes=0)
-    assert plan_of(reading).pack_a is None
+    reading = with_core(op, **({"pack_max_bytes": 0} if operand == "a" else {"l2_bytes": 0}))
+    assert getattr(plan_of(reading), f"pack_{operand}") is None
     reading.execute(in0, in1, in_place)
     np.testing.assert_array_equal(bits(copied), bits(in_place))
 
@@ -362,14 +352,7 @@ def test_a_conflicting_b_panel_is_copied_once_for_the_m_blocks(dtype, first, las
     assert ld >= 24 and ld * itemsize % 64 == 0 and ld * itemsize % 512
     assert plan.pack_b.bytes == ld * 20 * itemsize
     run_and_check(op)
-    rng = np.random.default_rng(3)
-    in0, in1, copied = typed_buffers(op, rng)
-    in_place = copied.copy()
-    op.execute(in0, in1, copied)
-    reading = with_core(op, l2_bytes=0)
-    assert plan_of(reading).pack_b is None
-    reading.execute(in0, in1, in_place)
-    np.testing.assert_array_equal(bits(copied), bits(in_place))
+    _assert_same_bits_as_in_place(op, seed=3, operand="b")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -15,7 +15,6 @@ import pytest
 
 from einjit.backends import resolve_target
 from einjit.backends.worker_slot import CALLER_SLEEPS, DONE, SEQUENCE, WORKER_SLEEPS
-from einjit.codegen import compile as compile_module
 from einjit.codegen import compile_operation, workers
 from einjit.codegen.workers import NativePool
 from einjit.ir import TensorOperation
@@ -26,15 +25,6 @@ from support import run_in_child
 IN_LANE = platform.machine() == "aarch64"      # emulated: timings are loose
 ROUNDS = 3000
 NEST = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)
-
-
-@pytest.fixture
-def every_share_threaded(monkeypatch):
-    """Split shared iterations across threads however little work they hold."""
-    monkeypatch.setattr(compile_module, "MIN_WORK_PER_THREAD", 0)
-    compile_module.compile_operation.cache_clear()
-    yield
-    compile_module.compile_operation.cache_clear()
 
 
 def _add_op(shares):
