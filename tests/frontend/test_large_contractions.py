@@ -2,7 +2,8 @@
 and contract_expression against numpy: block sizes that leave partial vectors and register
 blocks, operand views, a batch, a chain whose intermediate is large, one and two threads.
 
-Sizes are kept small (K just past the batch budget) so that the aarch64 lane runs them too.
+Sizes are kept small (a block row of A just past a quarter of a 2 MiB L2) so that the aarch64
+lane runs them too.
 Each case runs twice: on small integers, whose every partial sum is exact in float32, the
 result equals numpy's bit for bit whatever the order of the sums; on uniform values it is
 held to the dot product's forward error bound, K x eps x (|A| @ |B|) for each of einjit's
@@ -75,7 +76,7 @@ def check(run, equation, shapes, dtype, summed, seed, view=lambda *arrays: array
 def large_ops(prepared, threads):
     """The plan's large contractions, each checked for the blocked loop order: c, n, k, m
     outermost first (prim dims aside), made for `threads`, no loop inside a k loop shared.
-    (Without a k loop the threads may share m: tests/passes/test_pass_block.py's xfail.)"""
+    (Without a k loop the threads may share m: tests/passes/test_pass_block.py.)"""
     ops = [step.lowered.op for step in prepared.plan.steps if block.is_large(step.lowered.op)]
     for op in ops:
         loops = [d for d in op.dims if d.exec_type != "prim"]
@@ -189,3 +190,25 @@ def test_einsum_makes_new_plans_when_the_thread_count_changes(monkeypatch):
         np.testing.assert_array_equal(einjit.einsum("ij,jk->ik", a, b), a @ b)
         ops = [step.lowered.op for step in last_einsum_plan().plan.steps]
         assert {op.num_threads for op in ops} == {count}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+def test_special_values_as_numpy(dtype, threads):
+    """NaN and infinities in the operands of a blocked product (B's panel copied, K in
+    chunks) reach the elements numpy's reach: NaN where numpy's result is NaN, the same
+    infinity where it is infinite, the rest as in test_matmul."""
+    m, k, n = MATMULS[0]
+    a, b = operands([(m, k), (k, n)], dtype, 11, exact=True)
+    a[3, 17], a[40, 600] = np.nan, np.inf          # rows 3 and 40 of the result
+    b[900, 5], b[1099, 150] = -np.inf, np.nan      # columns 5 and 150
+    expr = einjit.contract_expression("ij,jk->ik", a.shape, b.shape, dtype=dtype)
+    (op,) = large_ops(expr._prepared, threads)
+    with np.errstate(invalid="ignore"):
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+        got = expr(a, b)
+    assert got.dtype == dtype
+    special = ~np.isfinite(expected)
+    assert special.any() and np.isnan(expected).any() and np.isinf(expected).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(got[np.isinf(expected)], expected[np.isinf(expected)])
+    np.testing.assert_array_equal(got[~special], expected[~special].astype(dtype))
