@@ -4,12 +4,16 @@
     python -m einjit "[0,1],[1,2]->[0,2]" 512,256,128       # bracket notation, sizes by dim id
     python -m einjit "ij,jk->ik" 512x256 256x128 --bench    # einjit vs numpy on random data
     python -m einjit "ij,jk->ik" 64x48 48x32 --isa aarch64 --disassemble
+    python -m einjit "ij,jk->ik" 4096x4096 4096x4096 --threads 72 --profile --quiet
 
 Prints the contraction tree and the plan (each step's TensorOperation). --bench checks
 einjit's result against numpy.einsum, then times both (best of several rounds) and prints
 milliseconds and GFLOPS. --disassemble lists each step's generated loop nest; with --isa
 another instruction set than the host's, the plan's operations are re-optimized for that ISA
 and only compiled, never run, so A64 code can be read on an x86-64 machine and vice versa.
+--profile prints the plan's parallel profile for --threads threads (any count, on any
+machine: plan arithmetic, einjit.frontend.profile): per step its tasks, threads busy and
+balance, and the predicted parallel efficiency.
 
 Exit status: 0 on success, 2 for a bad command line or expression (with a message on stderr).
 """
@@ -78,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print each step's generated loop nest")
     parser.add_argument("--threads", type=int, help="threads per operation (default: the "
                                                     "CPUs this process may use)")
+    parser.add_argument("--profile", action="store_true",
+                        help="print the plan's parallel profile for --threads threads "
+                             "(predicted efficiency; no timing)")
     parser.add_argument("--quiet", action="store_true", help="skip the plan's text")
     return parser
 
@@ -214,6 +221,8 @@ def _run(options: argparse.Namespace, out: TextIO) -> int:
                 print(op, file=out)
             if options.disassemble:
                 print(nest.disassemble(), file=out)
+    if options.profile:
+        print(expr.parallel_profile(options.threads), file=out)
     if options.bench:
         bench(expr, given, options.seconds, out)
     return 0

@@ -8,6 +8,7 @@
 - expression_html(expr): a ContractExpression's plan: dims legend, the annotated tree, then
   each step's operation.
 - kernel_html(kernel) / code_html(code, isa, title): generated code as a disassembly listing.
+- profile_html(profile): a plan's parallel profile for a thread count, one row per step.
 
 Only the standard library: the SVG is laid out here (leaves left to right, parents centred
 over their children), so no drawing package or display is needed. Every text is escaped.
@@ -209,6 +210,31 @@ def flops_text(flops: float) -> str:
         if flops >= scale:
             return f"{flops / scale:.3g} {unit}"
     return f"{flops:.0f} FLOP"
+
+
+def bytes_text(count: float) -> str:
+    """12345678 -> "12.3 MB"."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count:.0f} B"
+
+
+def profile_html(profile: Any) -> str:
+    """A parallel profile (einjit.frontend.profile.ParallelProfile) as an HTML table."""
+    head = ("step", "node", "kind", "work", "tasks", "threads", "busiest/mean", "efficiency",
+            "bytes")
+    rows = []
+    for step in profile.steps:
+        work = flops_text(step.work) if step.kind == "contraction" else f"{step.work} elements"
+        cells = (step.step, step.node, step.kind, work, step.tasks, step.threads,
+                 f"{step.balance:.2f}", f"{100 * step.efficiency:.1f}%", bytes_text(step.bytes))
+        rows.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
+    return (f'<div class="einjit-profile"><div><b>{_esc(profile.title)}</b> on '
+            f'{profile.num_threads} threads: predicted efficiency '
+            f'<b>{100 * profile.efficiency:.1f}%</b></div><table><tr>'
+            + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr>" + "".join(rows)
+            + "</table></div>")
 
 
 def step_annotations(tree: "EinsumTree", plan: Any) -> dict[int, list[str]]:

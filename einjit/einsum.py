@@ -596,6 +596,21 @@ class ContractExpression:
             ("greedy", "optimal") else True
         return np.einsum(self.subscripts, *arrays, out=out, optimize=optimize)
 
+    def parallel_profile(self, num_threads: int | None = None) -> Any:
+        """What `num_threads` threads (default: this process's count) would do with this
+        expression's plan, planned for that count: per step its work, tasks, threads busy,
+        busiest thread over the mean and bytes, and `.efficiency`, the plan's predicted
+        parallel efficiency (einjit.frontend.profile). Plan arithmetic only: any count can
+        be inspected on any machine."""
+        if self._prepared is None:
+            raise EinsumValueError(f"{self!r} has no plan to profile: an operand has a "
+                                   f"zero-size dimension, and numpy evaluates it")
+        from einjit.frontend.profile import profile_plan
+        from einjit.runtime.threads import default_threads
+        return profile_plan(self._prepared.plan,
+                            default_threads() if num_threads is None else num_threads,
+                            repr(self.subscripts))
+
     def describe(self, ops: Sequence[Any] | None = None) -> str:
         """str(expr); `ops`: each step's operation as made for another target (the plan
         shown as it would run there)."""

@@ -46,6 +46,16 @@ def _work_per_iteration(plan: NestPlan) -> int:
     return params[1] * params[2]
 
 
+def thread_shares(plan: NestPlan, threads: int) -> list[tuple[int, int]]:
+    """The [begin, end) shares of the nest's flattened shared iterations that `threads`
+    threads run: as many threads as gain from their share (MIN_WORK_PER_THREAD), one
+    contiguous share each."""
+    work = _work_per_iteration(plan) * plan.seq_iterations
+    total = plan.shared_iterations
+    worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
+    return split_range(total, min(threads, max(1, worth)))
+
+
 class CompiledOperation:
     """A TensorOperation's machine code and how to run it on the operands' addresses."""
 
@@ -57,10 +67,8 @@ class CompiledOperation:
         self.code = module.generate_loop_nest(self.target, self.plan)
         nest_generated(op, len(self.code), time.perf_counter() - started)
         self.threads = check_threads(op.num_threads)
-        work = _work_per_iteration(self.plan) * self.plan.seq_iterations
+        self._shares = thread_shares(self.plan, self.threads)
         total = self.plan.shared_iterations
-        worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
-        self._shares = split_range(total, min(self.threads, max(1, worth)))
         # stack the calling thread needs to run a share; 0: the frame is small, no check
         packed = self.plan.pack_bytes
         self.stack_bytes = packed + NEST_STACK_MARGIN_BYTES if packed else 0

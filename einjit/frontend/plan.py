@@ -66,10 +66,13 @@ class Plan:
 
     def __init__(self, tree: EinsumTree, leaf_strides: Mapping[int, Mapping[int, int]],
                  out_strides: Mapping[int, int], *, num_threads: int | None = None,
-                 optimize_ops: bool = True, dtype: str = "float32"):
+                 optimize_ops: bool = True, dtype: str = "float32", compile: bool = True):
         if dtype not in DTYPES:
             raise ValueError(f"a plan's dtype is one of {DTYPES}, got {dtype!r}")
         self.tree = tree
+        self.leaf_strides = leaf_strides
+        self.out_strides = out_strides
+        self.optimize_ops = optimize_ops
         self.dtype = np.dtype(dtype)
         self.itemsize = self.dtype.itemsize
         sizes = tree.sizes
@@ -78,6 +81,7 @@ class Plan:
         self.ones: dict[int, np.ndarray] = {}
         optimize = _optimizer() if optimize_ops else None
         threads = num_threads or default_threads()
+        self.num_threads = threads
         ids = {}
 
         def tensor_of(node: Node) -> tuple[Tensor, tuple]:
@@ -165,9 +169,16 @@ class Plan:
             emit(tree.root, [Node(tree.root.dims, (), tree.root.operand)])
         self.num_leaves = len(tree.leaves)
         self._program: tuple | None = None
-        if all(step.lowered.op.is_defined for step in self.steps):
-            self.compile()
-        plan_built(self)
+        if compile:
+            if all(step.lowered.op.is_defined for step in self.steps):
+                self.compile()
+            plan_built(self)
+
+    def for_threads(self, num_threads: int) -> "Plan":
+        """The same tree planned for `num_threads` threads (the cache blocks, the shared
+        loops and the sums in chunks follow the count), not compiled: to inspect."""
+        return Plan(self.tree, self.leaf_strides, self.out_strides, num_threads=num_threads,
+                    optimize_ops=self.optimize_ops, dtype=self.dtype.name, compile=False)
 
     def compile(self) -> None:
         """Generate every step's code now (einjit.codegen, cached per operation) and the

@@ -116,3 +116,19 @@ def test_another_isa_heads_the_plan_with_its_target():
     assert heads and set(heads) == {target.name}, result.stdout
     assert host == target or host.name not in result.stdout
     assert f"== step 0 on {target.name}:" in result.stdout
+
+
+def test_profile_for_a_thread_count_this_machine_lacks():
+    result = run("ij,jk->ik", "1536x1536", "1536x1536", "--threads", "72", "--profile",
+                 "--quiet")
+    assert result.returncode == 0, result.stderr
+    expr = einjit.contract_expression("ij,jk->ik", (1536, 1536), (1536, 1536))
+    profile = expr.parallel_profile(72)
+    assert str(profile) in result.stdout
+    assert "on 72 threads: predicted efficiency" in result.stdout
+
+
+def test_profile_refuses_a_bad_thread_count():
+    result = run("ij,jk->ik", "8x8", "8x8", "--threads", "0", "--profile")
+    assert result.returncode == 2
+    assert "--threads 0" in result.stderr
