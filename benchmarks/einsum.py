@@ -20,7 +20,11 @@ each, alternating, each keeping its best. Per case: einjit's GFLOPS
 (the flops of its tree), its speed over the best peer, and the percentage of the all-core FMA
 peak (measured before every case; the best of them is the reference); then the geomean
 over the cases, the call overhead on a 4x4 matrix product and the cold contract_expression
-of the tensor train. Each stated target is recorded in the run's verdict.
+of the tensor train. Each stated target is recorded in the run's verdict. Beside them, per
+case, what the parallel plan does: einjit's speed-up over its own plan on one thread,
+measured and as the plan's parallel profile predicts it (expr.parallel_profile, plan
+arithmetic), and the predicted efficiency of the plans for 16, 48 and 72 threads, which a
+small machine cannot measure.
 
 --dtype float64 runs the same cases with float64 operands for einjit and every peer (the
 percentage is of the FP64 peak, half the FP32 FMA flops), written to einsum_float64.csv.
@@ -32,6 +36,7 @@ percentage is of the FP64 peak, half the FP32 FMA flops), written to einsum_floa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import importlib.util
 import io
@@ -51,7 +56,14 @@ import einjit
 from einjit.backends import resolve_target
 from einjit.runtime.threads import default_threads
 
-from .harness import cold_ms, one_blas_thread, seconds_per_call, warm_memory, write_result
+from .harness import (
+    cold_ms,
+    einjit_threads,
+    one_blas_thread,
+    seconds_per_call,
+    warm_memory,
+    write_result,
+)
 from .progress import progress_bar
 from .tensor_operation import all_core_peak_gflops
 from .verdict import Verdict, WrongResult, plural
@@ -75,6 +87,8 @@ GEOMEAN_TARGET, LOWEST_RATIO, LARGE_PERCENT = 1.5, 0.8, 60
 EXPR_OVERHEAD, EINSUM_OVERHEAD, COLD_MS = 2, 3, 100
 SHORT_WINDOW = 0.25      # seconds of rounds a timing window of short calls aims at
 SEED = 7                 # operands: uniform in [-1, 1) from this seed (TBLIS's process too)
+# the servers' thread counts whose plans' predicted parallel efficiency every case prints
+PROFILE_THREADS = (16, 48, 72)
 
 # -- the cases ---------------------------------------------------------------------------------
 # the sizes of each decomposition's dims, by dim id (the einsum-tree examples' sizes)
@@ -154,10 +168,13 @@ class Case:
     shapes: list[tuple[int, ...]]
     tree: einjit.EinsumTree | None = None    # bracket cases: einjit runs this tree
 
-    def compile(self, dtype: str = "float32") -> einjit.ContractExpression:
-        if self.tree is not None:
-            return einjit.contract_expression(self.tree, dtype=dtype)
-        return einjit.contract_expression(self.equation, *self.shapes, dtype=dtype)
+    def compile(self, dtype: str = "float32",
+                threads: int | None = None) -> einjit.ContractExpression:
+        """einjit's expression, planned for `threads` threads (default: the process's)."""
+        with contextlib.nullcontext() if threads is None else einjit_threads(threads):
+            if self.tree is not None:
+                return einjit.contract_expression(self.tree, dtype=dtype)
+            return einjit.contract_expression(self.equation, *self.shapes, dtype=dtype)
 
 
 def tree_equation(tree: einjit.EinsumTree) -> str:
@@ -374,7 +391,8 @@ def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float
     flops = float(expression.tree.flops())
     result, first = _first(lambda: expression(*operands))
     with one_blas_thread():
-        error = relative_error(result, reference(case, operands, flops, int(np.size(result))))
+        expected = reference(case, operands, flops, int(np.size(result)))
+    error = relative_error(result, expected)
     if result.dtype != dtype:
         raise WrongResult(f"einsum {dtype} {case.name}: einjit's result is {result.dtype}, "
                           f"not {dtype}")
@@ -382,6 +400,17 @@ def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float
     if not error < TOLERANCES[dtype]:
         raise WrongResult(f"einsum {dtype} {case.name}: einjit's result differs from numpy's "
                           f"(relative error {error:.2e}, tolerance {TOLERANCES[dtype]:.0e})")
+    # the plan on one thread, for the measured speed-up over it (the profile predicts it)
+    single = None
+    if threads > 1:
+        single = case.compile(dtype, threads=1)
+        result, single_first = _first(lambda: single(*operands))
+        single_error = relative_error(result, expected)
+        del result
+        if not single_error < TOLERANCES[dtype]:
+            raise WrongResult(f"einsum {dtype} {case.name} on one thread: einjit's result "
+                              f"differs from numpy's (relative error {single_error:.2e})")
+    del expected
     # Two windows each, alternating: einjit, the peers, einjit, the peers; everyone keeps
     # their best. A busy spell of the machine's other tenants must then cover both windows
     # of one side to slow it down. The same einsum (trees: the LOWER/OPT/einsum_ir variants)
@@ -400,8 +429,17 @@ def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float
     times, skipped = peer_cache[key]
     best = min(times, key=times.get)
     gflops = flops / seconds / 1e9
+    scaling = dict(measured=1.0, predicted=1.0)
+    if single is not None:
+        one = interleaved({"one thread": lambda: single(*operands)},
+                          {"one thread": single_first})["one thread"]
+        scaling = dict(measured=one / seconds,
+                       predicted=threads * expression.parallel_profile(threads).efficiency)
+    scaling["efficiency"] = {count: expression.parallel_profile(count).efficiency
+                             for count in PROFILE_THREADS}
     return dict(case=case, flops=flops, seconds=seconds, gflops=gflops, error=error,
-                peers=times, best=best, ratio=times[best] / seconds, skipped=skipped)
+                peers=times, best=best, ratio=times[best] / seconds, skipped=skipped,
+                scaling=scaling)
 
 
 def call_overhead(dtype: str = "float32") -> dict[str, float]:
@@ -485,7 +523,9 @@ def run(quick: bool = False, pattern: str | None = None,
              + ("" if HAVE_TBLIS else " (pytblis not installed)")]
     header = ["case", "group", "equation", "shapes", "gflop", "einjit_s", "einjit_gflops",
               "percent_of_peak", "best_peer", "speedup_vs_best_peer", "rel_error"] + \
-        [f"{n}_s" for n in names]
+        [f"{n}_s" for n in names] + \
+        [f"over_1_thread_{kind}" for kind in ("measured", "predicted")] + \
+        [f"predicted_efficiency_{count}_threads" for count in PROFILE_THREADS]
     table = io.StringIO()
     rows = csv.writer(table, lineterminator="\n")
     rows.writerow(header)
@@ -519,7 +559,10 @@ def run(quick: bool = False, pattern: str | None = None,
             f"{r['flops'] / 1e9:.4f}", f"{r['seconds']:.6f}", f"{r['gflops']:.2f}",
             "" if r["percent"] is None else f"{r['percent']:.1f}", r["best"],
             f"{r['ratio']:.3f}", f"{r['error']:.1e}"] +
-            [f"{r['peers'][n]:.6f}" if n in r["peers"] else "" for n in names])
+            [f"{r['peers'][n]:.6f}" if n in r["peers"] else "" for n in names] +
+            [f"{r['scaling'][kind]:.3f}" for kind in ("measured", "predicted")] +
+            [f"{r['scaling']['efficiency'][count]:.3f}" for count in PROFILE_THREADS])
+    lines += _scaling_lines(results, threads)
     lines += wrong
     if results:
         lines += _ratio_lines(results, dtype, verdict)
@@ -563,6 +606,23 @@ def run(quick: bool = False, pattern: str | None = None,
                      ("cold contract_expression tensor train, parser built", building)):
         rows.writerow([name, "", "", "", "", f"{ms / 1e3:.6f}", "", "", "", ""] + blank)
     return lines, table.getvalue()
+
+
+def _scaling_lines(results: list[dict], threads: int) -> list[str]:
+    """Per case: the speed-up of `threads` threads over one, measured and as the parallel
+    profile predicts it, and the profile's predicted efficiency on PROFILE_THREADS threads."""
+    if not results:
+        return []
+    counts = " / ".join(map(str, PROFILE_THREADS))
+    lines = [f"parallel plans: {threads} threads over 1, measured and predicted (plan "
+             f"arithmetic: expr.parallel_profile); predicted efficiency on {counts} threads"]
+    for r in results:
+        scaling = r["scaling"]
+        efficiency = " / ".join(f"{100 * scaling['efficiency'][count]:3.0f}%"
+                                for count in PROFILE_THREADS)
+        lines.append(f"  {r['case'].name:<32} {scaling['measured']:5.2f}x "
+                     f"{scaling['predicted']:5.2f}x   {efficiency}")
+    return lines
 
 
 def _ratio_lines(results: list[dict], dtype: str, verdict: Verdict) -> list[str]:

@@ -42,6 +42,22 @@ def placed(values, offset, boundary=64):
     return result
 
 
+@contextlib.contextmanager
+def einjit_threads(threads: int):
+    """A context in which einjit plans for `threads` threads (EINJIT_NUM_THREADS; a compiled
+    expression keeps the count it was planned for)."""
+    from einjit.runtime.threads import THREADS_ENV
+    saved = os.environ.get(THREADS_ENV)
+    os.environ[THREADS_ENV] = str(threads)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[THREADS_ENV]
+        else:
+            os.environ[THREADS_ENV] = saved
+
+
 def one_blas_thread():
     """A context in which numpy's BLAS runs on one thread (threadpoolctl, where installed): the
     reference products computed in the process that times einjit, whose BLAS threads would

@@ -41,10 +41,9 @@ import numpy as np
 
 import einjit
 from einjit.backends import resolve_target
-from einjit.runtime.threads import THREADS_ENV
 
 from .einsum import DTYPES, ROOT, SEED, TOLERANCES, _first, geomean, interleaved, relative_error
-from .harness import fma_peak_gflops, one_blas_thread, warm_memory, write_result
+from .harness import einjit_threads, fma_peak_gflops, one_blas_thread, warm_memory, write_result
 from .progress import progress_bar
 from .tensor_operation import all_core_peak_gflops
 from .verdict import Verdict, WrongResult, plural
@@ -222,15 +221,8 @@ def peer_names() -> list[str]:
 # -- einjit ----------------------------------------------------------------------------------
 def compiled(shape: Shape, dtype: str, threads: int) -> einjit.ContractExpression:
     """einjit's expression for `shape`, compiled for `threads` threads."""
-    saved = os.environ.get(THREADS_ENV)
-    os.environ[THREADS_ENV] = str(threads)
-    try:
+    with einjit_threads(threads):
         return einjit.contract_expression(shape.equation, *shape.operand_shapes, dtype=dtype)
-    finally:
-        if saved is None:
-            del os.environ[THREADS_ENV]
-        else:
-            os.environ[THREADS_ENV] = saved
 
 
 def einjit_window(expressions: dict, operands: dict, best: dict) -> None:

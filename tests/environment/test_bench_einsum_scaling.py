@@ -1,0 +1,35 @@
+"""The einsum benchmark's parallel-plan columns: einjit's speed-up over its one-thread plan,
+measured, beside the parallel profile's prediction and its predicted efficiency on 16, 48 and
+72 threads (peers replaced by a fixed time: only einjit's side is under test)."""
+
+import pytest
+
+from benchmarks import einsum
+
+
+@pytest.mark.native
+def test_run_case_measures_one_thread_and_predicts_the_servers(monkeypatch):
+    monkeypatch.setattr(einsum, "peer_seconds", lambda *args: ({"np.einsum": 1.0}, []))
+    case = einsum.cases(quick=True, pattern="matrix chain")[0]
+    result = einsum.run_case(case, {}, threads=2, peer_windows=1)
+    scaling = result["scaling"]
+    expression = case.compile("float32", threads=2)
+    assert scaling["predicted"] == pytest.approx(
+        2 * expression.parallel_profile(2).efficiency)
+    assert 0 < scaling["measured"]
+    assert set(scaling["efficiency"]) == set(einsum.PROFILE_THREADS)
+    for count, efficiency in scaling["efficiency"].items():
+        assert efficiency == pytest.approx(expression.parallel_profile(count).efficiency)
+        assert 0 < efficiency <= 1
+    lines = einsum._scaling_lines([result], 2)
+    assert "2 threads over 1" in lines[0] and "16 / 48 / 72" in lines[0]
+    assert lines[1].split()[:3] == ["matrix", "chain", "ij,jk,kl,lm"]
+    assert f"{scaling['predicted']:5.2f}x" in lines[1]
+
+
+@pytest.mark.native
+def test_one_thread_runs_nothing_twice(monkeypatch):
+    monkeypatch.setattr(einsum, "peer_seconds", lambda *args: ({"np.einsum": 1.0}, []))
+    case = einsum.cases(quick=True, pattern="matrix chain")[0]
+    result = einsum.run_case(case, {}, threads=1, peer_windows=1)
+    assert result["scaling"]["measured"] == result["scaling"]["predicted"] == 1.0
