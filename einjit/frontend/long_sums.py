@@ -32,6 +32,7 @@ from typing import Sequence
 from einjit.frontend.lower import Tensor
 from einjit.frontend.rewrite import dense_strides
 from einjit.ir import TensorOperation
+from einjit.passes.balance import MIN_BALANCE, balance
 
 #: a node summing more terms than this into each output element (numpy.einsum's buffer
 #: length) is summed in chunks where its own operation has chains longer than LONG_CHAIN
@@ -47,13 +48,12 @@ STARVED_MIN_FLOPS = 1 << 22
 
 
 def starved(op: TensorOperation, threads: int) -> bool:
-    """Whether a contraction gives fewer of its threads work than `threads` (its shared
-    iterations), with work enough for each of them."""
+    """Whether an optimized contraction for `threads` threads leaves too many of them idle
+    (its blocks at their smallest, einjit.passes.balance), with work enough for each."""
     if threads < 2 or op.kind != "contraction":
         return False
-    shared = math.prod(d.size for d in op.dims if d.exec_type == "shared")
     flops = 2 * math.prod(d.size for d in op.dims)
-    return shared < threads and flops >= threads * STARVED_MIN_FLOPS
+    return balance(op) < MIN_BALANCE and flops >= threads * STARVED_MIN_FLOPS
 
 
 @dataclass(frozen=True)

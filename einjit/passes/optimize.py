@@ -1,4 +1,5 @@
-"""einjit.optimize: fuse -> split -> identify -> reorder -> shared.
+"""einjit.optimize: fuse -> split -> identify -> reorder -> shared, and a contraction whose
+blocks would leave threads idle split again into smaller ones (einjit.passes.balance).
 
 An op may come with all exec types "undefined" (exec_types=None): the passes decide them. An
 op that already has prim dims (and no undefined dim) keeps them; its seq loops are still
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from einjit.errors import OperationTypeError
 from einjit.ir import TensorOperation
+from einjit.passes.balance import needs_smaller_blocks, smaller_blocks
 from einjit.passes.fuse import DEFAULT_MIN_SIZE as FUSE_MIN_SIZE
 from einjit.passes.fuse import fuse
 from einjit.passes.identify import identify
@@ -40,8 +42,17 @@ def optimize(op: TensorOperation, *, num_threads: int | None = None,
     if num_threads is not None:
         op = op.replace(num_threads=num_threads)      # the cache blocks are sized for them
     op = fuse(op, min_size=fuse_min)
-    op = split(op, max_size=pass_options.get("max_size"), min_size=split_min)
-    op = identify(op)
-    op = reorder(op)
-    return shared(op, num_threads, iterations_per_thread=pass_options.get(
-        "iterations_per_thread", DEFAULT_ITERATIONS_PER_THREAD))
+    per_thread = pass_options.get("iterations_per_thread", DEFAULT_ITERATIONS_PER_THREAD)
+
+    def blocked(max_size) -> TensorOperation:
+        cut = reorder(identify(split(op, max_size=max_size, min_size=split_min)))
+        return shared(cut, num_threads, iterations_per_thread=per_thread)
+
+    max_size = pass_options.get("max_size")
+    result = blocked(max_size)
+    if max_size is None and needs_smaller_blocks(result):
+        for sizes in smaller_blocks(op):      # blocks for the threads (einjit.passes.balance)
+            result = blocked(sizes)
+            if not needs_smaller_blocks(result):
+                break
+    return result

@@ -6,7 +6,9 @@ Starting from the outermost loop, seq dims become shared until the shared iterat
 into equal slices loses at most a quarter of a slice to imbalance) or no candidate is left.
 Never a k dim (threads would race on the same out elements), never a dim of size 1 or with out
 stride 0. In a large contraction (einjit.passes.block) no loop inside its k loop is shared
-(moved out, the m loop would no longer pass B's panel in L2): the threads take whole n panels.
+(moved out, the m loop would no longer pass B's panel in L2): the threads take whole n panels,
+unless there are fewer panels than threads; then the m blocks inside are shared too (each
+thread then passes B's panels with its own rows: less reuse, but no thread idles).
 Shared dims move to the front, keeping their order. The op records num_threads.
 
 num_threads None means the op's num_threads, else the runtime's default
@@ -39,7 +41,7 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
             iterations *= dim.size
     target = iterations_per_thread * num_threads if num_threads > 1 else 1
     for index, dim in enumerate(dims):
-        if iterations >= target or dim.type == "k" and blocked:
+        if iterations >= target or dim.type == "k" and blocked and iterations >= num_threads:
             break
         if (dim.exec_type == "seq" and dim.type != "k" and dim.size > 1
                 and dim.stride_out != 0):

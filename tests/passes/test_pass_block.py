@@ -3,6 +3,7 @@ their cache blocks on known cores (expected values derived from the Microarch fa
 loop order and sharing einjit.optimize gives them."""
 
 import dataclasses
+import math
 
 import pytest
 
@@ -186,27 +187,36 @@ def test_a_small_contraction_keeps_m_outermost_and_k_innermost(target, threads, 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("n", [130, 520, 1600])
-def test_threads_share_whole_n_panels_never_m_blocks(target, threads, n):
-    # few panels: the shared iterations stay under the per-thread target, and the loops past
-    # the k loop are still not shared
+def test_threads_share_whole_n_panels_and_m_blocks_only_past_the_panels(target, threads, n):
+    # the loops past the k loop are shared only where the n panels are fewer than the threads
     op = gemm(3200, n, 2048, "float32", target, num_threads=threads)
     assert block.is_large(op)
     new = einjit.optimize(op, num_threads=threads)
     assert new.num_threads == threads
     outer, _ = loops(new)
     shared_types = [t for t, e in outer if e == "shared"]
-    assert set(shared_types) <= {"n"} and ("m", "seq") in outer
-    assert bool(shared_types) == (threads > 1 and any(t == "n" for t, _ in outer))
+    assert "k" not in shared_types
+    panels = math.prod(d.size for d in new.dims if d.type == "n" and d.exec_type != "prim")
+    if "m" in shared_types:
+        assert panels < threads and set(shared_types) == {"n", "m"} or panels == 1
+    else:
+        assert ("m", "seq") in outer
+    assert bool(shared_types) == (threads > 1)
 
 
 def test_shared_stops_at_the_k_loop_of_a_large_contraction():
     op = reorder(identify(split(gemm(3200, 1600, 2048, num_threads=16))))
     outer, _ = loops(op)
     assert [t for t, _ in outer] == ["n", "k", "m"]
-    # 16 threads want 64 shared iterations; the n panels give fewer, m (beyond k) is not taken
+    # 16 threads want 64 shared iterations; the 16 n panels give fewer, but one for each
+    # thread: m (beyond k) is not taken
     new = shared(op, 16)
     assert loops(new)[0] == [("n", "shared"), ("k", "seq"), ("m", "seq")]
-    assert new.dims[0].size < 64
+    assert 16 <= new.dims[0].size < 64
+    # 32 threads: the panels are too few, and m's blocks are shared too, moved out of k
+    more = shared(op, 32)
+    assert loops(more)[0] == [("n", "shared"), ("m", "shared"), ("k", "seq")]
+    assert more.dims[0].size * more.dims[1].size >= 32
 
 
 def test_optimizes_thread_count_sizes_the_panels(monkeypatch):
