@@ -24,6 +24,9 @@ from einjit.passes import block
 #: the share of the threads' time a plan may leave idle to imbalance: four tasks per thread
 #: or more always reach it
 MIN_BALANCE = 0.8
+#: the flops a thread must get for smaller blocks to pay: below, handing it a share costs
+#: more than leaving it idle
+MIN_FLOPS_PER_THREAD = 1 << 20
 #: the smallest m and n blocks balance cuts to: two AVX-512 vectors of float32 rows, and
 #: enough columns for a full register block of the kernels
 FLOOR_SIZES = {"m": 32, "n": 16}
@@ -36,16 +39,22 @@ def working_threads(op: TensorOperation) -> int:
     return max(1, min(op.num_threads or 1, work // MIN_WORK_PER_THREAD))
 
 
-def balance(op: TensorOperation) -> float:
-    """The share of its threads' time an optimized op keeps them busy (1: even shares)."""
-    threads = working_threads(op)
+def balance(op: TensorOperation, threads: int | None = None) -> float:
+    """The share of `threads` threads' time (default: those the op's nest runs on) an
+    optimized op keeps busy (1: even shares)."""
+    threads = threads or working_threads(op)
     tasks = prod(dim.size for dim in op.dims if dim.exec_type == "shared")
     return tasks / (threads * -(-tasks // threads))
 
 
 def needs_smaller_blocks(op: TensorOperation) -> bool:
-    """Whether an optimized contraction's blocks leave too many of its threads idle."""
-    return op.kind == "contraction" and working_threads(op) > 1 and balance(op) < MIN_BALANCE
+    """Whether an optimized contraction's blocks leave too many of its threads idle, each
+    thread having MIN_FLOPS_PER_THREAD to do."""
+    if op.kind != "contraction":
+        return False
+    flops = 2 * prod(dim.size for dim in op.dims)
+    threads = min(working_threads(op), flops // MIN_FLOPS_PER_THREAD)
+    return threads > 1 and balance(op, threads) < MIN_BALANCE
 
 
 def smaller_blocks(op: TensorOperation) -> Iterator[dict]:

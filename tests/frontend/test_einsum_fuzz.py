@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import numpy_einsum_calls
+from frontend_support import numpy_einsum_calls
 
 import einjit
 

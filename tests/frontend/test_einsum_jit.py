@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import assert_close, jit_available, numpy_einsum_forbidden, random_operands
+from frontend_support import assert_close, jit_available, numpy_einsum_forbidden, random_operands
 from test_einsum_lowering import EQUATIONS, VIEWS, _ids, _random_equation, check
 
 import einjit

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import WIDER, assert_close, numpy_einsum_forbidden, random_operands
+from frontend_support import WIDER, assert_close, numpy_einsum_forbidden, random_operands
 
 import einjit
 from einjit.einsum import _dense, _Prepared

@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import DTYPES, assert_close, numpy_einsum_forbidden
+from frontend_support import DTYPES, assert_close, numpy_einsum_forbidden
 
 import einjit
 

@@ -11,7 +11,7 @@ result and numpy's float64 one, so the tolerance scales with the summed length."
 
 import numpy as np
 import pytest
-from conftest import jit_available, numpy_einsum_forbidden
+from frontend_support import jit_available, numpy_einsum_forbidden
 
 import einjit
 from einjit.einsum import plan_cache

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import jit_available, numpy_einsum_forbidden
+from frontend_support import jit_available, numpy_einsum_forbidden
 
 import einjit
 from einjit import numpy_api

@@ -6,7 +6,7 @@ operands that are not arrays."""
 
 import numpy as np
 import pytest
-from conftest import numpy_einsum_calls, numpy_einsum_forbidden
+from frontend_support import numpy_einsum_calls, numpy_einsum_forbidden
 
 import einjit
 

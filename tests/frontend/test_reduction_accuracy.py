@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import jit_available
+from frontend_support import jit_available
 
 import einjit
 from einjit.frontend.long_sums import CHUNK, LONG_CHAIN, LONG_SUM, accumulation_chain

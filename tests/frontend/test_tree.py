@@ -4,7 +4,7 @@ computed through the plan with the IR's reference executor."""
 
 import numpy as np
 import pytest
-from conftest import WIDER, assert_close, numpy_einsum_forbidden, random_operands
+from frontend_support import WIDER, assert_close, numpy_einsum_forbidden, random_operands
 from test_grammar import COURSE_TREES
 
 import einjit

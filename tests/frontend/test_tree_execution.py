@@ -6,7 +6,13 @@ numpy.einsum forbidden where einjit's kernels must compute."""
 
 import numpy as np
 import pytest
-from conftest import WIDER, assert_close, jit_available, numpy_einsum_forbidden, random_operands
+from frontend_support import (
+    WIDER,
+    assert_close,
+    jit_available,
+    numpy_einsum_forbidden,
+    random_operands,
+)
 from test_grammar import COURSE_TREES
 from test_tree import SMALL
 
