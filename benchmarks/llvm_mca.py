@@ -105,16 +105,17 @@ def innermost_loops(code: bytes, isa: str, containing: str) -> list[list[str]]:
 
 
 def tools() -> list[str]:
-    """The llvm-mca commands on the PATH, newest LLVM first (llvm-mca-16, llvm-mca-14, then
-    a plain llvm-mca, whose version is unknown)."""
-    found = {}
+    """The llvm-mca programs on the PATH by name, newest LLVM first (llvm-mca-16,
+    llvm-mca-14, then a plain llvm-mca that links to none of them: its version unknown)."""
+    found = {}          # the program (a plain llvm-mca links to a versioned one) -> name
     for folder in os.environ.get("PATH", "").split(os.pathsep):
-        for path in glob.glob(os.path.join(folder, "llvm-mca*")):
-            name = os.path.basename(path)
-            version = re.fullmatch(r"llvm-mca(?:-(\d+))?", name)
+        for path in sorted(glob.glob(os.path.join(folder, "llvm-mca*"))):
+            version = re.fullmatch(r"llvm-mca(?:-(\d+))?", os.path.basename(path))
             if version and os.access(path, os.X_OK):
-                found.setdefault(name, int(version.group(1) or 0))
-    return sorted(found, key=lambda name: -found[name])
+                name = (int(version.group(1) or 0), os.path.basename(path))
+                program = os.path.realpath(path)
+                found[program] = max(found.get(program, name), name)
+    return [name for _, name in sorted(found.values(), reverse=True)]
 
 
 @functools.cache
