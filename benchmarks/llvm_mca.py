@@ -13,6 +13,7 @@ import functools
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -118,11 +119,15 @@ def tools() -> list[str]:
     return [name for _, name in sorted(found.values(), reverse=True)]
 
 
-@functools.cache
 def knows(tool: str, triple: str, cpu: str) -> bool:
     """Whether `tool` has `cpu` for `triple` (an unknown one it only warns about and
     ignores, modelling a generic core instead)."""
-    done = subprocess.run([tool, f"-mtriple={triple}", f"-mcpu={cpu}", "-iterations=1"],
+    return _knows(shutil.which(tool) or tool, triple, cpu)
+
+
+@functools.cache
+def _knows(program: str, triple: str, cpu: str) -> bool:
+    done = subprocess.run([program, f"-mtriple={triple}", f"-mcpu={cpu}", "-iterations=1"],
                           input="nop\n", capture_output=True, text=True)
     return done.returncode == 0 and "not a recognized processor" not in done.stderr
 

@@ -39,6 +39,7 @@ from einjit.runtime.host import host_isa
 
 from . import llvm_mca
 from .harness import write_result
+from .x86_gemm import GemmTimer, paired_percent
 
 TRIPLE = "x86_64"
 HEADER = ".intel_syntax noprefix\n"         # capstone writes Intel syntax
@@ -216,7 +217,6 @@ def main_block(target, dtype: str) -> tuple[int, int, int]:
 def measured_percent(variant: str, dtype: str, m: int, n: int, k: int) -> float:
     """This host's GFLOPS for the kernel as a % of the FMA peak measured in the same rounds
     (benchmarks.x86_gemm.paired_percent: the best of 5 rounds, each peak right before)."""
-    from .x86_gemm import GemmTimer, paired_percent
     return paired_percent(GemmTimer(variant, dtype), m, n, k, 1)
 
 
@@ -356,8 +356,9 @@ def report(models: Models | None = None, measure=measured_percent, progress=None
                      for loop in loops} | {(c, loop.body) for _, loop in grid}
             jobs |= {(c, peak_body(width, dtype)) for width in WIDTHS[variant]}
     models.run_all(jobs, progress)
-    lines.append("  " + ", ".join(f"{c}: {models.tool[c]} ({models.model(c)})"
-                                  for c in models.known()))
+    if models.known():
+        lines.append("  " + ", ".join(f"{c}: {models.tool[c]} ({models.model(c)})"
+                                      for c in models.known()))
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(("variant", "dtype", "cpu", "llvm_mca", "model", "kind", "kernel", "block",
