@@ -28,6 +28,7 @@ import io
 import re
 import statistics
 import sys
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from einjit.backends import resolve_target
@@ -83,7 +84,30 @@ class Loop:
 
     @property
     def accumulators(self) -> int:
+        """The registers its FMAs write."""
         return len({line.split()[1].rstrip(",") for line in self.body if FMA.match(line)})
+
+    @property
+    def factor_uses(self) -> tuple[int, ...]:
+        """How many of its FMAs take each register as their first factor (a plain block's
+        vectors of A, each once a column), in increasing order."""
+        uses = Counter(line.split()[2].rstrip(",") for line in self.body if FMA.match(line))
+        return tuple(sorted(uses.values()))
+
+    def signature(self) -> tuple:
+        """What label_loops matches against a run of the plan (see block_runs)."""
+        return self.accumulators, len(self.factor_uses), self.factor_uses, self.a_reach
+
+    @property
+    def a_reach(self) -> int:
+        """The largest displacement its loads of those factors take (bytes past A's pointer;
+        an overlapped or masked tail vector ends at the block's last row)."""
+        factors = {line.split()[2].rstrip(",") for line in self.body if FMA.match(line)}
+        found = [re.search(r"\[[^]]*?(?: ([+-]) (0x[0-9a-f]+|\d+))?\]", line)
+                 for line in self.body[1:-1]
+                 if len(line.split()) > 1 and line.split()[1].rstrip(",") in factors]
+        return max((int(f"{m.group(1)}{m.group(2)}", 0) if m.group(1) else 0
+                    for m in found if m), default=0)
 
     @property
     def shape(self) -> str:
@@ -96,9 +120,12 @@ def core_target(variant: str, mca_cpu: str):
     return replace(VARIANTS[variant], micro=cpu.MICROARCHS[CPUS[mca_cpu]])
 
 
-def block_runs(target, m: int, n: int, k: int, br: int, dtype: str) -> list[tuple[str, int]]:
-    """("rows x cols", accumulators) of each run of register blocks of the kernel's plan, in
-    the order its code computes them."""
+def block_runs(target, m: int, n: int, k: int, br: int,
+               dtype: str) -> list[tuple[str, tuple]]:
+    """("rows x cols", signature) of each run of register blocks of the kernel's plan, in the
+    order its code computes them; the signature as Loop.signature has it: accumulators,
+    vectors of A, the FMAs of each (a column each, a packed tail one each packed accumulator),
+    the byte offset of A's last vector."""
     chosen, panels = choose(m, n, k, br, target, dtype)
     elements = precision(dtype)
     lanes = chosen.lanes(elements.bytes)
@@ -110,19 +137,27 @@ def block_runs(target, m: int, n: int, k: int, br: int, dtype: str) -> list[tupl
             mode = replace(panel.mode, quads=min(panel.mode.quads, cols))
             registers = BlockRegisters(chosen, panel.vectors, cols, panel.tail_rows, mode,
                                        elements)
-            runs.append((f"{rows}x{cols}", len(registers.accumulators())))
+            own = len(registers.acc[0]) if registers.acc else 0
+            uses = [cols] * own + ([len(registers.packed_acc)] if registers.packed_acc else [])
+            runs.append((f"{rows}x{cols}", (len(registers.accumulators()), len(registers.a),
+                                            tuple(sorted(uses)),
+                                            registers.offset(panel.vectors - 1))))
     return runs
 
 
-def label_loops(bodies: list[list[str]], runs: list[tuple[str, int]]) -> list[Loop]:
+def label_loops(bodies: list[list[str]], runs: list[tuple[str, tuple]]) -> list[Loop]:
     """Each loop body with the block of its run: the next run in code order (else an earlier
-    one: skewed runs interleave) whose blocks hold as many accumulators as the loop's FMAs
-    write ("?" where none does)."""
+    one: skewed runs interleave) whose signature is the loop's; failing that, whose
+    signature's first three, two, or one entries are ("?" where no run has as many
+    accumulators). Dot and paired tails use their registers otherwise than the signature
+    counts: they match on fewer entries."""
     loops, position = [], 0
     for body in bodies:
         loop = Loop("?", tuple(body))
-        found = next((i for i in [*range(position, len(runs)), *range(position)]
-                      if runs[i][1] == loop.accumulators), None)
+        order = [*range(position, len(runs)), *range(position)]
+        seen = loop.signature()
+        found = next((i for size in (4, 3, 2, 1) for i in order
+                      if runs[i][1][:size] == seen[:size]), None)
         if found is not None:
             position = found
             loop = Loop(runs[found][0], loop.body)

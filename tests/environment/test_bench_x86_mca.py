@@ -13,6 +13,8 @@ import pytest
 
 from benchmarks import llvm_mca, x86_mca
 from einjit.backends.x86_64 import cpu
+from einjit.backends.x86_64.blocking import TailMode, choose
+from einjit.backends.x86_64.precision import precision
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPORT = FIXTURES / "llvm_mca_16_sapphirerapids.txt"
@@ -27,29 +29,65 @@ def _check_loop(loop):
     assert not any(line.startswith("j") for line in loop.body[1:-1])
 
 
-# (variant, llvm-mca cpu, dtype, kernel): {block: FMAs an iteration} of its distinct K loops.
-# A plain block takes one k-step an iteration: an FMA per vector of A and column of B.
+def _plain_blocks(variant, mca_cpu, dtype, shape):
+    """{"rows x cols": FMAs a k-step} of the plan's blocks that take one k-step an iteration
+    with an FMA per vector of A and column of B (a masked or overlapped tail vector, or none;
+    no packed, dot, paired or quad tails)."""
+    target = x86_mca.core_target(variant, mca_cpu)
+    chosen, panels = choose(*shape, target, dtype)
+    lanes = chosen.lanes(precision(dtype).bytes)
+    return {f"{p.vectors * lanes - (lanes - p.tail_rows if p.tail_rows else 0)}x{cols}":
+            p.vectors * cols for p in panels for _, cols in p.runs()
+            if p.mode in (TailMode(), TailMode(overlap=True))}
+
+
+# (variant, llvm-mca cpu, dtype, kernel): Intel and AMD code of both variants and dtypes,
+# batches, masked AVX-512 tails (M = 25, 17), an overlapped AVX2 tail (M = 30) and a dot one
+# (M = 25)
 CASES = [
-    ("avx512", "sapphirerapids", "float32", (64, 64, 64, 1), {"32x13": 2 * 13, "32x12": 2 * 12}),
-    ("avx512", "skylake-avx512", "float64", (64, 64, 64, 1), {"16x13": 2 * 13, "16x12": 2 * 12}),
-    ("avx512", "znver4", "float32", (64, 64, 64, 1), {"16x22": 22, "16x20": 20}),
-    ("avx512", "znver4", "float64", (16, 16, 64, 32), {"8x16": 16}),
-    ("avx2", "znver3", "float32", (64, 64, 64, 1), {"24x4": 3 * 4, "16x4": 2 * 4}),
-    ("avx2", "icelake-server", "float64", (48, 48, 64, 16), {"8x6": 2 * 6}),
+    ("avx512", "sapphirerapids", "float32", (64, 64, 64, 1)),
+    ("avx512", "skylake-avx512", "float64", (64, 64, 64, 1)),
+    ("avx512", "icelake-server", "float32", (25, 25, 64, 16)),
+    ("avx512", "znver4", "float32", (64, 64, 64, 1)),
+    ("avx512", "znver4", "float64", (17, 16, 64, 32)),
+    ("avx2", "znver3", "float32", (64, 64, 64, 1)),
+    ("avx2", "icelake-server", "float64", (12, 48, 64, 16)),
+    ("avx2", "znver4", "float32", (30, 30, 64, 1)),
+    ("avx2", "znver4", "float32", (25, 30, 64, 1)),
+    # blocks alike in their accumulators and vectors of A: an overlapped tail (24x4 and 22x4),
+    # a packed one (16x6 and 12x8, one vector of A and 4 rows packed two columns a vector)
+    ("avx2", "skylake-avx512", "float32", (46, 64, 64, 1)),
+    ("avx512", "znver4", "float32", (28, 64, 64, 1)),
 ]
 
 
-@pytest.mark.parametrize("variant, mca_cpu, dtype, shape, expected", CASES)
-def test_the_k_loops_of_generated_kernels(variant, mca_cpu, dtype, shape, expected):
-    loops = x86_mca.kernel_loops(x86_mca.core_target(variant, mca_cpu), *shape, dtype)
-    assert {loop.block for loop in loops} == set(expected)
+@pytest.mark.parametrize("variant, mca_cpu, dtype, shape", CASES)
+def test_the_k_loops_of_generated_kernels(variant, mca_cpu, dtype, shape):
+    target = x86_mca.core_target(variant, mca_cpu)
+    loops = x86_mca.kernel_loops(target, *shape, dtype)
+    runs = x86_mca.block_runs(target, *shape, dtype)
+    # a loop for every block shape of the plan, each named after one
+    assert {loop.block for loop in loops} == {block for block, *_ in runs}
+    plain = _plain_blocks(variant, mca_cpu, dtype, shape)
+    assert plain, "the case should hold blocks of one k-step an iteration"
     for loop in loops:
         _check_loop(loop)
-        assert loop.fmas == expected[loop.block], (loop.block, loop.body)
-        assert loop.accumulators == loop.fmas          # one k-step: an FMA per accumulator
-        m = int(loop.block.split("x")[0])
-        lanes = loop.width // (32 if dtype == "float32" else 64)
-        assert loop.fmas == -(-m // lanes) * int(loop.block.split("x")[1])
+        assert loop.width == (256 if variant == "avx2" else loop.width)
+        if loop.block in plain:                 # an FMA per accumulator, per vector and column
+            assert loop.fmas == loop.accumulators == plain[loop.block], (loop.block, loop.body)
+
+
+def test_the_fmas_of_the_main_blocks():
+    """The main blocks as the plans have them now: 2 zmm x 13 columns on the Intel cores,
+    1 zmm x 22 on Zen 4 (which splits a zmm FMA in halves), 3 ymm x 4 in AVX2."""
+    for variant, mca_cpu, dtype, block, fmas in [
+            ("avx512", "sapphirerapids", "float32", "32x13", 2 * 13),
+            ("avx512", "sapphirerapids", "float64", "16x13", 2 * 13),
+            ("avx512", "znver4", "float32", "16x22", 22),
+            ("avx2", "znver3", "float32", "24x4", 3 * 4)]:
+        loops = x86_mca.kernel_loops(x86_mca.core_target(variant, mca_cpu), 64, 64, 64, 1,
+                                     dtype)
+        assert [loop.fmas for loop in loops if loop.block == block][0] == fmas
 
 
 def test_the_loop_of_a_tail_and_of_the_peak():
