@@ -75,7 +75,12 @@ class Loop:
 
     @property
     def fmas(self) -> int:
-        return sum(bool(FMA.match(line)) for line in self.body)
+        return len(self.fma_registers())
+
+    def fma_registers(self) -> list[tuple[str, str]]:
+        """(the register written, the first factor's) of each FMA (a write mask left out)."""
+        operands = [line.split(None, 1)[1].split(", ") for line in self.body if FMA.match(line)]
+        return [(ops[0].split()[0], ops[1].split()[0]) for ops in operands]
 
     @property
     def width(self) -> int:
@@ -86,13 +91,13 @@ class Loop:
     @property
     def accumulators(self) -> int:
         """The registers its FMAs write."""
-        return len({line.split()[1].rstrip(",") for line in self.body if FMA.match(line)})
+        return len({written for written, _ in self.fma_registers()})
 
     @property
     def factor_uses(self) -> tuple[int, ...]:
         """How many of its FMAs take each register as their first factor (a plain block's
         vectors of A, each once a column), in increasing order."""
-        uses = Counter(line.split()[2].rstrip(",") for line in self.body if FMA.match(line))
+        uses = Counter(factor for _, factor in self.fma_registers())
         return tuple(sorted(uses.values()))
 
     def signature(self) -> tuple:
@@ -103,7 +108,7 @@ class Loop:
     def a_reach(self) -> int:
         """The largest displacement its loads of those factors take (bytes past A's pointer;
         an overlapped or masked tail vector ends at the block's last row)."""
-        factors = {line.split()[2].rstrip(",") for line in self.body if FMA.match(line)}
+        factors = {factor for _, factor in self.fma_registers()}
         found = [re.search(r"\[[^]]*?(?: ([+-]) (0x[0-9a-f]+|\d+))?\]", line)
                  for line in self.body[1:-1]
                  if len(line.split()) > 1 and line.split()[1].rstrip(",") in factors]
@@ -214,8 +219,7 @@ class Models:
         self.reports.update(zip(todo, llvm_mca.map_parallel(one, todo, progress)))
 
     def fma_per_cycle(self, mca_cpu: str, body: tuple[str, ...]) -> float:
-        fmas = sum(bool(FMA.match(line)) for line in body)
-        return fmas / self.reports[mca_cpu, body].cycles_per_iteration
+        return Loop("", body).fmas / self.reports[mca_cpu, body].cycles_per_iteration
 
     def peak(self, mca_cpu: str, width: int, dtype: str) -> float:
         return self.fma_per_cycle(mca_cpu, peak_body(width, dtype))
@@ -228,7 +232,7 @@ class Models:
         return sum(loop.fmas for loop in loops) / cycles / peak
 
     def model(self, mca_cpu: str) -> str:
-        """The scheduling model llvm-mca used for the core (from its peak block's report)."""
+        """The scheduling model llvm-mca used for the core (any of its reports names it)."""
         found = [r.model for (c, _), r in self.reports.items() if c == mca_cpu]
         return found[0] if found else "?"
 
@@ -371,7 +375,9 @@ def report(models: Models | None = None, measure=measured_percent, progress=None
     models = models or Models()
     progress = progress or llvm_mca.terminal_progress
     if not models.installed:
-        return "x86-64 llvm-mca: no llvm-mca is installed (Debian: apt-get install llvm-16)"
+        text = "x86-64 llvm-mca: no llvm-mca is installed (Debian: apt-get install llvm-16)"
+        write_result("x86_mca.txt", text + "\n")
+        return text
     lines = ["llvm-mca of each core (the newest installed that knows it; model: its "
              "scheduling tables):"]
     unknown = [c for c in CPUS if not models.tool[c]]

@@ -192,6 +192,7 @@ def test_a_cpu_no_llvm_mca_knows_is_said_so(tmp_path, monkeypatch):
     assert not any(",znver4," in row for row in rows)
     # no llvm-mca at all: a line saying so, not a failure
     assert "no llvm-mca is installed" in x86_mca.report(x86_mca.Models([]))
+    assert "no llvm-mca is installed" in (tmp_path / "results" / "x86_mca.txt").read_text()
 
 
 def test_model_and_measurement_disagreeing_by_more_than_10_points_warn():
