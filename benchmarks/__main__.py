@@ -6,7 +6,8 @@ peak and the element-wise kernels against numpy's bandwidth; on any host the see
 TensorOperation configurations with the call overhead, and every einsum case in float32
 against numpy, opt_einsum, torch and TBLIS (the peers timed in one window). --full runs
 everything: the whole GEMM grid (M, N in 1..64) for each code variant the host runs, the
-static (llvm-mca) throughput of the generated A64 kernels, the TensorOperation optimizer and
+static (llvm-mca) throughput of the generated A64 kernels and of the x86-64 BRGEMM inner
+loops on Intel and AMD cores (checked against this host), the TensorOperation optimizer and
 permutation cases, einsum in float32 and float64 (einjit and the peers each timed in two
 windows), and the matrix products against numpy's @ and torch.matmul on 1 and 2 threads in
 float32 and float64 (--large adds n = 4096). --quick: a coarse GEMM grid, small einsum sizes
@@ -32,12 +33,12 @@ import time
 from einjit.backends.x86_64 import cpu
 from einjit.runtime.host import host_isa
 
-from . import aarch64_mca, einsum, matmul, tensor_operation, x86_eltwise, x86_gemm
+from . import aarch64_mca, einsum, matmul, tensor_operation, x86_eltwise, x86_gemm, x86_mca
 from .output import RESULTS_ENV, machine_name, results_dir, update_reference, write_result
 from .verdict import Verdict, WrongResult
 
-SECTIONS = ("gemm", "eltwise", "mca", "tensorop", "einsum", "matmul")
-FULL_ONLY = ("mca", "matmul")   # the default run leaves these out
+SECTIONS = ("gemm", "eltwise", "mca", "x86_mca", "tensorop", "einsum", "matmul")
+FULL_ONLY = ("mca", "x86_mca", "matmul")   # the default run leaves these out
 QUICK_SIZES = (16, 32, 48, 64)
 
 
@@ -150,6 +151,10 @@ def main(argv=None):
     if "mca" in chosen:
         section("AArch64 BRGEMM, static throughput (llvm-mca) and generation time",
                 lambda: aarch64_mca.report(verdict).splitlines())
+    if "x86_mca" in chosen:
+        section("x86-64 BRGEMM inner loops on Intel and AMD cores, static throughput "
+                "(llvm-mca), against this host",
+                lambda: x86_mca.report().splitlines())
     if "tensorop" in chosen:
         seeds_only = not full
         section("TensorOperation: " + ("the seeds' configurations and the call overhead"

@@ -20,21 +20,18 @@ LLVM 16 models neoverse-v2 with its Neoverse N2 scheduling tables (two 128-bit F
 so the model's peak is about 2 FMLA/cycle; the real V2 has four pipes.
 """
 
-import os
 import re
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 from einjit.backends import aarch64
 from einjit.backends.aarch64 import brgemm
 from einjit.backends.aarch64.target import check_dtype
-from einjit.disasm import disassemble
 
+from . import llvm_mca
 from .harness import best_seconds, cold_ms, write_result
 from .verdict import Verdict
 
-MCA = ["llvm-mca-16", "-mtriple=aarch64", "-mcpu=neoverse-v2", "-iterations=300"]
+MCA = ["llvm-mca-16", "-mtriple=aarch64", "-mcpu=neoverse-v2"]
 
 # (m, n, k, batch): the main 16x6 microkernel, then every kind of remainder block.
 SHAPES = [(64, 64, 64, 1), (64, 60, 256, 16), (12, 6, 64, 1), (8, 6, 64, 1), (4, 6, 64, 1),
@@ -52,19 +49,9 @@ ELTWISE = [("unary", ("identity", 2048, 2048, False)), ("unary", ("relu", 2048, 
            ("binary", ("add", 2048, 2048)), ("binary", ("max", 2048, 2048))]
 
 
-def mca(asm_text):
-    """(instructions, total cycles) predicted by llvm-mca for the given loop body."""
-    out = subprocess.run(MCA, input=asm_text, capture_output=True, text=True, check=True).stdout
-    instructions = int(re.search(r"^Instructions:\s+(\d+)", out, re.M).group(1))
-    cycles = int(re.search(r"^Total Cycles:\s+(\d+)", out, re.M).group(1))
-    return instructions, cycles
-
-
 def cycles_per_iteration(body):
     """Predicted cycles of one pass through a loop body (one instruction per line)."""
-    iterations = int(MCA[-1].split("=")[1])
-    _, cycles = mca("\n".join(body) + "\n")
-    return cycles / iterations
+    return llvm_mca.cycles_per_iteration(MCA, body)
 
 
 def fmla_per_cycle(body):
@@ -93,28 +80,9 @@ def model_peak(arr="4s"):
 
 
 def innermost_loops(code, containing="fmla"):
-    """The bodies (lists of instruction texts) of the innermost loops containing an
-    instruction starting with `containing`.
-
-    A loop is a backward branch to an earlier offset; it is innermost when no other backward
-    branch lies inside it. Branch targets are replaced by a local label for llvm-mca.
-    """
-    lines = []
-    for line in disassemble(code, "aarch64").splitlines():
-        offset, _, text = line.split(None, 2)
-        lines.append((int(offset.rstrip(":"), 16), text))
-    loops = []
-    for index, (offset, text) in enumerate(lines):
-        target = re.search(r"#(-?(?:0x[0-9a-f]+|\d+))$", text)  # capstone: small ones decimal
-        is_branch = re.match(r"(b\.|cbn?z|tbn?z|b )", text)
-        if not (is_branch and target and int(target.group(1), 0) < offset):
-            continue
-        start = int(target.group(1), 0)
-        body = [t for o, t in lines if start <= o < offset]
-        inner = any(re.match(r"(b\.|cbn?z|tbn?z)", t) for t in body)
-        if not inner and any(t.startswith(containing) for t in body):
-            loops.append(body + [re.sub(r"#-?(?:0x[0-9a-f]+|\d+)$", "loop", text)])
-    return [["loop:"] + body for body in loops]
+    """The bodies of the innermost loops of A64 `code` holding an instruction starting with
+    `containing` (see llvm_mca.innermost_loops)."""
+    return llvm_mca.innermost_loops(code, "aarch64", containing)
 
 
 NEON = aarch64.VARIANTS["neon"]
@@ -168,14 +136,9 @@ def grid(dtype, peak, sizes=GRID_SIZES, progress=None):
     lanes = check_dtype(dtype).lanes
     counts = {(m, n): brgemm.block_counts(m, n, dtype) for m in sizes for n in sizes}
     shapes = sorted({shape for blocks in counts.values() for shape in blocks}, key=str)
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:   # llvm-mca runs in subprocesses
-        jobs = [pool.submit(block_cycles_per_step, pieces, ncols, dtype)
-                for pieces, ncols in shapes]
-        cycles = {}
-        for index, (shape, job) in enumerate(zip(shapes, jobs)):
-            cycles[shape] = job.result()
-            if progress:
-                progress(f"{dtype}: llvm-mca on block shape {index + 1}/{len(shapes)}")
+    steps = llvm_mca.map_parallel(lambda shape: block_cycles_per_step(*shape, dtype), shapes,
+                                  progress, f"{dtype}: llvm-mca on block shape")
+    cycles = dict(zip(shapes, steps))
     return {size: size[0] * size[1] / (peak * lanes * sum(count * cycles[shape]
                                                           for shape, count in blocks.items()))
             for size, blocks in counts.items()}
@@ -196,12 +159,6 @@ def grid_lines(dtype, peak, progress=None):
         lines.append(f"  M {start + 1:>2}..{start + 16:<2}" +
                      "".join(f"{v:>5.0%}" for v in means[start:start + 16]))
     return lines
-
-
-def _progress(line):
-    """One progress line on a terminal, overwritten in place."""
-    if sys.stderr.isatty():
-        print(f"\r{line}\033[K", end="", file=sys.stderr, flush=True)
 
 
 def report(verdict=None):
@@ -236,7 +193,7 @@ def report(verdict=None):
     lines += ["", f"Every BRGEMM size: useful FLOPs over the predicted cycles of each C block's "
               f"K loop (the model's peak = {peak:.2f} full-vector FMLA/cycle)"]
     for dtype, dtype_peak in (("float32", peak), ("float64", peak64)):
-        lines += grid_lines(dtype, dtype_peak, progress=_progress)
+        lines += grid_lines(dtype, dtype_peak, progress=llvm_mca.terminal_progress)
     lines += ["", "element-wise kernels, 2048x2048: their main (most storing) inner loop",
               f"{'kernel':<26}{'insns/iter':>11}{'cycles/iter':>12}{'stored B/cycle':>15}"]
     for kind, params in ELTWISE:

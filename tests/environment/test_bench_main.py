@@ -20,6 +20,7 @@ class Calls:
         monkeypatch.setattr(job.x86_gemm, "run", self.gemm)
         monkeypatch.setattr(job.x86_eltwise, "run", self.eltwise)
         monkeypatch.setattr(job.aarch64_mca, "report", self.mca)
+        monkeypatch.setattr(job.x86_mca, "report", self.x86_mca)
         monkeypatch.setattr(job.tensor_operation, "run", self.tensorop)
         monkeypatch.setattr(job.einsum, "run", self.einsum)
         monkeypatch.setattr(job.matmul, "run", self.matmul)
@@ -42,6 +43,10 @@ class Calls:
     def mca(self, verdict=None):
         self.seen["mca"] = True
         return "\n".join(self._table("mca", verdict)[0])
+
+    def x86_mca(self):
+        self.seen["x86_mca"] = True
+        return "TABLE-LINE x86_mca"
 
     def tensorop(self, quick, seeds_only, verdict):
         self.seen["tensorop"] = (quick, seeds_only)
@@ -72,6 +77,7 @@ def test_the_default_run_is_representative(tmp_path, monkeypatch, capsys):
         "einsum": [(False, "float32", 1)],         # the peers timed in one window
     }
     assert "mca" not in calls.seen and "matmul" not in calls.seen
+    assert "x86_mca" not in calls.seen
     out = capsys.readouterr().out
     assert out.startswith("einjit benchmarks (default run): gemm, eltwise, tensorop, einsum")
 
@@ -83,6 +89,7 @@ def test_full_runs_everything(tmp_path, monkeypatch, capsys):
         "gemm": [("avx512", tuple(range(1, 65))), ("avx2", tuple(range(1, 65)))],
         "eltwise": ["avx512", "avx2"],
         "mca": True,
+        "x86_mca": True,
         "tensorop": (False, False),
         "einsum": [(False, "float32", 2), (False, "float64", 2)],
         "matmul": [("float32", len(job.matmul.grid())), ("float64", len(job.matmul.grid()))],
@@ -108,6 +115,7 @@ def test_each_table_is_printed_once_and_the_verdict_closes_the_run(tmp_path, mon
                     "einsum float32", "einsum float64", "matmul float32", "matmul float64"):
         assert out.count(f"TABLE-LINE {section}\n") == 1, section
         assert f"  MISSED {section} figure: 50.0% (target >= 90%)" in out
+    assert out.count("TABLE-LINE x86_mca\n") == 1          # it states no target
     verdict = out[out.rindex("== VERDICT"):].splitlines()
     assert verdict[1] == ("0 of 9 targets met, 9 missed; every result checked against numpy "
                           "is right")
@@ -159,3 +167,11 @@ def test_the_matmul_section_runs_when_named_with_large_and_dtype(tmp_path, monke
     assert len(job.matmul.grid(large=True)) == len(job.matmul.grid()) + 1
     assert (tmp_path / "summary-matmul.txt").exists()
     assert (tmp_path / "matmul_float64.csv").read_text() == "a,b\n1,2\n"
+
+
+def test_the_x86_mca_section_runs_when_named(tmp_path, monkeypatch, capsys):
+    calls = Calls(monkeypatch)
+    assert _run(tmp_path, "x86_mca") == 0
+    assert calls.seen == {"x86_mca": True}
+    assert "== x86-64 BRGEMM inner loops" in capsys.readouterr().out
+    assert (tmp_path / "summary-x86_mca.txt").exists()
