@@ -84,15 +84,19 @@ class CompiledOperation:
     def run(self, in0: int, in1: int, out: int) -> None:
         """Execute on validated operand addresses (no checks here: TensorOperation.execute
         validates)."""
+        single = self.single
+        if single is not None:
+            self.function(in0, in1, out, 0, single)
+            return
         if self.function is None:
             raise IsaMismatchError(f"this operation was compiled for {self.target} and cannot "
                                    f"run here: {self._not_runnable}")
-        if self.single is not None:
-            self.function(in0, in1, out, 0, self.single)
-        else:
-            on_caller = not self.stack_bytes or stack_suffices(self.stack_bytes)
-            run_shares(self.target, self._block.address, self.function,
-                       [(in0, in1, out, begin, end) for begin, end in self._shares], on_caller)
+        on_caller = not self.stack_bytes or stack_suffices(self.stack_bytes)
+        if on_caller and len(self._shares) == 1:
+            self.function(in0, in1, out, *self._shares[0])
+            return
+        run_shares(self.target, self._block.address, self.function,
+                   [(in0, in1, out, begin, end) for begin, end in self._shares], on_caller)
 
     def disassemble(self) -> str:
         return disassemble(self.code, self.target.isa)
