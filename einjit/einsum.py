@@ -73,6 +73,7 @@ class _NotGiven:
 _EINJITS_CHOICE = _NotGiven("einjit's choice of path")
 _SAFE = _NotGiven("'safe'")
 _PLAIN_OPTIMIZE = (bool, str, _NotGiven)   # optimize= values the fast path takes as keys
+_LAYOUT = operator.attrgetter("shape", "strides")   # an operand's part of a plan's key
 
 
 @functools.lru_cache(maxsize=512)
@@ -329,8 +330,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
             if type(a) is not np.ndarray or a.dtype is not kind:
                 break
         else:
-            entry = _PLANS.get((operands[0], tuple([a.shape for a in arrays]),
-                                tuple([a.strides for a in arrays]), path, "K", _HOST,
+            entry = _PLANS.get((operands[0], tuple(map(_LAYOUT, arrays)), path, "K", _HOST,
                                 kind, threads_setting())) \
                 if kind is _FLOAT32 or kind is _FLOAT64 else None
             if entry is not None:
@@ -364,7 +364,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
     strides = tuple(_element_strides(a) for a in arrays)
     # plans are made for the thread count: a changed EINJIT_NUM_THREADS makes new ones
-    key = (subscripts, shapes, tuple(a.strides for a in originals), _hashable(path),
+    key = (subscripts, tuple(zip(shapes, (a.strides for a in originals))), _hashable(path),
            letter, _HOST, compute, threads_setting())
     try:
         hash(key)
@@ -524,12 +524,14 @@ class ContractExpression:
                     # may_share_memory: the bounds of each, exact for these C strides)
                     start = data_address(out)
                     end = start + nbytes
+                    addresses = []
                     for a, size in zip(arrays, self._fast_bytes):
                         first = data_address(a)
                         if first < end and start < first + size:
                             break
+                        addresses.append(first)
                     else:
-                        prepared.plan.run(arrays, out)
+                        prepared.plan.run(arrays, out, (addresses, start))
                         return out
         if len(arrays) != len(self.shapes):
             raise EinsumValueError(f"this expression takes {len(self.shapes)} operands "

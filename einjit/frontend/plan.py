@@ -164,8 +164,10 @@ class Plan:
             emit(tree.root, [Node(tree.root.dims, (), tree.root.operand)])
         self.num_leaves = len(tree.leaves)
         self._program: tuple | None = None
-        # run(leaves, out) of a one-step plan as one closure (compile)
+        # run(leaves, out) and run_addresses(leaves, out) of a one-step plan as closures
+        # (compile)
         self._direct: Callable | None = None
+        self._direct_addresses: Callable | None = None
         if all(step.lowered.op.is_defined for step in self.steps):
             self.compile()
         plan_built(self)
@@ -209,13 +211,13 @@ class Plan:
                             size, allocate,
                             tuple(first_buffer + index for index in step.frees)))
         self._program = (tuple(program), tuple(tail))
-        self._direct = None
+        self._direct = self._direct_addresses = None
         if len(self.steps) == 1 and not any(self.steps[0].offsets):
             # one step from the leaves into the result: no slots, no buffers
             _, in0, in1, _, _, _, _ = program[0]
-            self._direct = _one_step(compiled, *((index, 0) if index < leaves else
-                                                 (None, tail[index - leaves - 1])
-                                                 for index in (in0, in1)))
+            self._direct, self._direct_addresses = _one_step(
+                compiled, *((index, 0) if index < leaves else (None, tail[index - leaves - 1])
+                            for index in (in0, in1)))
 
     @property
     def compiled(self) -> bool:
@@ -226,6 +228,10 @@ class Plan:
         """Execute on addresses, unchecked: leaves[i] is the base of operand i laid out with
         the plan's strides, `out` the root's base. Intermediates are allocated per call (so
         concurrent calls share nothing) and dropped as soon as consumed."""
+        direct = self._direct_addresses
+        if direct is not None:
+            direct(leaves, out)
+            return
         program, tail = self._program
         slots = [*leaves, out, *tail]
         held = {}
@@ -239,11 +245,16 @@ class Plan:
             for index in frees:
                 del held[index]
 
-    def run(self, leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
+    def run(self, leaves: Sequence[np.ndarray], out: np.ndarray,
+            addresses: tuple[Sequence[int], int] | None = None) -> None:
         """Compute into `out` (its data pointer is the root's base) from `leaves` (each one's
-        data pointer is its leaf's base; strides are the plan's)."""
+        data pointer is its leaf's base; strides are the plan's). addresses: the leaves' data
+        addresses and out's, where the caller has read them already."""
         execute = EXECUTOR
         if execute is None:
+            if addresses is not None and self._program is not None:
+                self.run_addresses(*addresses)
+                return
             direct = self._direct
             if direct is not None:
                 direct(leaves, out)
@@ -303,10 +314,10 @@ class Plan:
 
 
 def _one_step(compiled: Any, in0: tuple[int | None, int],
-              in1: tuple[int | None, int]) -> Callable:
-    """run(leaves, out) of a plan whose one step reads the leaves and writes the result, as a
-    closure over that step's compiled nest. in0, in1: (leaf index, 0) or (None, a fixed
-    address: a ones vector, 0 where unused)."""
+              in1: tuple[int | None, int]) -> tuple[Callable, Callable]:
+    """run(leaves, out) and run_addresses(leaves, out) of a plan whose one step reads the
+    leaves and writes the result, as closures over that step's compiled nest. in0, in1:
+    (leaf index, 0) or (None, a fixed address: a ones vector, 0 where unused)."""
     (leaf0, fixed0), (leaf1, fixed1) = in0, in1
     address = data_address
     run = compiled.run
@@ -314,14 +325,20 @@ def _one_step(compiled: Any, in0: tuple[int | None, int],
     if leaf0 is not None and leaf1 is not None and count is not None:
         function = compiled.function
 
-        def contraction_on_caller(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
+        def on_arrays(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
             function(address(leaves[leaf0]), address(leaves[leaf1]), address(out), 0, count)
-        return contraction_on_caller
 
-    def step(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
-        run(fixed0 if leaf0 is None else address(leaves[leaf0]),
-            fixed1 if leaf1 is None else address(leaves[leaf1]), address(out))
-    return step
+        def on_addresses(leaves: Sequence[int], out: int) -> None:
+            function(leaves[leaf0], leaves[leaf1], out, 0, count)
+        return on_arrays, on_addresses
+
+    def step(leaves: Sequence[int], out: int) -> None:
+        run(fixed0 if leaf0 is None else leaves[leaf0],
+            fixed1 if leaf1 is None else leaves[leaf1], out)
+
+    def step_on_arrays(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
+        step(tuple(map(address, leaves)), address(out))
+    return step_on_arrays, step
 
 
 def _offset(run: Callable, in0: int, in1: int, out: int) -> Callable:
