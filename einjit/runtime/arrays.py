@@ -124,11 +124,13 @@ def aligned_empty(shape, dtype, order: str = "C") -> np.ndarray:
 
 
 def _address_from_numpy(array: np.ndarray) -> int:
-    """An array's data pointer as numpy reports it: the buffer protocol's view when the array
-    is writable and C-ordered (cheaper than numpy's ctypes interface), else that interface."""
-    if array.flags.c_contiguous and array.flags.writeable:
+    """An array's data pointer as numpy reports it: the buffer protocol's view where it takes
+    the array (writable, C-ordered, not empty: cheaper than numpy's interface), else that
+    interface."""
+    try:
         return ctypes.addressof(ctypes.c_byte.from_buffer(array))
-    return array.__array_interface__["data"][0]
+    except (TypeError, ValueError, BufferError):
+        return array.__array_interface__["data"][0]
 
 
 def _data_field_offset() -> int | None:
