@@ -248,8 +248,8 @@ class Plan:
     def run(self, leaves: Sequence[np.ndarray], out: np.ndarray,
             addresses: tuple[Sequence[int], int] | None = None) -> None:
         """Compute into `out` (its data pointer is the root's base) from `leaves` (each one's
-        data pointer is its leaf's base; strides are the plan's). addresses: the leaves' data
-        addresses and out's, where the caller has read them already."""
+        data pointer is its leaf's base; strides are the plan's), all numpy arrays.
+        addresses: the leaves' data addresses and out's, where the caller has read them."""
         execute = EXECUTOR
         if execute is None:
             if addresses is not None and self._program is not None:
