@@ -28,7 +28,10 @@ from .loop_nest import plan_nest
 from .workers import run_shares
 
 CACHE_SIZE = 256                 # compiled operations kept (LRU)
-MIN_WORK_PER_THREAD = 1 << 16    # flops (or elements) below which a thread costs more than it gains
+# the work a share must hold to gain more than handing it to a worker costs: elements of an
+# element-wise nest, flops of a GEMM nest (docs/measurements.md, "Work per thread")
+MIN_WORK_PER_THREAD = 1 << 16
+MIN_FLOPS_PER_THREAD = 1 << 19
 # stack a nest that copies A needs beside the copy: its kernels' frames (under 64 KiB) and the
 # frames the calling thread already holds
 NEST_STACK_MARGIN_BYTES = 256 << 10
@@ -36,7 +39,15 @@ NEST_STACK_MARGIN_BYTES = 256 << 10
 _ENTRY = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)
 
 
+def _least_work_per_thread(plan: NestPlan) -> int:
+    """A share's least work (in _work_per_iteration's unit) for a thread of its own."""
+    if plan.main is not None and plan.main.kind == "brgemm":
+        return MIN_FLOPS_PER_THREAD
+    return MIN_WORK_PER_THREAD
+
+
 def _work_per_iteration(plan: NestPlan) -> int:
+    """Flops of a GEMM nest's iteration, elements of an element-wise one's."""
     if plan.main is None:
         return plan.first_touch.params[1] * plan.first_touch.params[2] if plan.first_touch else 1
     params = plan.main.params
@@ -59,7 +70,8 @@ class CompiledOperation:
         self.threads = check_threads(op.num_threads)
         work = _work_per_iteration(self.plan) * self.plan.seq_iterations
         total = self.plan.shared_iterations
-        worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
+        least = _least_work_per_thread(self.plan)
+        worth = work * total // least if least > 0 else total
         self._shares = split_range(total, min(self.threads, max(1, worth)))
         # stack the calling thread needs to run a share; 0: the frame is small, no check
         packed = self.plan.pack_bytes

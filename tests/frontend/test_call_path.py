@@ -218,3 +218,25 @@ def test_the_reference_executor_still_runs_one_step_plans(monkeypatch, dtype):
     for result in results:
         np.testing.assert_allclose(result, a.astype(np.float64) @ b, rtol=_tolerance(dtype),
                                    atol=_tolerance(dtype))
+
+
+@pytest.mark.parametrize("shape, threaded", [((128, 8, 64), False), ((128, 16, 64), False),
+                                             ((256, 16, 64), False), ((256, 16, 256), True),
+                                             ((256, 256, 256), True)])
+def test_a_product_gets_a_second_thread_only_for_enough_flops(monkeypatch, dtype, shape,
+                                                               threaded):
+    """Two threads asked for, products of several shared iterations: those under twice
+    MIN_FLOPS_PER_THREAD run on the calling thread alone, the larger ones in two shares;
+    every result right."""
+    from einjit.codegen.compile import MIN_FLOPS_PER_THREAD
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "2")
+    m, k, n = shape
+    rng = np.random.default_rng(8)
+    a, b = rng.uniform(-1, 1, (m, k)).astype(dtype), rng.uniform(-1, 1, (k, n)).astype(dtype)
+    expr = einjit.contract_expression("ij,jk->ik", a.shape, b.shape, dtype=dtype)
+    (compiled,) = [step[0].__self__ for step in expr._prepared.plan._program[0]]
+    assert compiled.plan.shared_iterations >= 2
+    assert (2 * m * k * n >= 2 * MIN_FLOPS_PER_THREAD) == threaded
+    assert len(compiled._shares) == (2 if threaded else 1)
+    np.testing.assert_allclose(expr(a, b), a.astype(np.float64) @ b, rtol=_tolerance(dtype),
+                               atol=_tolerance(dtype) * k)
