@@ -21,7 +21,8 @@ operands are the tree's leaves, left to right, its result has the root's dims.
 
 Call cost: a plan is checked and compiled once; a call whose operands have the shapes, strides
 and dtype the plan was made for (checked in a few comparisons per operand) runs each step's
-JIT'd code on the operands' addresses (Plan.run_addresses)."""
+JIT'd code on the operands' addresses (Plan.run_addresses): a plan of one step is one call
+of its nest."""
 
 from __future__ import annotations
 

@@ -17,6 +17,8 @@ variable EINJIT_POOL_BYTES, read at import; default an eighth of physical memory
 reuse off; another value warns and keeps the default), the least recently freed dropped
 first; BUFFER_POOL.clear() releases them.
 A reused buffer holds old data, as np.empty's may: every caller writes what it reads.
+
+data_address: the data pointer of any ndarray, the kernels' operand, read on every call.
 """
 
 from __future__ import annotations
