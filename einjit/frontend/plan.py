@@ -212,7 +212,7 @@ class Plan:
                             tuple(first_buffer + index for index in step.frees)))
         self._program = (tuple(program), tuple(tail))
         self._direct = self._direct_addresses = None
-        if len(self.steps) == 1 and not any(self.steps[0].offsets):
+        if len(self.steps) == 1 and not self.buffer_sizes and not any(self.steps[0].offsets):
             # one step from the leaves into the result: no slots, no buffers
             _, in0, in1, _, _, _, _ = program[0]
             self._direct, self._direct_addresses = _one_step(
