@@ -21,11 +21,13 @@ operands are the tree's leaves, left to right, its result has the root's dims.
 
 Call cost: a plan is checked and compiled once; a call whose operands have the shapes, strides
 and dtype the plan was made for (checked in a few comparisons per operand) runs each step's
-JIT'd code on the operands' addresses (Plan.run_addresses)."""
+JIT'd code on the operands' addresses (Plan.run_addresses): a plan of one step is one call
+of its nest."""
 
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from typing import Any, Sequence
 
@@ -46,7 +48,7 @@ from einjit.frontend.rewrite import dense_strides, optimize_tree
 from einjit.frontend.subscripts import Resolved, resolve
 from einjit.frontend.tree import EinsumTree
 from einjit.plan_cache import PlanCache
-from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty
+from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty, data_address
 from einjit.runtime.host import host_isa
 from einjit.runtime.threads import threads_setting
 
@@ -72,6 +74,7 @@ class _NotGiven:
 _EINJITS_CHOICE = _NotGiven("einjit's choice of path")
 _SAFE = _NotGiven("'safe'")
 _PLAIN_OPTIMIZE = (bool, str, _NotGiven)   # optimize= values the fast path takes as keys
+_LAYOUT = operator.attrgetter("shape", "strides")   # an operand's part of a plan's key
 
 
 @functools.lru_cache(maxsize=512)
@@ -328,8 +331,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
             if type(a) is not np.ndarray or a.dtype is not kind:
                 break
         else:
-            entry = _PLANS.get((operands[0], tuple([a.shape for a in arrays]),
-                                tuple([a.strides for a in arrays]), path, "K", _HOST,
+            entry = _PLANS.get((operands[0], tuple(map(_LAYOUT, arrays)), path, "K", _HOST,
                                 kind, threads_setting())) \
                 if kind is _FLOAT32 or kind is _FLOAT64 else None
             if entry is not None:
@@ -363,7 +365,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
     strides = tuple(_element_strides(a) for a in arrays)
     # plans are made for the thread count: a changed EINJIT_NUM_THREADS makes new ones
-    key = (subscripts, shapes, tuple(a.strides for a in originals), _hashable(path),
+    key = (subscripts, tuple(zip(shapes, (a.strides for a in originals))), _hashable(path),
            letter, _HOST, compute, threads_setting())
     try:
         hash(key)
@@ -475,10 +477,14 @@ class ContractExpression:
         self._prepared = self._plan(strides, None, self._kind or _FLOAT32)
         self._shape = self._prepared.shape
         # the plain call: arrays of the expression's dtype, exactly these shapes and C
-        # strides, no out=
+        # strides; out=, if given, of that dtype, the result's shape and C strides
         item = self.dtype.itemsize
         if native:
             self._fast = tuple(zip(self.shapes, (tuple(item * x for x in s) for s in strides)))
+            # each operand's bytes: with C strides, exactly the memory it spans
+            self._fast_bytes = tuple(math.prod(shape) * item for shape in self.shapes)
+            self._fast_out = (self._shape, tuple(item * x for x in _dense(self._shape, "C")),
+                              math.prod(self._shape) * item)
 
     def _plan(self, strides: tuple, out_strides: tuple | None, dtype: np.dtype) -> _Prepared:
         if self._source is not None:
@@ -512,9 +518,22 @@ class ContractExpression:
                     result = prepared.empty(prepared.shape, kind)
                     prepared.plan.run(arrays, result)
                     return result if result.ndim else result[()]
-                if self._fast_out(out, arrays):
-                    prepared.plan.run(arrays, out)
-                    return out
+                shape, strides, nbytes = self._fast_out
+                if type(out) is np.ndarray and out.dtype is kind and out.shape == shape and \
+                        out.strides == strides and out.flags.writeable:
+                    # written in place unless its memory meets an operand's (numpy's
+                    # may_share_memory: the bounds of each, exact for these C strides)
+                    start = data_address(out)
+                    end = start + nbytes
+                    addresses = []
+                    for a, size in zip(arrays, self._fast_bytes):
+                        first = data_address(a)
+                        if first < end and start < first + size:
+                            break
+                        addresses.append(first)
+                    else:
+                        prepared.plan.run(arrays, out, (addresses, start))
+                        return out
         if len(arrays) != len(self.shapes):
             raise EinsumValueError(f"this expression takes {len(self.shapes)} operands "
                                    f"({self.subscripts!r}), got {len(arrays)}")
@@ -543,15 +562,6 @@ class ContractExpression:
                 (compute, strides, out_strides),
                 lambda: self._plan(strides, out_strides, compute))
         return _result(_run(prepared, arrays, out, "C"), out)
-
-    def _fast_out(self, out: Any, arrays: Sequence[np.ndarray]) -> bool:
-        """Whether the plain call's plan writes straight into `out`: an array of the
-        expression's dtype, shape and C strides, writable, sharing no memory with an
-        operand."""
-        prepared = self._prepared
-        return type(out) is np.ndarray and out.dtype is self._kind and \
-            out.shape == prepared.shape and out.flags.c_contiguous and out.flags.writeable \
-            and not any(np.may_share_memory(out, a) for a in arrays)
 
     def _promoted(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.dtype:
         """numpy's promotion of the expression's dtype, the operands' and out's."""

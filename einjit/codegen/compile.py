@@ -28,7 +28,10 @@ from .loop_nest import plan_nest
 from .workers import run_shares
 
 CACHE_SIZE = 256                 # compiled operations kept (LRU)
-MIN_WORK_PER_THREAD = 1 << 16    # flops (or elements) below which a thread costs more than it gains
+# the work a share must hold to gain more than handing it to a worker costs: elements of an
+# element-wise nest, flops of a GEMM nest (docs/measurements.md, "Work per thread")
+MIN_WORK_PER_THREAD = 1 << 16
+MIN_FLOPS_PER_THREAD = 1 << 19
 # stack a nest that copies A needs beside the copy: its kernels' frames (under 64 KiB) and the
 # frames the calling thread already holds
 NEST_STACK_MARGIN_BYTES = 256 << 10
@@ -36,7 +39,15 @@ NEST_STACK_MARGIN_BYTES = 256 << 10
 _ENTRY = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)
 
 
+def _least_work_per_thread(plan: NestPlan) -> int:
+    """A share's least work (in _work_per_iteration's unit) for a thread of its own."""
+    if plan.main is not None and plan.main.kind == "brgemm":
+        return MIN_FLOPS_PER_THREAD
+    return MIN_WORK_PER_THREAD
+
+
 def _work_per_iteration(plan: NestPlan) -> int:
+    """Flops of a GEMM nest's iteration, elements of an element-wise one's."""
     if plan.main is None:
         return plan.first_touch.params[1] * plan.first_touch.params[2] if plan.first_touch else 1
     params = plan.main.params
@@ -48,11 +59,12 @@ def _work_per_iteration(plan: NestPlan) -> int:
 
 def thread_shares(plan: NestPlan, threads: int) -> list[tuple[int, int]]:
     """The [begin, end) shares of the nest's flattened shared iterations that `threads`
-    threads run: as many threads as gain from their share (MIN_WORK_PER_THREAD), one
+    threads run: as many threads as gain from their share (_least_work_per_thread), one
     contiguous share each."""
     work = _work_per_iteration(plan) * plan.seq_iterations
     total = plan.shared_iterations
-    worth = work * total // MIN_WORK_PER_THREAD if MIN_WORK_PER_THREAD > 0 else total
+    least = _least_work_per_thread(plan)
+    worth = work * total // least if least > 0 else total
     return split_range(total, min(threads, max(1, worth)))
 
 
@@ -92,15 +104,19 @@ class CompiledOperation:
     def run(self, in0: int, in1: int, out: int) -> None:
         """Execute on validated operand addresses (no checks here: TensorOperation.execute
         validates)."""
+        single = self.single
+        if single is not None:
+            self.function(in0, in1, out, 0, single)
+            return
         if self.function is None:
             raise IsaMismatchError(f"this operation was compiled for {self.target} and cannot "
                                    f"run here: {self._not_runnable}")
-        if self.single is not None:
-            self.function(in0, in1, out, 0, self.single)
-        else:
-            on_caller = not self.stack_bytes or stack_suffices(self.stack_bytes)
-            run_shares(self.target, self._block.address, self.function,
-                       [(in0, in1, out, begin, end) for begin, end in self._shares], on_caller)
+        on_caller = not self.stack_bytes or stack_suffices(self.stack_bytes)
+        if on_caller and len(self._shares) == 1:
+            self.function(in0, in1, out, *self._shares[0])
+            return
+        run_shares(self.target, self._block.address, self.function,
+                   [(in0, in1, out, begin, end) for begin, end in self._shares], on_caller)
 
     def disassemble(self) -> str:
         return disassemble(self.code, self.target.isa)

@@ -145,9 +145,16 @@ class NativePool:
 
     def _take(self, count: int) -> list[_Worker]:
         with self._lock:
+            idle = self._idle
+            rest = len(idle) - count
+            if rest >= 0:                   # the common case: enough idle, most recent first
+                taken = idle[rest:][::-1]
+                del idle[rest:]
+                return taken
             if self._code is None:
                 self._code = _Code(self._target)
-            taken = [self._idle.pop() for _ in range(min(count, len(self._idle)))]
+            taken = idle[::-1]
+            idle.clear()
             while len(taken) < count:
                 taken.append(_Worker(self._code, f"einjit-native-worker-{self._started}"))
                 self._started += 1

@@ -13,7 +13,6 @@ buffer and ones vector is of it, and strides are in its elements."""
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -32,7 +31,7 @@ from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
 from einjit.log import plan_built
 from einjit.ops import DTYPES
-from einjit.runtime.arrays import aligned_empty
+from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty, data_address
 from einjit.runtime.threads import default_threads
 
 #: how a step's operation runs: op.execute(in0, in1, out) unless a test swaps in the numpy
@@ -169,6 +168,10 @@ class Plan:
             emit(tree.root, [Node(tree.root.dims, (), tree.root.operand)])
         self.num_leaves = len(tree.leaves)
         self._program: tuple | None = None
+        # run(leaves, out) and run_addresses(leaves, out) of a one-step plan as closures
+        # (compile)
+        self._direct: Callable | None = None
+        self._direct_addresses: Callable | None = None
         if compile:
             if all(step.lowered.op.is_defined for step in self.steps):
                 self.compile()
@@ -190,7 +193,7 @@ class Plan:
         ones_slots = {length: leaves + 1 + i for i, length in enumerate(self.ones)}
         zero_slot = leaves + 1 + len(self.ones)
         first_buffer = zero_slot + 1
-        tail = [_address(self.ones[length]) for length in self.ones] + [0] + \
+        tail = [data_address(self.ones[length]) for length in self.ones] + [0] + \
             [0] * len(self.buffer_sizes)
 
         def slot(ref: tuple) -> int:
@@ -204,16 +207,28 @@ class Plan:
         written = set()
         for step in self.steps:
             out_ref = step.sources[2]
-            size = 0
+            size, allocate = 0, None
             if out_ref[0] == "buf" and out_ref[1] not in written:     # allocated when first written
                 size = self.buffer_sizes[out_ref[1]]
                 written.add(out_ref[1])
-            run = compile_operation(step.lowered.op).run
+                # aligned_empty's alignment only where a nest may stream into the buffer
+                allocate = aligned_empty if size * self.itemsize >= ALIGN_FROM_BYTES \
+                    else np.empty
+            compiled = compile_operation(step.lowered.op)
+            run = compiled.run
             if any(step.offsets):
                 run = _offset(run, *(offset * self.itemsize for offset in step.offsets))
             program.append((run, slot(step.sources[0]), slot(step.sources[1]), slot(out_ref),
-                            size, tuple(first_buffer + index for index in step.frees)))
+                            size, allocate,
+                            tuple(first_buffer + index for index in step.frees)))
         self._program = (tuple(program), tuple(tail))
+        self._direct = self._direct_addresses = None
+        if len(self.steps) == 1 and not self.buffer_sizes and not any(self.steps[0].offsets):
+            # one step from the leaves into the result: no slots, no buffers
+            _, in0, in1, _, _, _, _ = program[0]
+            self._direct, self._direct_addresses = _one_step(
+                compiled, *((index, 0) if index < leaves else (None, tail[index - leaves - 1])
+                            for index in (in0, in1)))
 
     @property
     def compiled(self) -> bool:
@@ -224,26 +239,40 @@ class Plan:
         """Execute on addresses, unchecked: leaves[i] is the base of operand i laid out with
         the plan's strides, `out` the root's base. Intermediates are allocated per call (so
         concurrent calls share nothing) and dropped as soon as consumed."""
+        direct = self._direct_addresses
+        if direct is not None:
+            direct(leaves, out)
+            return
         program, tail = self._program
         slots = [*leaves, out, *tail]
         held = {}
         dtype = self.dtype
-        for run, in0, in1, dst, size, frees in program:
+        for run, in0, in1, dst, size, allocate, frees in program:
             if size:
-                buffer = aligned_empty(size, dtype)
+                buffer = allocate(size, dtype)
                 held[dst] = buffer
-                slots[dst] = _address(buffer)
+                slots[dst] = data_address(buffer)
             run(slots[in0], slots[in1], slots[dst])
             for index in frees:
                 del held[index]
 
-    def run(self, leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
+    def run(self, leaves: Sequence[np.ndarray], out: np.ndarray,
+            addresses: tuple[Sequence[int], int] | None = None) -> None:
         """Compute into `out` (its data pointer is the root's base) from `leaves` (each one's
-        data pointer is its leaf's base; strides are the plan's)."""
+        data pointer is its leaf's base; strides are the plan's), all numpy arrays.
+        addresses: the leaves' data addresses and out's, where the caller has read them."""
         execute = EXECUTOR
-        if execute is None and self._program is not None:
-            self.run_addresses(list(map(_address, leaves)), _address(out))
-            return
+        if execute is None:
+            if addresses is not None and self._program is not None:
+                self.run_addresses(*addresses)
+                return
+            direct = self._direct
+            if direct is not None:
+                direct(leaves, out)
+                return
+            if self._program is not None:
+                self.run_addresses(list(map(data_address, leaves)), data_address(out))
+                return
         buffers: list[np.ndarray | None] = [None] * len(self.buffer_sizes)
         for step in self.steps:
             op = step.lowered.op
@@ -295,18 +324,32 @@ class Plan:
         return "\n".join(lines)
 
 
-_from_buffer = ctypes.c_byte.from_buffer
-_addressof = ctypes.addressof
+def _one_step(compiled: Any, in0: tuple[int | None, int],
+              in1: tuple[int | None, int]) -> tuple[Callable, Callable]:
+    """run(leaves, out) and run_addresses(leaves, out) of a plan whose one step reads the
+    leaves and writes the result, as closures over that step's compiled nest. in0, in1:
+    (leaf index, 0) or (None, a fixed address: a ones vector, 0 where unused)."""
+    (leaf0, fixed0), (leaf1, fixed1) = in0, in1
+    address = data_address
+    run = compiled.run
+    count = compiled.single
+    if leaf0 is not None and leaf1 is not None and count is not None:
+        function = compiled.function
 
+        def on_arrays(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
+            function(address(leaves[leaf0]), address(leaves[leaf1]), address(out), 0, count)
 
-def _address(array: np.ndarray) -> int:
-    """The data pointer of an array: through the buffer protocol when it is writable and
-    C-contiguous (a fraction of the cost of numpy's ctypes interface), else numpy's
-    interface (read-only, strided or empty arrays, which the buffer protocol refuses)."""
-    try:
-        return _addressof(_from_buffer(array))
-    except (TypeError, ValueError, BufferError):
-        return array.ctypes.data
+        def on_addresses(leaves: Sequence[int], out: int) -> None:
+            function(leaves[leaf0], leaves[leaf1], out, 0, count)
+        return on_arrays, on_addresses
+
+    def step(leaves: Sequence[int], out: int) -> None:
+        run(fixed0 if leaf0 is None else leaves[leaf0],
+            fixed1 if leaf1 is None else leaves[leaf1], out)
+
+    def step_on_arrays(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
+        step(tuple(map(address, leaves)), address(out))
+    return step_on_arrays, step
 
 
 def _offset(run: Callable, in0: int, in1: int, out: int) -> Callable:

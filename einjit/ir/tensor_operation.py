@@ -24,7 +24,6 @@ another with the same fields; `replace` makes a changed copy, validated again.
 
 from __future__ import annotations
 
-import ctypes
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,8 +104,7 @@ def _plain_addresses(execution: _Execution, in0, in1, out) -> list | None:
               or value.size < extent or not value.flags.c_contiguous
               or not value.flags.writeable):
             return None
-    addresses = [ctypes.addressof(ctypes.c_byte.from_buffer(value)) if flag else 0
-                 for value, flag in zip(values, used)]
+    addresses = [data_address(value) if flag else 0 for value, flag in zip(values, used)]
     item = dtype.itemsize
     out_start = addresses[2]
     out_end = out_start + extents[2] * item

@@ -17,44 +17,36 @@ from __future__ import annotations
 from math import prod
 from typing import Iterator
 
-from einjit.codegen.compile import MIN_WORK_PER_THREAD
+from einjit.codegen.compile import MIN_FLOPS_PER_THREAD
 from einjit.ir import TensorOperation
 from einjit.passes import block
 
 #: the share of the threads' time a plan may leave idle to imbalance: four tasks per thread
 #: or more always reach it
 MIN_BALANCE = 0.8
-#: the flops a thread must get for smaller blocks to pay: below, handing it a share costs
-#: more than leaving it idle
-MIN_FLOPS_PER_THREAD = 1 << 20
 #: the smallest m and n blocks balance cuts to: two AVX-512 vectors of float32 rows, and
 #: enough columns for a full register block of the kernels
 FLOOR_SIZES = {"m": 32, "n": 16}
 
 
 def working_threads(op: TensorOperation) -> int:
-    """The threads an op's nest would run on: its num_threads, fewer where a thread would
-    get less than MIN_WORK_PER_THREAD of its work."""
-    work = prod(dim.size for dim in op.dims) * (2 if op.kind == "contraction" else 1)
-    return max(1, min(op.num_threads or 1, work // MIN_WORK_PER_THREAD))
+    """The threads a contraction's nest would run on: its num_threads, fewer where a thread
+    would get less than codegen's MIN_FLOPS_PER_THREAD."""
+    flops = 2 * prod(dim.size for dim in op.dims)
+    return max(1, min(op.num_threads or 1, flops // MIN_FLOPS_PER_THREAD))
 
 
-def balance(op: TensorOperation, threads: int | None = None) -> float:
-    """The share of `threads` threads' time (default: those the op's nest runs on) an
-    optimized op keeps busy (1: even shares)."""
-    threads = threads or working_threads(op)
+def balance(op: TensorOperation) -> float:
+    """The share of its threads' time (those its nest runs on) an optimized contraction
+    keeps busy (1: even shares)."""
+    threads = working_threads(op)
     tasks = prod(dim.size for dim in op.dims if dim.exec_type == "shared")
     return tasks / (threads * -(-tasks // threads))
 
 
 def needs_smaller_blocks(op: TensorOperation) -> bool:
-    """Whether an optimized contraction's blocks leave too many of its threads idle, each
-    thread having MIN_FLOPS_PER_THREAD to do."""
-    if op.kind != "contraction":
-        return False
-    flops = 2 * prod(dim.size for dim in op.dims)
-    threads = min(working_threads(op), flops // MIN_FLOPS_PER_THREAD)
-    return threads > 1 and balance(op, threads) < MIN_BALANCE
+    """Whether an optimized contraction's blocks leave too many of its threads idle."""
+    return op.kind == "contraction" and working_threads(op) > 1 and balance(op) < MIN_BALANCE
 
 
 def smaller_blocks(op: TensorOperation) -> Iterator[dict]:

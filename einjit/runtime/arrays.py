@@ -17,6 +17,8 @@ variable EINJIT_POOL_BYTES, read at import; default an eighth of physical memory
 reuse off; another value warns and keeps the default), the least recently freed dropped
 first; BUFFER_POOL.clear() releases them.
 A reused buffer holds old data, as np.empty's may: every caller writes what it reads.
+
+data_address: the data pointer of any ndarray, the kernels' operand, read on every call.
 """
 
 from __future__ import annotations
@@ -123,10 +125,45 @@ def aligned_empty(shape, dtype, order: str = "C") -> np.ndarray:
     return flat.view(dtype).reshape(shape, order=order)
 
 
-def data_address(array: np.ndarray) -> int:
-    """The address of an array's first element. ctypes' buffer view of a writable C-ordered
-    array is several times cheaper than numpy's __array_interface__ dict; the rest go that
-    way."""
-    if array.flags.c_contiguous and array.flags.writeable:
+def _address_from_numpy(array: np.ndarray) -> int:
+    """An array's data pointer as numpy reports it: the buffer protocol's view where it takes
+    the array (writable, C-ordered, not empty: cheaper than numpy's interface), else that
+    interface."""
+    try:
         return ctypes.addressof(ctypes.c_byte.from_buffer(array))
-    return array.__array_interface__["data"][0]
+    except (TypeError, ValueError, BufferError):
+        return array.__array_interface__["data"][0]
+
+
+def _data_field_offset() -> int | None:
+    """Where an ndarray keeps its data pointer, counted from the object's address: numpy's
+    array struct is the object header, then that pointer, and CPython's id() is the
+    object's address. None where probes of every kind (offset, read-only, strided, F-ordered,
+    broadcast, 0-d) disagree with numpy's own report: another interpreter or layout."""
+    import sys
+    if sys.implementation.name != "cpython":
+        return None
+    offset = object.__basicsize__
+    base = np.arange(24.0).reshape(4, 6)
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    probes = (base, base[1:, 2:], base[:, ::2], read_only, np.asfortranarray(base),
+              np.broadcast_to(base[0], (3, 6)), np.array(2.0, np.float32), np.empty(0))
+    for probe in probes:
+        if _read_word(id(probe) + offset).value != probe.__array_interface__["data"][0]:
+            return None
+    return offset
+
+
+_read_word = ctypes.c_size_t.from_address
+_DATA_FIELD = _data_field_offset()
+
+
+def data_address(array: np.ndarray) -> int:
+    """The address of an ndarray's first element (any ndarray: read-only, strided or empty
+    alike), read from the array's struct, a fraction of the cost of asking numpy; numpy's
+    own report where the struct's layout is not the one probed at import. The caller
+    guarantees `array` is an ndarray (another object's memory would be read)."""
+    if _DATA_FIELD is None:
+        return _address_from_numpy(array)
+    return _read_word(id(array) + _DATA_FIELD).value

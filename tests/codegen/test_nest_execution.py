@@ -134,6 +134,19 @@ def test_seeds_configurations(name, placement, threads, dtype, every_share_threa
     assert len(compile_operation(op)._shares) == (min(threads, OUTER ** shared) if shared else 1)
 
 
+@pytest.mark.parametrize("rows, threaded", [(16, False), (256, True)])
+def test_an_element_wise_nest_gets_a_second_thread_for_enough_elements(rows, threaded):
+    """Element-wise work is counted in elements (MIN_WORK_PER_THREAD), not in flops: an add
+    of 2 x rows x 256 elements over a shared dim of 2 on two threads."""
+    from einjit.codegen.compile import MIN_WORK_PER_THREAD
+    op = TensorOperation("float32", "none", "add", "none", ("c", "c", "c"),
+                         ("shared", "prim", "prim"), (2, rows, 256), (rows * 256, 256, 1),
+                         (rows * 256, 256, 1), (rows * 256, 256, 1), num_threads=2)
+    assert (2 * rows * 256 >= 2 * MIN_WORK_PER_THREAD) == threaded
+    assert len(compile_operation(op)._shares) == (2 if threaded else 1)
+    run_and_check(op)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("t, r, u, s", list(itertools.product((3, 4, 7), repeat=4)))
 def test_seeds_permutation_trus_to_turs(t, r, u, s, dtype):

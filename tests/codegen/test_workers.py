@@ -83,6 +83,31 @@ def test_workers_get_each_share_and_run_it_on_their_own_threads():
     run_in_child(child)
 
 
+def test_idle_workers_are_taken_most_recent_first_and_none_is_lost():
+    pool = NativePool(resolve_target())
+    first, second, third = (object() for _ in range(3))
+    pool._idle = [first, second, third]              # the last one given back is the last
+    assert pool._take(0) == [] and pool._idle == [first, second, third]
+    assert pool._take(2) == [third, second] and pool._idle == [first]
+    pool._give_back([third, second])
+    assert pool._idle == [first, second, third]
+    assert pool._take(3) == [third, second, first] and pool._idle == []
+
+
+def test_a_caller_needing_more_workers_than_are_idle_starts_only_the_missing():
+    def child(note):
+        pool, recorder = NativePool(resolve_target()), _Recorder()
+        pool.run(recorder.address, recorder.function, [(0, 0, 0, b, b + 1) for b in range(3)])
+        assert pool.started == 2 and len(pool._idle) == 2
+        shares = [(0, 0, 0, b, b + 1) for b in range(5)]
+        pool.run(recorder.address, recorder.function, shares)
+        assert pool.started == 4 and len(pool._idle) == 4
+        assert sorted(arguments for arguments, _, _ in recorder.calls[3:]) == shares
+        pool.shutdown()
+
+    run_in_child(child)
+
+
 def test_without_the_caller_every_share_is_on_a_worker_with_a_large_stack():
     def child(note):
         pool, recorder = NativePool(resolve_target()), _Recorder()

@@ -1,5 +1,8 @@
 """aligned_empty: np.empty's shape, dtype and order; large arrays start on a 64-byte line;
-very large ones reuse the buffers of dropped arrays (BUFFER_POOL), never one still viewed."""
+very large ones reuse the buffers of dropped arrays (BUFFER_POOL), never one still viewed.
+data_address: numpy's data pointer for every kind of array."""
+
+import platform
 
 import numpy as np
 import pytest
@@ -13,6 +16,7 @@ from einjit.runtime.arrays import (
     BufferPool,
     PoolSizeError,
     aligned_empty,
+    data_address,
     pool_bytes,
 )
 
@@ -99,3 +103,32 @@ def test_einsum_results_in_a_reused_buffer_are_whole(pool):
     again = einjit.einsum("ik,kj->ij", a, b)
     assert again.ctypes.data == address
     np.testing.assert_allclose(again, a @ b, rtol=1e-5, atol=1e-4)
+
+
+class _Subclass(np.ndarray):
+    pass
+
+
+def _arrays_of_every_kind():
+    base = np.arange(60.0).reshape(6, 10)
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    return [base, base[2:, 3:], base[::2, ::3], base.T, base[:, 7], read_only, read_only[1:],
+            np.asfortranarray(base), np.broadcast_to(base[1], (4, 10)), np.array(3.0),
+            np.empty((0, 4)), np.ones(5, np.float32)[1:], base[1:].view(_Subclass),
+            np.frombuffer(bytes(64), np.float64)]
+
+
+@pytest.mark.parametrize("index", range(len(_arrays_of_every_kind())))
+def test_data_address_is_numpys_data_pointer(index):
+    array = _arrays_of_every_kind()[index]
+    expected = array.__array_interface__["data"][0]
+    assert data_address(array) == expected
+    assert arrays._address_from_numpy(array) == expected     # where the struct is not read
+
+
+def test_data_address_reads_the_array_struct_on_cpython():
+    """The probes at import found the layout: data_address does not fall back to numpy."""
+    if platform.python_implementation() != "CPython":
+        pytest.skip("the struct is read on CPython only")
+    assert arrays._DATA_FIELD == object.__basicsize__
