@@ -26,8 +26,7 @@ def test_benchmark_trees_on_many_threads(monkeypatch, case, threads):
     operands = _operands(case.shapes, "float32")
     expression = case.compile("float32")
     first = expression(*operands)
-    expected = np.einsum(case.equation, *[o.astype(np.float64) for o in operands],
-                         optimize=True)
+    expected = bench.reference(case, operands, expression.tree.flops(), first.size)
     assert bench.relative_error(first, expected) < bench.TOLERANCES["float32"]
     np.testing.assert_array_equal(expression(*operands), first)
 
@@ -58,14 +57,14 @@ def test_a_sum_shared_in_chunks_is_close_to_the_serial_one(monkeypatch):
     shapes = (16, 65536), (65536, 32)
     a, b = _operands(shapes, "float32")
     results = {}
-    for threads in ("1", "48"):
+    for threads in ("1", "4"):
         monkeypatch.setenv("EINJIT_NUM_THREADS", threads)
         expression = einjit.contract_expression("ik,kj->ij", *shapes)
         results[threads] = expression(a, b)
-        if threads == "48":
+        if threads == "4":
             assert any(step.part for step in plan_of(expression).steps)
     want = a.astype(np.float64) @ b.astype(np.float64)
     scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
     for result in results.values():
         assert np.max(np.abs(result - want) / scale) < 1e-5
-    np.testing.assert_allclose(results["48"], results["1"], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(results["4"], results["1"], rtol=1e-4, atol=1e-3)
