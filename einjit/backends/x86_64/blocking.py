@@ -324,8 +324,12 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, mode:
     steps = k * br
     chain = dot_steps(dot) if dot and not full else PAIR_STEPS if pairs else 1
     fma_pipe_ops = fmas + (0 if tail_rows else tuned.quad_shuffle_fma_share) * quads
+    shared_ports = 0.0
+    if tuned.zmm_load_vector_ports and target.vector_bits == 512:
+        own_loads = vectors + (0 if group == 1 and vectors == 1 and target.masks else cols)
+        shared_ports = (fma_pipe_ops + own_loads) / tuned.zmm_load_vector_ports
     compute = steps * max(fma_pipe_ops * passes / micro.fma_pipes, vector_ops * passes / 4,
-                          4.0 / chain)
+                          4.0 / chain, shared_ports)
     vector_loads = split if pairs else loads - cols + quads * 3 / 4   # the rest: B elements
     memory = (steps * (loads + (passes - 1) * vector_loads) + update * passes) / micro.load_ports
     if group == 1:
@@ -538,10 +542,12 @@ def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float3
 
 def packs_tail(target: Target, m: int, element_bytes: int) -> bool:
     """Whether a kernel of M rows may pack its tail rows (see pack_group): AVX-512 packs
-    float32 tails only; AVX2 packs both, but not the float32 tails of the Ms in
+    float32 tails only, and not where the core's shuffles take the FMA pipes' slots
+    (Microarch.fma_shuffle_bits: each blend costs the slot of the FMA it saves, and A's
+    permute comes on top); AVX2 packs both, but not the float32 tails of the Ms in
     CoreRules.unpacked_one_row_m (their blends run slower than the model says)."""
     if target.masks:
-        return element_bytes == 4
+        return element_bytes == 4 and not target.micro.shuffles_on_fma_pipes(target.vector_bits)
     return not (element_bytes == 4 and m in rules(target).unpacked_one_row_m)
 
 
