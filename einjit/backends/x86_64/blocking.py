@@ -1,6 +1,7 @@
 """x86-64 BRGEMM blocking: how a kernel cuts C into register blocks, chosen per (M, N, K,
 batch) and per core (target.micro: full-rate vector width, FMA pipes, load ports, the cost
-of a masked store, L1's sets and ways). brgemm.py generates the code of a plan.
+of a masked store, whether shuffles take the FMA pipes, L1's sets and ways). brgemm.py
+generates the code of a plan.
 
 A plan is a tuple of Panels, one per band of rows: its blocks' height in vectors, the tail
 rows and how they are held (masked, packed several columns a vector, an overlapping whole
@@ -300,7 +301,9 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, mode:
     are summed into one vector (3 instructions) before C's, a tail vector's (priced at 5: summed
     and moved to where a packed tail's shares sit; a vector a column takes 3, two columns at
     once) before its rows of C are added. In a block without a tail a quad column's shuffle
-    counts CoreRules.quad_shuffle_fma_share of an FMA."""
+    counts CoreRules.quad_shuffle_fma_share of an FMA. Where CoreRules.zmm_load_vector_ports
+    is set, a zmm block's FMAs and its loads of A and of B's separate broadcasts share that
+    many vector ports too."""
     micro, tuned = target.micro, rules(target)
     passes = micro.passes(target.vector_bits)
     group, overlap, quads, dot, pairs = (mode.group, mode.overlap, mode.quads, mode.dot,

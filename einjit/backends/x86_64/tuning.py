@@ -10,6 +10,8 @@ best round).
 
 A core missing from the table takes the generic entry: the values measured on Zen 4, whose
 rules apply by the core's facts (cpu.Microarch: a 512-bit operation run as halves, etc.).
+The Intel cores' entry is modelled, not measured: llvm-mca's tables of those cores, checked
+by benchmarks.x86_mca on any host.
 """
 from __future__ import annotations
 
