@@ -416,11 +416,11 @@ def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: i
     return best
 
 
-def _row_partitions(total: int) -> Iterator[tuple[int, ...]]:
-    """Ways to cut `total` vectors into blocks: greedy by a height, and evenly balanced, each
-    also in reverse order (the last block carries the tail rows)."""
+def _row_partitions(total: int, tallest: int = MAX_VECTORS) -> Iterator[tuple[int, ...]]:
+    """Ways to cut `total` vectors into blocks of at most `tallest`: greedy by a height, and
+    evenly balanced, each also in reverse order (the last block carries the tail rows)."""
     seen = set()
-    for height in range(1, min(MAX_VECTORS, total) + 1):
+    for height in range(1, min(tallest, total) + 1):
         full, rest = divmod(total, height)
         greedy = (height,) * full + ((rest,) if rest else ())
         count = -(-total // height)
@@ -575,7 +575,10 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     packs = packs_tail(target, m, elements.bytes)
     sweeps = {}
     best = None
-    for heights in _row_partitions(vectors_total):
+    tallest = MAX_VECTORS
+    if target.vector_bits == 512 and rules(target).max_zmm_vectors:
+        tallest = rules(target).max_zmm_vectors
+    for heights in _row_partitions(vectors_total, tallest):
         groups = []                      # [height, count, masked], consecutive equal heights
         for height in heights:
             if groups and groups[-1][0] == height:

@@ -10,8 +10,8 @@ best round).
 
 A core missing from the table takes the generic entry: the values measured on Zen 4, whose
 rules apply by the core's facts (cpu.Microarch: a 512-bit operation run as halves, etc.).
-The Intel cores' entry is modelled, not measured: llvm-mca's tables of those cores, checked
-by benchmarks.x86_mca on any host.
+The Intel cores' entry is partly modelled: llvm-mca's tables of those cores, checked by
+benchmarks.x86_mca on any host.
 """
 from __future__ import annotations
 
@@ -52,6 +52,10 @@ class CoreRules:
     # tables have it: p0, p1, p5), so a block's FMAs, shuffles and such loads share them
     # $ python -m benchmarks.x86_mca      (the skylake-avx512 .. sapphirerapids columns)
     zmm_load_vector_ports: int = 0
+    # _plan: zmm blocks at most this many vectors tall (0: blocking.MAX_VECTORS); taller ones
+    # ran slower on an Emerald Rapids core than the model and llvm-mca say
+    # $ (no command: a same-run A/B of x86_gemm's timer with blocking.MAX_VECTORS 4 and 6)
+    max_zmm_vectors: int = 0
     # _block_cycles, a core splitting zmm: more stores at once stall the next block's FMAs
     # $ python -m benchmarks.x86_gemm --variant avx512 --sizes 8-64 --k 16,64 --no-fp64
     store_burst_units: int = 16
@@ -71,9 +75,9 @@ class CoreRules:
 
 GENERIC_RULES = CoreRules()
 
-# The Intel cores' rules come from llvm-mca's model of them, not from a measurement: no Intel
-# machine has timed them (docs/measurements.md)
-INTEL_RULES = CoreRules(zmm_load_vector_ports=3)
+# The Intel cores' rules: zmm_load_vector_ports from llvm-mca's model of them, max_zmm_vectors
+# measured on an Emerald Rapids core (docs/measurements.md)
+INTEL_RULES = CoreRules(zmm_load_vector_ports=3, max_zmm_vectors=4)
 
 # Zen 3 (16 registers: AVX2 alone, no spare set to pipeline C's updates with) corrects the
 # model for Ms of one vector and a short tail; Zen 4 and 5 run the generic rules

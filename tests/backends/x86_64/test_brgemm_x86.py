@@ -741,33 +741,43 @@ def test_zen3_never_packs_the_tail_row_of_m17():
 
 
 # Intel: (dtype, M, N, K, batch) -> the (vectors, columns) of each panel's blocks. Three or
-# more zmm of A keep a block's loads within half its FMAs (their vector-port uops fit beside
-# the FMAs' two pipes, see CoreRules.zmm_load_vector_ports); two vectors take 13 columns
+# four zmm of A keep a block's loads within half its FMAs (their vector-port uops fit beside
+# the FMAs' two pipes, see CoreRules.zmm_load_vector_ports), no block is taller than four
+# (max_zmm_vectors); two vectors take 13 columns
 INTEL_BLOCKS = {
     ("float32", 64, 64, 64, 1): [(4, 6)], ("float32", 64, 64, 64, 16): [(4, 6)],
-    ("float32", 48, 48, 64, 16): [(3, 8)], ("float32", 128, 64, 256, 4): [(5, 5), (3, 8)],
+    ("float32", 48, 48, 64, 16): [(3, 8)], ("float32", 128, 64, 256, 4): [(4, 6)],
     ("float32", 32, 64, 64, 1): [(2, 13)], ("float32", 17, 64, 64, 1): [(2, 13)],
-    ("float64", 64, 64, 64, 1): [(5, 5), (3, 8)], ("float64", 24, 64, 64, 1): [(3, 8)],
+    ("float32", 80, 64, 64, 1): [(3, 8), (2, 13)], ("float32", 96, 96, 64, 1): [(3, 9)],
+    ("float64", 64, 64, 64, 1): [(4, 6)], ("float64", 24, 64, 64, 1): [(3, 8)],
     ("float64", 32, 32, 32, 32): [(4, 6)], ("float64", 16, 64, 64, 1): [(2, 13)],
+    ("float64", 40, 64, 64, 1): [(3, 8), (2, 13)],
 }
 
 
 @pytest.mark.parametrize("micro", INTEL)
 def test_intel_blocks_keep_zmm_loads_within_half_the_fmas(micro):
     """On an Intel core the blocks of three or more zmm of A load at most half as many
-    vectors (A's, B's broadcasts) as they issue FMAs, and take the shapes INTEL_BLOCKS
-    lists; the generic core keeps its 2 x 13 blocks for M = 64 (no such rule)."""
+    vectors (A's, B's broadcasts) as they issue FMAs, none is taller than four zmm, and they
+    take the shapes INTEL_BLOCKS lists; the generic core keeps its 2 x 13 blocks for
+    M = 64 and a block of five zmm for 80 x 5 (no such rules)."""
     tgt = target("avx512", micro)
     for (dtype, m, n, k, br), blocks in INTEL_BLOCKS.items():
         chosen, panels = choose(m, n, k, br, tgt, dtype)
         assert chosen.vector_bits == 512, (dtype, m)
         assert [(panel.vectors, panel.cols) for panel in panels] == blocks, (dtype, m, n, k, br)
         for panel in panels:
+            assert panel.vectors <= rules(tgt).max_zmm_vectors == 4
             for _, cols in panel.runs():
                 if panel.vectors >= 3:
                     assert 2 * (panel.vectors + cols) <= panel.vectors * cols, (dtype, m, cols)
-    generic = choose(64, 64, 64, 1, target("avx512", "generic"))[1]
-    assert [(panel.vectors, panel.cols) for panel in generic] == [(2, 13)]
+    for m in range(1, 200, 7):
+        for n in (5, 40):
+            assert all(panel.vectors <= 4 for panel in choose(m, n, 64, 1, tgt)[1]), (m, n)
+    generic = target("avx512", "generic")
+    assert [(panel.vectors, panel.cols) for panel in choose(64, 64, 64, 1, generic)[1]] \
+        == [(2, 13)]
+    assert max(panel.vectors for panel in choose(80, 5, 64, 1, generic)[1]) == 5
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -824,6 +834,7 @@ def test_every_known_core_has_its_rules_and_others_the_generic_ones():
         assert rules(target("avx512", micro)).zmm_load_vector_ports == 3
     for micro in ("zen3", "zen4", "zen5", "generic"):
         assert rules(target("avx512", micro)).zmm_load_vector_ports == 0
+        assert rules(target("avx512", micro)).max_zmm_vectors == 0
         assert cpu.MICROARCHS[micro].fma_shuffle_bits == 0
 
 
