@@ -53,6 +53,8 @@ class Microarch:
     fma_pipes: FMAs of up to full_rate_bits a cycle. load_ports, store_ports: vector loads
     and stores of up to full_rate_bits a cycle. masked_store_cycles: cycles one AVX
     vmaskmovps/pd store occupies (microcoded on AMD cores; docs/measurements.md).
+    fma_shuffle_bits: shuffles and blends of vectors this wide or wider (vpermps, vblendmps)
+    issue to the FMA pipes, each in an FMA's slot (0: they have pipes of their own).
     l1_ways, l1_sets: the L1 data cache's associativity and sets of 64-byte lines; addresses
     l1_sets * 64 bytes apart compete for the same l1_ways lines. l2_bytes: one core's L2
     (the cache blocks of a large contraction, einjit.passes.block). (The x86-64 BRGEMM's
@@ -72,6 +74,7 @@ class Microarch:
     load_ports: int = 2
     store_ports: int = 1
     masked_store_cycles: float = 1.0
+    fma_shuffle_bits: int = 0
     l1_ways: int = 8
     l1_sets: int = 64
     l2_bytes: int = 1 << 20
@@ -104,6 +107,10 @@ class Microarch:
     def splits_512(self) -> bool:
         """A 512-bit operation runs as two 256-bit halves (Zen 4)."""
         return self.full_rate_bits < 512
+
+    def shuffles_on_fma_pipes(self, bits: int) -> bool:
+        """Whether shuffles and blends of `bits`-bit vectors take the FMA pipes' slots."""
+        return 0 < self.fma_shuffle_bits <= bits
 
     def passes(self, bits: int) -> int:
         """How many full-rate operations one operation on `bits`-bit vectors takes."""

@@ -78,11 +78,11 @@ def test_the_k_loops_of_generated_kernels(variant, mca_cpu, dtype, shape):
 
 
 def test_the_fmas_of_the_main_blocks():
-    """The main blocks as the plans have them now: 2 zmm x 13 columns on the Intel cores,
+    """The main blocks as the plans have them now: 4 zmm x 6 columns on the Intel cores,
     1 zmm x 22 on Zen 4 (which splits a zmm FMA in halves), 3 ymm x 4 in AVX2."""
     for variant, mca_cpu, dtype, block, fmas in [
-            ("avx512", "sapphirerapids", "float32", "32x13", 2 * 13),
-            ("avx512", "sapphirerapids", "float64", "16x13", 2 * 13),
+            ("avx512", "sapphirerapids", "float32", "64x6", 4 * 6),
+            ("avx512", "skylake-avx512", "float64", "32x6", 4 * 6),
             ("avx512", "znver4", "float32", "16x22", 22),
             ("avx2", "znver3", "float32", "24x4", 3 * 4)]:
         loops = x86_mca.kernel_loops(x86_mca.core_target(variant, mca_cpu), 64, 64, 64, 1,
@@ -91,7 +91,7 @@ def test_the_fmas_of_the_main_blocks():
 
 
 def test_the_loop_of_a_tail_and_of_the_peak():
-    # M = 17 for Sapphire Rapids: a block row of one zmm and a tail of one row
+    # M = 17 for Sapphire Rapids: a block row of one zmm and a masked tail of one row
     loops = x86_mca.kernel_loops(x86_mca.core_target("avx512", "sapphirerapids"),
                                  17, 64, 64, 1, "float32")
     assert loops and all(loop.block.startswith("17x") and loop.width == 512 for loop in loops)

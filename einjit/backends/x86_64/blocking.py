@@ -1,6 +1,7 @@
 """x86-64 BRGEMM blocking: how a kernel cuts C into register blocks, chosen per (M, N, K,
 batch) and per core (target.micro: full-rate vector width, FMA pipes, load ports, the cost
-of a masked store, L1's sets and ways). brgemm.py generates the code of a plan.
+of a masked store, whether shuffles take the FMA pipes, L1's sets and ways). brgemm.py
+generates the code of a plan.
 
 A plan is a tuple of Panels, one per band of rows: its blocks' height in vectors, the tail
 rows and how they are held (masked, packed several columns a vector, an overlapping whole
@@ -300,7 +301,9 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, mode:
     are summed into one vector (3 instructions) before C's, a tail vector's (priced at 5: summed
     and moved to where a packed tail's shares sit; a vector a column takes 3, two columns at
     once) before its rows of C are added. In a block without a tail a quad column's shuffle
-    counts CoreRules.quad_shuffle_fma_share of an FMA."""
+    counts CoreRules.quad_shuffle_fma_share of an FMA. Where CoreRules.zmm_load_vector_ports
+    is set, a zmm block's FMAs and its loads of A and of B's separate broadcasts share that
+    many vector ports too."""
     micro, tuned = target.micro, rules(target)
     passes = micro.passes(target.vector_bits)
     group, overlap, quads, dot, pairs = (mode.group, mode.overlap, mode.quads, mode.dot,
@@ -324,8 +327,12 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, mode:
     steps = k * br
     chain = dot_steps(dot) if dot and not full else PAIR_STEPS if pairs else 1
     fma_pipe_ops = fmas + (0 if tail_rows else tuned.quad_shuffle_fma_share) * quads
+    shared_ports = 0.0
+    if tuned.zmm_load_vector_ports and target.vector_bits == 512:
+        own_loads = vectors + (0 if group == 1 and vectors == 1 and target.masks else cols)
+        shared_ports = (fma_pipe_ops + own_loads) / tuned.zmm_load_vector_ports
     compute = steps * max(fma_pipe_ops * passes / micro.fma_pipes, vector_ops * passes / 4,
-                          4.0 / chain)
+                          4.0 / chain, shared_ports)
     vector_loads = split if pairs else loads - cols + quads * 3 / 4   # the rest: B elements
     memory = (steps * (loads + (passes - 1) * vector_loads) + update * passes) / micro.load_ports
     if group == 1:
@@ -409,11 +416,11 @@ def _sweep_n(target: Target, vectors: int, tail_rows: int, n: int, k: int, br: i
     return best
 
 
-def _row_partitions(total: int) -> Iterator[tuple[int, ...]]:
-    """Ways to cut `total` vectors into blocks: greedy by a height, and evenly balanced, each
-    also in reverse order (the last block carries the tail rows)."""
+def _row_partitions(total: int, tallest: int = MAX_VECTORS) -> Iterator[tuple[int, ...]]:
+    """Ways to cut `total` vectors into blocks of at most `tallest`: greedy by a height, and
+    evenly balanced, each also in reverse order (the last block carries the tail rows)."""
     seen = set()
-    for height in range(1, min(MAX_VECTORS, total) + 1):
+    for height in range(1, min(tallest, total) + 1):
         full, rest = divmod(total, height)
         greedy = (height,) * full + ((rest,) if rest else ())
         count = -(-total // height)
@@ -538,10 +545,12 @@ def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float3
 
 def packs_tail(target: Target, m: int, element_bytes: int) -> bool:
     """Whether a kernel of M rows may pack its tail rows (see pack_group): AVX-512 packs
-    float32 tails only; AVX2 packs both, but not the float32 tails of the Ms in
+    float32 tails only, and not where the core's shuffles take the FMA pipes' slots
+    (Microarch.fma_shuffle_bits: each blend costs the slot of the FMA it saves, and A's
+    permute comes on top); AVX2 packs both, but not the float32 tails of the Ms in
     CoreRules.unpacked_one_row_m (their blends run slower than the model says)."""
     if target.masks:
-        return element_bytes == 4
+        return element_bytes == 4 and not target.micro.shuffles_on_fma_pipes(target.vector_bits)
     return not (element_bytes == 4 and m in rules(target).unpacked_one_row_m)
 
 
@@ -566,7 +575,10 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     packs = packs_tail(target, m, elements.bytes)
     sweeps = {}
     best = None
-    for heights in _row_partitions(vectors_total):
+    tallest = MAX_VECTORS
+    if target.vector_bits == 512 and rules(target).max_zmm_vectors:
+        tallest = rules(target).max_zmm_vectors
+    for heights in _row_partitions(vectors_total, tallest):
         groups = []                      # [height, count, masked], consecutive equal heights
         for height in heights:
             if groups and groups[-1][0] == height:

@@ -27,7 +27,8 @@ MICROARCH_ENV = "EINJIT_X86_MICROARCH"
 # as slow as Zen 3's (not measured). L1D: 32 KiB 8-way on Zen 3/4, 48 KiB 12-way on Zen 5
 # (64 sets each); L2 512 KiB on Zen 3, 1 MiB on Zen 4/5.
 # Intel server cores (Intel's optimization reference manual): two 512-bit FMA pipes (one on
-# some Skylake-SP parts, which CPUID does not tell apart), masked stores at full speed; L1D
+# some Skylake-SP parts, which CPUID does not tell apart), ports 0 and 5, which 512-bit
+# vblendmps and vpermps issue to as well (uops.info), masked stores at full speed; L1D
 # 32 KiB 8-way and L2 1 MiB on Skylake-SP / Cascade Lake, 48 KiB 12-way and 1.25 MiB on Ice
 # Lake-SP, 48 KiB 12-way and 2 MiB on Sapphire / Emerald / Granite Rapids.
 MICROARCHS = {
@@ -35,9 +36,11 @@ MICROARCHS = {
                       l2_bytes=512 << 10),
     "zen4": Microarch("zen4", full_rate_bits=256, masked_store_cycles=12.0),
     "zen5": Microarch("zen5", full_rate_bits=512, masked_store_cycles=12.0, l1_ways=12),
-    "skylake-sp": Microarch("skylake-sp"),
-    "icelake-sp": Microarch("icelake-sp", l1_ways=12, l2_bytes=1280 << 10),
-    "sapphirerapids": Microarch("sapphirerapids", l1_ways=12, l2_bytes=2 << 20),
+    "skylake-sp": Microarch("skylake-sp", fma_shuffle_bits=512),
+    "icelake-sp": Microarch("icelake-sp", fma_shuffle_bits=512, l1_ways=12,
+                            l2_bytes=1280 << 10),
+    "sapphirerapids": Microarch("sapphirerapids", fma_shuffle_bits=512,
+                                l1_ways=12, l2_bytes=2 << 20),
     "generic": GENERIC,
 }
 # Intel family 6 model -> core (Emerald and Granite Rapids as Sapphire Rapids: the same

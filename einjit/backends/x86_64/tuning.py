@@ -10,6 +10,8 @@ best round).
 
 A core missing from the table takes the generic entry: the values measured on Zen 4, whose
 rules apply by the core's facts (cpu.Microarch: a 512-bit operation run as halves, etc.).
+The Intel cores' entry is partly modelled: llvm-mca's tables of those cores, checked by
+benchmarks.x86_mca on any host.
 """
 from __future__ import annotations
 
@@ -45,6 +47,15 @@ class CoreRules:
     # _block_cycles: a quad's shuffle beside one whole vector takes this share of an FMA pipe
     # $ python -m benchmarks.x86_gemm --variant avx2 --sizes 8,10,24 --k 64 --no-fp64
     quad_shuffle_fma_share: float = 0.5
+    # _block_cycles: a 512-bit load (not a broadcast inside an FMA) also takes a uop of this
+    # many vector ports, the FMA pipes among them (0: none; Intel as llvm-mca's Skylake-SP
+    # tables have it: p0, p1, p5), so a block's FMAs, shuffles and such loads share them
+    # $ python -m benchmarks.x86_mca      (the skylake-avx512 .. sapphirerapids columns)
+    zmm_load_vector_ports: int = 0
+    # _plan: zmm blocks at most this many vectors tall (0: blocking.MAX_VECTORS); taller ones
+    # ran slower on an Emerald Rapids core than the model and llvm-mca say
+    # $ (no command: a same-run A/B of x86_gemm's timer with blocking.MAX_VECTORS 4 and 6)
+    max_zmm_vectors: int = 0
     # _block_cycles, a core splitting zmm: more stores at once stall the next block's FMAs
     # $ python -m benchmarks.x86_gemm --variant avx512 --sizes 8-64 --k 16,64 --no-fp64
     store_burst_units: int = 16
@@ -64,16 +75,19 @@ class CoreRules:
 
 GENERIC_RULES = CoreRules()
 
+# The Intel cores' rules: zmm_load_vector_ports from llvm-mca's model of them, max_zmm_vectors
+# measured on an Emerald Rapids core (docs/measurements.md)
+INTEL_RULES = CoreRules(zmm_load_vector_ports=3, max_zmm_vectors=4)
+
 # Zen 3 (16 registers: AVX2 alone, no spare set to pipeline C's updates with) corrects the
-# model for Ms of one vector and a short tail; Zen 4 and 5 run the generic rules, and so do the
-# Intel cores (no rule measured on them yet)
+# model for Ms of one vector and a short tail; Zen 4 and 5 run the generic rules
 CORE_RULES: dict[str, CoreRules] = {
     "zen3": CoreRules(pair_dot_min_k=(32, 64), unpacked_one_row_m=(17,)),
     "zen4": GENERIC_RULES,
     "zen5": GENERIC_RULES,
-    "skylake-sp": GENERIC_RULES,
-    "icelake-sp": GENERIC_RULES,
-    "sapphirerapids": GENERIC_RULES,
+    "skylake-sp": INTEL_RULES,
+    "icelake-sp": INTEL_RULES,
+    "sapphirerapids": INTEL_RULES,
     "generic": GENERIC_RULES,
 }
 

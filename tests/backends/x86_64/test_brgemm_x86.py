@@ -67,8 +67,12 @@ def _variants():
     return params
 
 
-# the facts of each known core, and two made-up cores that force the AVX2 tail choices
-MICROS = {**{name: cpu.MICROARCHS[name] for name in ("zen3", "zen4", "zen5", "generic")},
+# the facts of each known core (Intel's three share their rules: Sapphire Rapids stands for
+# them here, the INTEL_* tests below run all three), and two made-up cores that force the AVX2
+# tail choices
+MICROS = {**{name: cpu.MICROARCHS[name] for name in ("zen3", "zen4", "zen5", "generic",
+                                                     "sapphirerapids", "skylake-sp",
+                                                     "icelake-sp")},
           "cheap-masks": Microarch("cheap-masks", masked_store_cycles=0.0),
           "dear-masks": Microarch("dear-masks", full_rate_bits=256, masked_store_cycles=1e6)}
 
@@ -258,7 +262,8 @@ SKEWED_WIDE_SLOTS = [(16, 60, 16, 1), (48, 57, 16, 1), (24, 8, 3, 1), (40, 40, 2
 # Zen 3's M = 9, 10 as two panels (blocking.pair_dot_panels): whole rows in step pairs, the
 # tail rows as dot products; N at the rule's least, blocks of two widths, K in chunks
 PAIR_DOTS = [(9, 16, 32, 1), (9, 40, 64, 1), (10, 17, 64, 1), (10, 64, 128, 1), (9, 23, 600, 1)]
-MICRO_NAMES = list(MICROS)
+INTEL = ("skylake-sp", "icelake-sp", "sapphirerapids")
+MICRO_NAMES = [name for name in MICROS if name not in INTEL[:2]]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -735,6 +740,87 @@ def test_zen3_never_packs_the_tail_row_of_m17():
     assert "packed" in choices(target("avx2", "zen4"), 17, 40, 16, 1)
 
 
+# Intel: (dtype, M, N, K, batch) -> the (vectors, columns) of each panel's blocks. Three or
+# four zmm of A keep a block's loads within half its FMAs (their vector-port uops fit beside
+# the FMAs' two pipes, see CoreRules.zmm_load_vector_ports), no block is taller than four
+# (max_zmm_vectors); two vectors take 13 columns
+INTEL_BLOCKS = {
+    ("float32", 64, 64, 64, 1): [(4, 6)], ("float32", 64, 64, 64, 16): [(4, 6)],
+    ("float32", 48, 48, 64, 16): [(3, 8)], ("float32", 128, 64, 256, 4): [(4, 6)],
+    ("float32", 32, 64, 64, 1): [(2, 13)], ("float32", 17, 64, 64, 1): [(2, 13)],
+    ("float32", 80, 64, 64, 1): [(3, 8), (2, 13)], ("float32", 96, 96, 64, 1): [(3, 9)],
+    ("float64", 64, 64, 64, 1): [(4, 6)], ("float64", 24, 64, 64, 1): [(3, 8)],
+    ("float64", 32, 32, 32, 32): [(4, 6)], ("float64", 16, 64, 64, 1): [(2, 13)],
+    ("float64", 40, 64, 64, 1): [(3, 8), (2, 13)],
+}
+
+
+@pytest.mark.parametrize("micro", INTEL)
+def test_intel_blocks_keep_zmm_loads_within_half_the_fmas(micro):
+    """On an Intel core the blocks of three or more zmm of A load at most half as many
+    vectors (A's, B's broadcasts) as they issue FMAs, none is taller than four zmm, and they
+    take the shapes INTEL_BLOCKS lists; the generic core keeps its 2 x 13 blocks for
+    M = 64 and a block of five zmm for 80 x 5 (no such rules)."""
+    tgt = target("avx512", micro)
+    for (dtype, m, n, k, br), blocks in INTEL_BLOCKS.items():
+        chosen, panels = choose(m, n, k, br, tgt, dtype)
+        assert chosen.vector_bits == 512, (dtype, m)
+        assert [(panel.vectors, panel.cols) for panel in panels] == blocks, (dtype, m, n, k, br)
+        for panel in panels:
+            assert panel.vectors <= rules(tgt).max_zmm_vectors == 4
+            for _, cols in panel.runs():
+                if panel.vectors >= 3:
+                    assert 2 * (panel.vectors + cols) <= panel.vectors * cols, (dtype, m, cols)
+    for m in range(1, 200, 7):
+        for n in (5, 40):
+            assert all(panel.vectors <= 4 for panel in choose(m, n, 64, 1, tgt)[1]), (m, n)
+    generic = target("avx512", "generic")
+    assert [(panel.vectors, panel.cols) for panel in choose(64, 64, 64, 1, generic)[1]] \
+        == [(2, 13)]
+    assert max(panel.vectors for panel in choose(80, 5, 64, 1, generic)[1]) == 5
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", INTEL)
+def test_intel_zmm_tails_stay_masked(micro, dtype):
+    """Intel's 512-bit blends and permutes take the FMA pipes (Microarch.fma_shuffle_bits):
+    a packed tail would spend a blend where it saves an FMA, so no M packs its tail; cores
+    whose shuffles have pipes of their own (the generic core, Zen 5) still pack."""
+    tgt = target("avx512", micro)
+    assert tgt.micro.shuffles_on_fma_pipes(512) and not tgt.micro.shuffles_on_fma_pipes(256)
+    for m in range(1, 66):
+        for n, k in ((64, 64), (13, 16), (40, 3)):
+            assert "packed" not in choices(tgt, m, n, k, 1, dtype), (m, n, k)
+    assert not packs_tail(tgt, 19, 4)
+    for micro in ("generic", "zen5"):
+        assert packs_tail(target("avx512", micro), 19, 4)
+        assert "packed" in choices(target("avx512", micro), 19, 64, 64, 1)
+
+
+def _intel_grid():
+    """(m, n, k, br) for the Intel cores' kernels: M across every vector count and tail of
+    both dtypes up to 5 zmm and past, N and K cycling through remainders and block widths."""
+    ns, ks = (1, 5, 6, 7, 13, 25, 64, 8, 12, 19), (1, 2, 7, 64, 16, 33, 5)
+    ms = (*range(1, 34), 40, 41, 47, 48, 49, 56, 57, 63, 64, 65, 70, 80, 96, 97, 130)
+    # and K in chunks (a long K, a batch of long panels), a batch of 16
+    return [(m, ns[i % len(ns)], ks[i % len(ks)], 1 + (i % 4 == 3) * 2)
+            for i, m in enumerate(ms)] + [(64, 40, 500, 1), (70, 20, 300, 1), (48, 64, 64, 16),
+                                          (128, 64, 256, 4), (33, 30, 400, 1)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", INTEL)
+@pytest.mark.parametrize("variant", [p for p in _variants() if p.values[0] == "avx512"])
+def test_intel_kernels_match_numpy(variant, micro, dtype):
+    """The AVX-512 code generated for each Intel core (run here: any AVX-512 host executes
+    it) computes numpy's result over _intel_grid, operands with ld > rows and batch gaps,
+    nothing written outside C."""
+    for shape in _intel_grid():
+        case = Case(*shape, seed=sum(shape), dtype=dtype)
+        case.call(Compiled(*shape, variant, dtype, micro))
+        case.verify()
+
+
 def test_every_known_core_has_its_rules_and_others_the_generic_ones():
     """tuning.CORE_RULES has an entry for every core cpu.MICROARCHS knows; a core it does not
     list (the made-up ones here) gets the generic rules, which carry no rule for one M."""
@@ -743,6 +829,13 @@ def test_every_known_core_has_its_rules_and_others_the_generic_ones():
     for micro in ("cheap-masks", "dear-masks", "generic"):
         assert rules(target("avx2", micro)) is GENERIC_RULES
     assert not GENERIC_RULES.pair_dot_min_k and not GENERIC_RULES.unpacked_one_row_m
+    # the Intel cores' rule and fact reach no other core (their code stays as it was)
+    for micro in INTEL:
+        assert rules(target("avx512", micro)).zmm_load_vector_ports == 3
+    for micro in ("zen3", "zen4", "zen5", "generic"):
+        assert rules(target("avx512", micro)).zmm_load_vector_ports == 0
+        assert rules(target("avx512", micro)).max_zmm_vectors == 0
+        assert cpu.MICROARCHS[micro].fma_shuffle_bits == 0
 
 
 @pytest.mark.parametrize("micro", ["zen4", "zen5"])
