@@ -36,7 +36,9 @@ from ..errors import EinjitError
 
 ALIGNMENT = 64                  # a cache line, a zmm register
 ALIGN_FROM_BYTES = 1 << 20
-POOL_FROM_BYTES = 16 << 20      # smaller blocks come from malloc's heap, already mapped
+# malloc maps blocks this large afresh (its mmap threshold), so their pages fault again on
+# every call: a tree's intermediates of a few MiB cost more in faults than in flops on many cores
+POOL_FROM_BYTES = 1 << 20
 POOL_ENV = "EINJIT_POOL_BYTES"
 
 
