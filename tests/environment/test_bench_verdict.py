@@ -94,7 +94,9 @@ def test_einsum_records_a_wrong_case_and_goes_on(monkeypatch):
             raise WrongResult(f"einsum {dtype} bad one: einjit's result differs from numpy's")
         case.group, case.equation, case.shapes = "g", "ij->i", [(2, 2)]
         return dict(case=case, flops=2e9, seconds=0.01, gflops=200.0, error=0.0,
-                    peers={"np.einsum": 0.02}, best="np.einsum", ratio=2.0, skipped=[])
+                    peers={"np.einsum": 0.02}, best="np.einsum", ratio=2.0, skipped=[],
+                    scaling=dict(measured=1.0, predicted=1.0,
+                                 efficiency=dict.fromkeys(einsum.PROFILE_THREADS, 1.0)))
 
     monkeypatch.setattr(einsum, "cases", lambda quick, pattern: picked)
     monkeypatch.setattr(einsum, "run_case", run_case)

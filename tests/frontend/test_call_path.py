@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import numpy_einsum_forbidden
+from frontend_support import numpy_einsum_forbidden
 
 import einjit
 from einjit.einsum import plan_cache
