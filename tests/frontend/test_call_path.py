@@ -131,7 +131,8 @@ def test_operands_the_fast_path_does_not_take(dtype):
     for x, wide in [(a.astype(wider), wider), (a.tolist(), np.float64)]:
         promoted = expr(x, b)      # computed in numpy's promotion of the dtypes
         assert promoted.dtype == np.result_type(wide, dtype)
-        np.testing.assert_allclose(promoted, expected, rtol=_tolerance(dtype))
+        np.testing.assert_allclose(promoted, expected, rtol=_tolerance(dtype),
+                                   atol=_tolerance(dtype))
     for shapes in [((N, N + 1), (N, N)), ((N, N), (N - 1, N)), ((N * N,), (N, N))]:
         x, y = (np.zeros(shape, dtype) for shape in shapes)
         with pytest.raises(EinsumValueError, match="was compiled for"):
