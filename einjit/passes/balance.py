@@ -3,10 +3,11 @@ into smaller ones.
 
 The threads split a nest's shared iterations (its tasks, each one block of the output) into
 contiguous shares that differ by one task at most, so T threads on n tasks keep
-n / (T * ceil(n / T)) of their time busy: 32 tasks on 48 threads two thirds of it. Where that
-balance is below MIN_BALANCE, optimize plans the contraction again with smaller m and n
-blocks (halving the larger of the two, down to FLOOR_SIZES) until it is not: smaller blocks
-cost the kernel a little of its speed, idle threads cost all of theirs. The threads counted
+n / (T * ceil(n / T)) of their time busy: 32 tasks on 48 threads two thirds of it, 5 on 2
+threads five sixths. Where that balance is below MIN_BALANCE, optimize plans the
+contraction again with smaller m and n blocks (halving the larger of the two, down to
+FLOOR_SIZES) until it is not: smaller blocks cost the kernel a little of its speed, idle
+threads cost all of theirs. The threads counted
 are those the compiled nest would start (codegen: only threads that gain from a share). A
 cache-blocked contraction (einjit.passes.block) keeps its k chunks; its m blocks and n panels
 get smaller alike.
@@ -21,9 +22,9 @@ from einjit.codegen.compile import MIN_FLOPS_PER_THREAD
 from einjit.ir import TensorOperation
 from einjit.passes import block
 
-#: the share of the threads' time a plan may leave idle to imbalance: four tasks per thread
-#: or more always reach it
-MIN_BALANCE = 0.8
+#: the least share of the threads' time a plan keeps busy (ten tasks per thread or more
+#: always reach it): cut finer where it is not, down to the floors
+MIN_BALANCE = 0.9
 #: the smallest m and n blocks balance cuts to: two AVX-512 vectors of float32 rows, and
 #: enough columns for a full register block of the kernels
 FLOOR_SIZES = {"m": 32, "n": 16}
