@@ -114,7 +114,7 @@ def profile_plan(plan: Plan, num_threads: int, title: str = "the plan") -> Paral
         spanned = sum(op.extent(name) for name in op.operands)
         dims = ",".join(names[d] if names is not None and d < len(names) else str(d)
                         for d in step.node.dims)
-        label = f"[{dims}]" + (f" ({_short(step.part)})" if step.part else "")
+        label = f"[{dims}]" + (f" ({step.part})" if step.part else "")
         # a product of two of the tree's tensors, not a sum against a vector of ones
         flops = work if len(step.node.children) == 2 and op.kind == "contraction" and \
             not any(source[:1] == ("ones",) for source in step.sources) else 0
@@ -123,7 +123,3 @@ def profile_plan(plan: Plan, num_threads: int, title: str = "the plan") -> Paral
                                  num_threads))
     return ParallelProfile(title, num_threads, tuple(steps))
 
-
-def _short(part: str) -> str:
-    return "partial sums" if "partial sums of" in part else \
-        "sum of partials" if part.startswith("the sum") else "last chunk"
