@@ -52,11 +52,13 @@ class Step:
 
 
 def _optimizer():
+    """(optimize, peel), or None where the optimizer is not there (ops stay undefined)."""
     try:
         from einjit.passes import optimize
-    except ImportError:       # the optimizer is not there: ops stay undefined
+        from einjit.passes.peel import peel
+    except ImportError:
         return None
-    return optimize
+    return optimize, peel
 
 
 class Plan:
@@ -78,7 +80,7 @@ class Plan:
         self.buffer_sizes: list[int] = []
         self.steps: list[Step] = []
         self.ones: dict[int, np.ndarray] = {}
-        optimize = _optimizer() if optimize_ops else None
+        optimizer = _optimizer() if optimize_ops else None
         threads = num_threads or default_threads()
         self.num_threads = threads
         ids = {}
@@ -94,31 +96,45 @@ class Plan:
             return Tensor(node.dims, tuple(strides[d] for d in node.dims)), ("buf", ids[id(node)])
 
         def lowered_step(inputs: Sequence[Tensor], out: Tensor,
-                         step_sizes: Sequence[int]) -> Lowered:
+                         step_sizes: Sequence[int]) -> list[tuple[Lowered, tuple]]:
+            """The node's operation as parts (einjit.passes.peel), each optimized, with the
+            element offsets of its in0, in1 and out."""
             if len(inputs) == 2:
                 lowered = lower_contraction(inputs[0], inputs[1], out, step_sizes, dtype)
             else:
                 lowered = lower_unary(inputs[0], out, step_sizes, dtype)
-            if optimize is not None:
-                lowered = Lowered(optimize(lowered.op, num_threads=num_threads),
-                                  lowered.ones, lowered.ones_length, lowered.prims)
-            return lowered
+            if optimizer is None:
+                return [(lowered, (0, 0, 0))]
+            optimize, peel = optimizer
+            return [(Lowered(optimize(part.op, num_threads=num_threads), lowered.ones,
+                             lowered.ones_length, lowered.prims), part.offsets)
+                    for part in peel(lowered.op, num_threads)]
 
-        def add(node: Node, lowered: Lowered, refs: Sequence[tuple], out_ref: tuple,
-                frees: tuple[int, ...], offsets: Sequence[int] = (0, 0), out_offset: int = 0,
-                part: str = "") -> None:
-            if len(refs) == 2:
-                refs, offsets = tuple(refs), tuple(offsets)
-            elif lowered.ones == "in1":
-                refs, offsets = (refs[0], ("ones", lowered.ones_length)), (offsets[0], 0)
-            elif lowered.ones == "in0":
-                refs, offsets = (("ones", lowered.ones_length), refs[0]), (0, offsets[0])
-            else:
-                refs, offsets = (refs[0], ()), (offsets[0], 0)
-            if lowered.ones:
-                self.ones.setdefault(lowered.ones_length, np.ones(lowered.ones_length, self.dtype))
-            self.steps.append(Step(lowered, (refs[0], refs[1], out_ref), frees, node,
-                                   offsets + (out_offset,), part))
+        def add(node: Node, parts: list[tuple[Lowered, tuple]], refs: Sequence[tuple],
+                out_ref: tuple, frees: tuple[int, ...], offsets: Sequence[int] = (0, 0),
+                out_offset: int = 0, part: str = "") -> None:
+            """A step per part (the last frees the buffers)."""
+            for number, (lowered, moved) in enumerate(parts):
+                if len(refs) == 2:
+                    sources, at = tuple(refs), tuple(offsets)
+                elif lowered.ones == "in1":
+                    sources, at = (refs[0], ("ones", lowered.ones_length)), (offsets[0], 0)
+                elif lowered.ones == "in0":
+                    sources, at = (("ones", lowered.ones_length), refs[0]), (0, offsets[0])
+                else:
+                    sources, at = (refs[0], ()), (offsets[0], 0)
+                if lowered.ones:
+                    self.ones.setdefault(lowered.ones_length,
+                                         np.ones(lowered.ones_length, self.dtype))
+                # a ones vector is all ones: read from its start at any offset
+                at = tuple(0 if source[:1] == ("ones",) else a + b
+                           for source, a, b in zip(sources, at, moved))
+                label = part
+                if len(parts) > 1:
+                    label = (f"{part}, " if part else "") + f"part {number + 1} of {len(parts)}"
+                self.steps.append(Step(lowered, (sources[0], sources[1], out_ref),
+                                       frees if number == len(parts) - 1 else (), node,
+                                       at + (out_offset + moved[2],), label))
 
         def reduce(node: Node, inputs: Sequence[Tensor], refs: Sequence[tuple], out: Tensor,
                    out_ref: tuple, step_sizes: Sequence[int], frees: tuple[int, ...],
@@ -127,12 +143,13 @@ class Plan:
             a partial sums buffer, that buffer then summed (in chunks again where long)."""
             chunks = chunked(inputs, out, step_sizes, longest)
             plain = None
-            if longest == LONG_SUM and optimize is not None:
+            if longest == LONG_SUM and optimizer is not None:
                 plain = lowered_step(inputs, out, step_sizes)
-                if chunks is not None and accumulation_chain(plain.op) <= LONG_CHAIN:
+                main = plain[0][0].op
+                if chunks is not None and accumulation_chain(main) <= LONG_CHAIN:
                     # the node's own operation: its kernels' blocks keep the chains short
                     chunks = None
-                if chunks is None and starved(plain.op, threads):
+                if chunks is None and starved(main, threads):
                     # too few out blocks for the threads: chunks of the sum give them work
                     chunks = chunked(inputs, out, step_sizes, CHUNK)
             if chunks is None:
@@ -311,10 +328,11 @@ class Plan:
             elements = int(np.prod([sizes[d] for d in node.dims])) if target == ("out",) \
                 else self.buffer_sizes[target[1]]
             where = "result" if target == ("out",) else f"intermediate buffer {target[1]}"
-            flops = 0
-            if len(node.children) == 2 and not step.part.startswith(("the", "partial")):
-                flops = 2 * int(np.prod([sizes[d] for d in set(node.dims).union(
-                    *(c.dims for c in node.children))]))
+            op = step.lowered.op
+            # a product of two of the tree's tensors, not a sum against a vector of ones
+            flops = 2 * int(np.prod([d.size for d in op.dims])) \
+                if len(node.children) == 2 and op.kind == "contraction" and \
+                not any(source[:1] == ("ones",) for source in step.sources) else 0
             part = f" ({step.part})" if step.part else ""
             lines.append(f"step {number}: [{','.join(map(str, node.dims))}]{part} -> {where}, "
                          f"{elements} elements ({elements * self.itemsize} bytes), {flops} flops, "

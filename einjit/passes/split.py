@@ -106,27 +106,40 @@ def max_sizes(op: TensorOperation, max_size: int | Mapping | None) -> dict:
     return {key: value for key in DIM_TYPES}
 
 
+def _cut(op: TensorOperation, dim: Dim, limit: int | None,
+         min_size: int) -> tuple[int, int] | None:
+    """(outer, inner) sizes split cuts `dim` of `op` into under `limit`, None: kept whole."""
+    if limit is None or dim.size <= limit or dim.exec_type == "shared":
+        return None
+    outer_min_size = CONTRACTION_OUTER_MIN_SIZE if op.kind == "contraction" else None
+    if dim.type == "m" and op.kind == "contraction":
+        # the rows one vector holds where the core runs it at full rate (Microarch.full_rate_bits)
+        target = op.target
+        m_lanes = max(1, min(target.vector_bits, target.micro.full_rate_bits)
+                      // (8 * np.dtype(op.dtype).itemsize))
+        found = occupancy_split(dim.size, limit, m_lanes, min_size, outer_min_size)
+        if found is not None:
+            return found
+    return best_split(dim.size, limit, dim.type, min_size, outer_min_size)
+
+
+def block_size(op: TensorOperation, dim: Dim) -> int:
+    """The size of `dim`'s blocks in `op` once split with the default sizes: its inner part,
+    or the whole dim where split keeps it whole (within its maximum, or no divisor fits)."""
+    found = _cut(op, dim, max_sizes(op, None)[dim.type], DEFAULT_MIN_SIZE)
+    return dim.size if found is None else found[1]
+
+
 def split(op: TensorOperation, max_size: int | Mapping | None = None,
           min_size: int = DEFAULT_MIN_SIZE) -> TensorOperation:
     """A new op whose dims larger than their type's maximum are split (see the module doc)."""
     limits = max_sizes(op, max_size)
     min_size = check_int("min_size", min_size, 1)
-    outer_min_size = CONTRACTION_OUTER_MIN_SIZE if op.kind == "contraction" else None
-    # the rows one vector holds where the core runs it at full rate (Microarch.full_rate_bits)
-    target = op.target
-    m_lanes = max(1, min(target.vector_bits, target.micro.full_rate_bits)
-                  // (8 * np.dtype(op.dtype).itemsize))
     dims = list(op.dims)
     index = 0
     while index < len(dims):
         dim = dims[index]
-        limit = limits[dim.type]
-        found = None
-        if limit is not None and dim.size > limit and dim.exec_type != "shared":
-            if dim.type == "m" and op.kind == "contraction":
-                found = occupancy_split(dim.size, limit, m_lanes, min_size, outer_min_size)
-            if found is None:
-                found = best_split(dim.size, limit, dim.type, min_size, outer_min_size)
+        found = _cut(op, dim, limits[dim.type], min_size)
         if found is None:
             index += 1
             continue
