@@ -49,7 +49,7 @@ from .tensor_operation import all_core_peak_gflops
 from .verdict import Verdict, WrongResult, plural
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
-SQUARE_SIZES = (64, 128, 256, 512, 768, 1024, 2048)
+SQUARE_SIZES = (64, 128, 256, 512, 768, 1024, 1999, 2048)     # 1999: a prime
 LARGE_SIZE = 4096                         # too slow for a 2-core machine unless asked for
 SKINNY = ((4096, 64, 4096), (64, 4096, 64))          # M x K x N
 BATCHED = ((64, 128, 128, 128),)                     # batch x M x K x N

@@ -24,8 +24,8 @@ from einjit.ir import Dim, TensorOperation
 from einjit.passes.fuse import fuse
 from einjit.passes.split import DIVISORS, block_size, max_sizes
 
-#: a dim is peeled where split's blocks of it would be smaller than this share of its maximum
-POOR_BLOCK_SHARE = 2
+#: a dim is peeled where split's blocks of it would be smaller than its maximum over this
+POOR_BLOCK_SHARE = 4
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,12 @@ def peel(op: TensorOperation, num_threads: int | None = None) -> tuple[Part, ...
     op = fuse(op)
     if op.kind != "contraction":
         return (Part(op),)
+    # a k dim's parts add up in out: only where nothing reads out between them
+    summable = op.prim_first_touch in ("zero", "none") and op.prim_last_touch == "none"
     for index in _kernel_dims(op):
         dim = op.dims[index]
         block = _poor(op, dim)
-        if block is None:
+        if block is None or dim.type == "k" and not summable:
             continue
         main = dim.size // block * block
         accumulate = dim.type == "k" and op.prim_first_touch != "none"

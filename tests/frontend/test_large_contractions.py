@@ -91,10 +91,10 @@ def large_ops(prepared, threads):
 
 
 def assert_in_cache_blocks(op, k):
-    """The main kernel's k within the cache block kc, where K has such a divisor."""
+    """The main kernel's k within the cache block kc (a prime K: its main part's,
+    einjit.passes.peel)."""
     (main,) = [call for call in op.kernel_calls if call.role == "main"]
-    if k != PRIME:
-        assert main.k <= block.max_sizes(op)["k"] < k
+    assert main.k <= block.max_sizes(op)["k"] < k
 
 
 def last_einsum_plan():
@@ -105,7 +105,8 @@ def last_einsum_plan():
 # (M, K, N) of M x K @ K x N: out's columns are the kernels' m (blocks of up to 128 rows, so
 # 200 = 2 x 100, 130 = 2 x 65: partial vectors; 128 of them over K = 1031 or 1100 make a block
 # row past a quarter of a 2 MiB L2), its rows n (520: more than one float32 panel on one thread,
-# and more than one float64 panel); K in chunks (1100 = 11 x 100) or, prime, whole
+# and more than one float64 panel); K in chunks (1100 = 11 x 100) or, prime, peeled: chunks of
+# its main part (1024), then the rest (7) added
 MATMULS = [(130, 1100, 200), (70, PRIME, 130), (520, 1100, 130)]
 
 
@@ -173,10 +174,15 @@ def test_chain_with_a_large_intermediate(dtype, threads):
     shapes = [(70, PRIME), (PRIME, 130), (130, 90)]
     expr = einjit.contract_expression("ij,jk,kl->il", *shapes, dtype=dtype)
     steps = expr._prepared.plan.steps
-    assert len(steps) == 2
+    assert len({id(step.node) for step in steps}) == 2
     (op,) = large_ops(expr._prepared, threads)
     (large,) = [s for s in steps if s.lowered.op is op]
     assert large.node is not expr.tree.root
+    # the prime K: a main part in cache blocks, then the rest added (einjit.passes.peel)
+    peeled = [s for s in steps if s.node is large.node]
+    assert [s.part for s in peeled] == ["part 1 of 2", "part 2 of 2"]
+    assert [s.lowered.op.prim_first_touch for s in peeled] == ["zero", "none"]
+    assert_in_cache_blocks(op, PRIME)
     # every term of the result went through a sum of 1031 and one of 130
     check(lambda a, b, c: (expr(a, b, c), einjit.einsum("ij,jk,kl->il", a, b, c)),
           "ij,jk,kl->il", shapes, dtype, PRIME + 130, 7)
@@ -212,3 +218,24 @@ def test_special_values_as_numpy(dtype, threads):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
     np.testing.assert_array_equal(got[np.isinf(expected)], expected[np.isinf(expected)])
     np.testing.assert_array_equal(got[~special], expected[~special].astype(dtype))
+
+
+# dims with no divisor near their blocks, primes and twice a prime: each such kernel dim is
+# peeled into a main part and the rest (einjit.passes.peel); (equation, shapes, terms summed)
+PEELED = [
+    ("ij,jk->ik", [(67, PRIME), (PRIME, 257)], PRIME),          # K and M (257 > 128) prime
+    ("ij,jk->ik", [(2 * 521, 64), (64, 131)], 64),                # N twice a prime
+    ("bij,bjk->bik", [(2, 131, PRIME), (2, PRIME, 67)], PRIME),
+    ("ij->i", [(67, 4099)], 4099),                                # a sum against ones
+    ("ij,j->i", [(131, 4099), (4099,)], 4099),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("equation, shapes, summed", PEELED)
+def test_peeled_dims(equation, shapes, summed, dtype, threads):
+    expr = einjit.contract_expression(equation, *shapes, dtype=dtype)
+    parts = [step.part for step in expr._prepared.plan.steps]
+    assert sum(part.startswith("part ") for part in parts) > 1, parts
+    check(lambda *arrays: (expr(*arrays), einjit.einsum(equation, *arrays)), equation, shapes,
+          dtype, summed, summed + len(shapes))

@@ -1,0 +1,91 @@
+"""Peeling: contractions whose kernel dims split cannot cut into large blocks run as a main
+part and remainders; the parts cover the operation exactly and each gets large blocks."""
+
+import dataclasses
+from math import prod
+
+import numpy as np
+import pytest
+
+from einjit.backends import x86_64
+from einjit.backends.x86_64 import cpu
+from einjit.ir import TensorOperation
+from einjit.passes import fuse, optimize
+from einjit.passes.peel import POOR_BLOCK_SHARE, peel
+from einjit.passes.split import max_sizes
+
+ZEN4 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
+
+
+def gemm(m, n, k, first="zero", last="none", dtype="float32", isa=ZEN4, ld_pad=0):
+    """C (m x n, column-major) = A (m x k) B (k x n), leading dims padded by ld_pad."""
+    lda, ldb, ldc = m + ld_pad, k + ld_pad, m + ld_pad
+    return TensorOperation(dtype, first, "gemm", last, ("n", "k", "m"), None, (n, k, m),
+                           (0, lda, 1), (ldb, 1, 0), (ldc, 0, 1), isa=isa, num_threads=1)
+
+
+def kernel_sizes(op):
+    return {d.type: d.size for d in optimize(op, num_threads=1).dims if d.exec_type == "prim"}
+
+
+def test_well_split_ops_are_one_part():
+    op = gemm(2000, 2000, 2000)
+    parts = peel(op, 1)
+    assert len(parts) == 1 and parts[0].op == fuse(op) and parts[0].offsets == (0, 0, 0)
+
+
+@pytest.mark.parametrize("sizes", [(1999, 1999, 1999), (2039, 64, 2039), (64, 2018, 1009),
+                                   (4099, 33, 700), (131, 4111, 2017)])
+def test_parts_cover_the_operation_with_large_blocks(sizes):
+    op = gemm(*sizes)
+    parts = peel(op, 1)
+    assert 2 <= len(parts) <= 8
+    assert sum(prod(d.size for d in part.op.dims) for part in parts) == prod(sizes)
+    for part in parts:
+        # every kernel dim of every part: its whole size, or a block of at least a quarter of
+        # the part's own maximum
+        limits = max_sizes(part.op, None)
+        got = kernel_sizes(part.op)
+        whole = {d.type: d.size for d in part.op.dims}
+        for kind in "mnk":
+            assert got[kind] == whole[kind] or POOR_BLOCK_SHARE * got[kind] >= limits[kind], (part, got)
+
+
+def test_a_k_remainder_adds_to_the_main_part():
+    parts = peel(gemm(256, 256, 1999), 1)
+    firsts = [part.op.prim_first_touch for part in parts]
+    assert firsts == ["zero", "none"]
+    k_offsets = [part.offsets[1] for part in parts]
+    assert k_offsets[0] == 0 and k_offsets[1] == parts[0].op.dims[1].size
+
+
+def test_a_last_touch_keeps_k_whole():
+    parts = peel(gemm(256, 256, 1999, last="relu"), 1)
+    assert all(d.size in (256, 1999) for part in parts for d in part.op.dims if d.type == "k")
+
+
+def run_parts(op, a, b, c):
+    """Execute each part on flat views of a, b, c from its offsets."""
+    for part in peel(op, 1):
+        o0, o1, o2 = part.offsets
+        optimize(part.op, num_threads=1).execute(a[o0:], b[o1:], c[o2:])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("sizes, pad", [((1999, 67, 521), 0), ((131, 523, 1031), 3),
+                                        ((257, 1031, 67), 5)])
+def test_parts_compute_the_product_bit_for_bit(sizes, pad, dtype):
+    m, n, k = sizes
+    rng = np.random.default_rng(sum(sizes))
+    lda, ldb, ldc = m + pad, k + pad, m + pad
+    a = rng.integers(-3, 4, lda * k).astype(dtype)        # integer data: exact sums
+    b = rng.integers(-3, 4, ldb * n).astype(dtype)
+    c = np.full(ldc * n, np.nan, dtype)
+    op = gemm(m, n, k, dtype=dtype, isa=None, ld_pad=pad)
+    assert len(peel(op, 1)) > 1
+    run_parts(op, a, b, c)
+    A = a.reshape(k, lda).T[:m]
+    B = b.reshape(n, ldb).T[:k]
+    C = c.reshape(n, ldc).T
+    np.testing.assert_array_equal(C[:m], A.astype(np.float64) @ B)
+    assert np.isnan(C[m:]).all()            # the padding rows are never written
