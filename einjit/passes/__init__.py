@@ -6,6 +6,8 @@
     reorder(op)               order the seq loops for locality
     shared(op, num_threads)   share the outer loops among threads
     optimize(op, num_threads=None, **pass_options)   all of them, in that order
+    peel(op, num_threads)     a contraction whose kernel dims split cannot cut into large
+                              blocks, as parts over ranges of those dims (before optimize)
 
 Every pass keeps what the op computes (the reference executor gives the same result, up to
 the order of the k sums); the tests check that on random operations.
