@@ -178,10 +178,10 @@ def test_chain_with_a_large_intermediate(dtype, threads):
     (op,) = large_ops(expr._prepared, threads)
     (large,) = [s for s in steps if s.lowered.op is op]
     assert large.node is not expr.tree.root
-    # the prime K: a main part in cache blocks, then the rest added (einjit.passes.peel)
-    peeled = [s for s in steps if s.node is large.node]
-    assert [s.part for s in peeled] == ["part 1 of 2", "part 2 of 2"]
-    assert [s.lowered.op.prim_first_touch for s in peeled] == ["zero", "none"]
+    # the prime K: a main part in cache blocks, then the rest added (einjit.passes.peel;
+    # another dim may be peeled too, by the core's block sizes)
+    firsts = [s.lowered.op.prim_first_touch for s in steps if s.node is large.node]
+    assert firsts[0] == "zero" and firsts.count("zero") == firsts.count("none") >= 1
     assert_in_cache_blocks(op, PRIME)
     # every term of the result went through a sum of 1031 and one of 130
     check(lambda a, b, c: (expr(a, b, c), einjit.einsum("ij,jk,kl->il", a, b, c)),

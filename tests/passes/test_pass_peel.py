@@ -48,7 +48,8 @@ def test_parts_cover_the_operation_with_large_blocks(sizes):
         got = kernel_sizes(part.op)
         whole = {d.type: d.size for d in part.op.dims}
         for kind in "mnk":
-            assert got[kind] == whole[kind] or POOR_BLOCK_SHARE * got[kind] >= limits[kind], (part, got)
+            assert got[kind] == whole[kind] or POOR_BLOCK_SHARE * got[kind] >= limits[kind], \
+                (part, got)
 
 
 def test_a_k_remainder_adds_to_the_main_part():
