@@ -104,6 +104,8 @@ class _Rewriter:
             a, b = self._pick_in0(left, right)
         else:
             a, b = (left, right) if in_left else (right, left)
+            if self._read_once(a, b, unit, out):
+                a, b = b, a
         k_dims = [d for d in a.dims if d in b.dims and d not in out]
         c_dims = [d for d in node.dims if d in a.dims and d in b.dims]
         m_dims = [d for d in node.dims if d in a.dims and d not in b.dims]
@@ -126,6 +128,16 @@ class _Rewriter:
             if not a.is_leaf or (m_block and unit is not None) else a
         b_new = self.arrange_child(b, b_order) if not b.is_leaf or k_prim is not None else b
         return Node(node.dims, (a_new, b_new))
+
+    def _read_once(self, a: Node, b: Node, unit: int, out: set[int]) -> bool:
+        """Whether leaf `a`, which has out's unit dim but not at unit stride, is better read
+        in place as in1 (its unit-stride dim a k dim) than permuted to serve as in0: every
+        element of it enters one product only (b has no dim beyond a's and out's), so a copy
+        would move as many bytes as the product reads (a matrix times a vector)."""
+        if not a.is_leaf or any(d not in a.dims for d in b.dims):
+            return False
+        lead = self.unit_dim(a)
+        return lead is not None and lead != unit and lead in b.dims and lead not in out
 
     def _m_block(self, m_dims: list[int], out_strides: Strides) -> list[int]:
         """The m dims that fuse with out's unit-stride dim into the GEMM's m (outer first):

@@ -177,6 +177,22 @@ def test_transposed_operands_cost_no_copy(reference, dtype):
     check("ij,jk->ik", [a.T, b.T])
 
 
+@pytest.mark.parametrize("equation, shapes", [
+    ("ij,j->i", [(30, 40), (40,)]), ("j,ij->i", [(40,), (30, 40)]),
+    ("bij,bj->bi", [(3, 30, 40), (3, 40)]), ("ijk,jk->i", [(7, 5, 40), (5, 40)])])
+def test_a_matrix_times_a_vector_reads_the_matrix_in_place(reference, equation, shapes, dtype):
+    """Every element of the matrix enters one product: one GEMM reads it as in1 (its
+    unit-stride dim as k), no permutation copies it first."""
+    strides = [tuple(int(np.prod(s[i + 1:])) for i in range(len(s))) for s in shapes]
+    prepared = _Prepared(equation, shapes, strides, None, "auto", "C", optimize_ops=False,
+                         dtype=dtype)
+    (step,) = prepared.plan.steps
+    matrix = max(range(2), key=lambda i: len(shapes[i]))
+    assert step.lowered.op.prim_main == "gemm" and step.sources[1] == ("leaf", matrix)
+    rng = np.random.default_rng(len(equation))
+    check(equation, [rng.standard_normal(s).astype(dtype) for s in shapes])
+
+
 def test_diagonal_is_read_by_strides_not_copied(dtype):
     prepared = _Prepared("iij->ji", [(6, 6, 5)], [(30, 5, 1)], None, "auto", "C",
                          optimize_ops=False, dtype=dtype)
