@@ -92,6 +92,12 @@ class _Rewriter:
         out = set(node.dims)
         in_left = unit is not None and unit in left.dims
         in_right = unit is not None and unit in right.dims
+        if in_left and in_right and self._sum_of_product(node, unit):
+            # out[j] = sum_i a[i, j] b[i, j] along the unit-stride j: the product as a
+            # Hadamard (vectors of j), then summed as a GEMM against ones, m = j
+            reduced = tuple(d for d in left.dims if d not in out)
+            return self.place(Node(node.dims, (Node(reduced + node.dims, (left, right)),)),
+                              fixed)
         if in_left == in_right:
             if not (out == set(left.dims) == set(right.dims)) and fixed is not None:
                 # the caller's unit dim cannot be GEMM m: compute in our own order, permute
@@ -128,6 +134,15 @@ class _Rewriter:
             if not a.is_leaf or (m_block and unit is not None) else a
         b_new = self.arrange_child(b, b_order) if not b.is_leaf or k_prim is not None else b
         return Node(node.dims, (a_new, b_new))
+
+    def _sum_of_product(self, node: Node, unit: int) -> bool:
+        """Whether a contraction of two children with the same dims, out's unit dim among them,
+        is computed as their Hadamard product then a sum: each child then walks its unit
+        stride, where as a GEMM the unit dim would be a batch dim (a 1 x 1 dot product per
+        element of out, across strides)."""
+        left, right = node.children
+        return (set(left.dims) == set(right.dims) != set(node.dims)
+                and all(not c.is_leaf or self.unit_dim(c) == unit for c in (left, right)))
 
     def _read_once(self, a: Node, b: Node, unit: int, out: set[int]) -> bool:
         """Whether leaf `a`, which has out's unit dim but not at unit stride, is better read

@@ -193,6 +193,21 @@ def test_a_matrix_times_a_vector_reads_the_matrix_in_place(reference, equation, 
     check(equation, [rng.standard_normal(s).astype(dtype) for s in shapes])
 
 
+@pytest.mark.parametrize("equation, shapes", [
+    ("ij,ij->j", [(40, 30)] * 2), ("bij,bij->bj", [(3, 20, 30)] * 2),
+    ("ijk,ijk->k", [(5, 6, 30)] * 2)])
+def test_a_sum_of_products_along_the_unit_dim_is_a_product_then_a_sum(reference, equation,
+                                                                        shapes, dtype):
+    """out's unit dim, at unit stride in both operands: their Hadamard product walks it in
+    vectors, then a GEMM against ones sums it (no 1 x 1 dot product per element of out)."""
+    strides = [tuple(int(np.prod(s[i + 1:])) for i in range(len(s))) for s in shapes]
+    prepared = _Prepared(equation, shapes, strides, None, "auto", "C", optimize_ops=False,
+                         dtype=dtype)
+    assert [s.lowered.op.prim_main for s in prepared.plan.steps] == ["mul", "gemm"]
+    rng = np.random.default_rng(len(equation))
+    check(equation, [rng.standard_normal(s).astype(dtype) for s in shapes])
+
+
 def test_diagonal_is_read_by_strides_not_copied(dtype):
     prepared = _Prepared("iij->ji", [(6, 6, 5)], [(30, 5, 1)], None, "auto", "C",
                          optimize_ops=False, dtype=dtype)
