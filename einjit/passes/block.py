@@ -1,5 +1,6 @@
 """Cache blocking of a large contraction: the sizes that split cuts it to and the order that
-reorder walks it in.
+reorder walks it in. (A matrix times a vector, n of 1, reads A once: its blocks are long runs
+of few columns instead, VECTOR_MAX_SIZE.)
 
 Walked m-outermost (reorder's order), a contraction keeps one block row of A, the kernel's
 rows over the whole of K, in L2 while every n block passes it. The contraction is large when
@@ -32,9 +33,13 @@ from math import prod
 import numpy as np
 
 from einjit.backends import LINE_BYTES
+from einjit.limits import BRGEMM_LIMITS
 from einjit.runtime.threads import default_threads
 
 DEFAULT_MAX_SIZE = {"m": 128, "n": 64, "k": 512, "c": None}      # split's, for a contraction
+# a matrix times a vector (n of 1): long runs of each of a few columns of A, read once, so
+# that the hardware prefetchers follow them (docs/measurements.md); C's block stays in L1
+VECTOR_MAX_SIZE = {"m": BRGEMM_LIMITS["m"], "n": 1, "k": 16, "c": None}
 
 
 def _totals(op) -> dict[str, int]:
@@ -66,6 +71,8 @@ def is_large(op) -> bool:
 def max_sizes(op) -> dict[str, int | None]:
     """The largest block of each dim type a contraction is split into: split's defaults, or
     for a large one its cache blocks (see the module doc)."""
+    if _totals(op)["n"] == 1 and op.kind == "contraction":
+        return dict(VECTOR_MAX_SIZE)
     if not is_large(op):
         return dict(DEFAULT_MAX_SIZE)
     micro = op.target.micro

@@ -238,3 +238,16 @@ def test_without_a_k_loop_the_threads_may_share_m_blocks(m, n, k):
     assert not any(d.type == "k" and d.exec_type == "seq" for d in new.dims)
     shared = [d.type for d in new.dims if d.exec_type == "shared"]
     assert shared[0] == "n" and set(shared) == {"n", "m"}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m, k", [(4096, 4096), (2048, 333), (1600, 64)])
+def test_a_matrix_times_a_vector_reads_long_runs_of_few_columns(target, dtype, m, k):
+    """n = 1: blocks of up to the kernel's most rows and VECTOR_MAX_SIZE's k, whatever the
+    size, the large contraction's cache blocks aside."""
+    op = gemm(m, 1, k, dtype, target)
+    assert block.max_sizes(op) == block.VECTOR_MAX_SIZE
+    prims = {d.type: d.size for d in split(op).dims if d.size > 1}
+    assert prims.get("m") == max(s for s in range(1, 1025) if m % s == 0)
+    assert prims.get("k", 1) <= block.VECTOR_MAX_SIZE["k"] or k <= block.VECTOR_MAX_SIZE["k"]
