@@ -106,14 +106,18 @@ class Tasks:
     being the words a run passes. Built once for a step: a run adds only its operands."""
 
     def __init__(self, calls: Sequence[tuple[int, int, int, int]]):
-        """calls: (function, first, begin, end) per task; function 0 ends the worker that
-        takes it."""
+        """calls: (function, first, begin, end) per task, at least one; function 0 ends the
+        worker that takes it."""
+        if not calls:
+            raise ValueError("Tasks: no calls; expected at least one")
         for call in calls:
             if len(call) != 4 or not all(isinstance(word, int) and 0 <= word < 1 << 64
                                          for word in call):
                 raise ValueError(f"task {call!r}: expected (function, first, begin, end), "
                                  f"each a uint64")
         self.count = len(calls)
+        # the operand words a run must pass: every task reads OPERAND_COUNT from its first
+        self.operand_words = max(first for _, first, _, _ in calls) + OPERAND_COUNT
         self._records = _words([word for function, first, begin, end in calls
                                 for word in (function, 8 * first, begin, end)])
         self.address = self._records.buffer_info()[0]
@@ -188,7 +192,10 @@ class NativePool:
     def run_tasks(self, tasks: Tasks, operands: array, on_caller: bool = True) -> None:
         """Run every task, the first on this thread unless on_caller is False, the others on
         workers, in one native call; return when all have returned. operands: the words the
-        tasks' records point into."""
+        tasks' records point into, at least tasks.operand_words."""
+        if len(operands) < tasks.operand_words:
+            raise ValueError(f"{len(operands)} operand words; these tasks read "
+                             f"{tasks.operand_words}")
         code = self._code
         if code is None:
             with self._lock:
@@ -224,10 +231,10 @@ class NativePool:
         """End the idle workers' threads (the next run starts new ones)."""
         with self._lock:
             workers, self._idle = self._idle, []
-            code = self._ready_code()
-        if workers:
+        if workers:                     # their start generated the code
             ends = Tasks([(0, 0, 0, 0)] * len(workers))
-            self._hand_over(code, workers, ends, _words((0,) * OPERAND_COUNT), on_caller=False)
+            self._hand_over(self._code, workers, ends, _words((0,) * OPERAND_COUNT),
+                            on_caller=False)
         for worker in workers:
             worker.thread.join()
 

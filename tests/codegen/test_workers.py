@@ -318,13 +318,19 @@ def test_tasks_of_different_functions_run_in_one_call(every_share_threaded):
         np.testing.assert_array_equal(product.view(np.uint32), expected.view(np.uint32))
 
 
-def test_tasks_name_their_operands_and_arguments_as_uint64():
+def test_tasks_and_their_operands_are_checked_before_any_code_runs():
     with pytest.raises(ValueError, match="expected \\(function, first, begin, end\\)"):
         workers.Tasks([(1, 0, 0)])
     with pytest.raises(ValueError, match="-1"):
         workers.Tasks([(1, 0, -1, 2)])
+    with pytest.raises(ValueError, match="at least one"):
+        workers.Tasks([])
     with pytest.raises(ValueError, match="a function and 5 arguments"):
         NativePool(resolve_target()).run([(1, 2, 3)])
+    reading_six = workers.Tasks([(1, 0, 0, 1), (1, 3, 1, 2)])
+    assert reading_six.operand_words == 6
+    with pytest.raises(ValueError, match="5 operand words; these tasks read 6"):
+        NativePool(resolve_target()).run_tasks(reading_six, array("Q", range(5)))
 
 
 def test_workers_asleep_past_their_spin_all_wake_for_one_call(every_share_threaded):
