@@ -46,7 +46,7 @@ SLOT_BYTES = 2 * LINE_BYTES
 TASK_FUNCTION = 0
 TASK_OPERANDS = 8       # a byte offset into the call's operand array
 TASK_BEGIN = 16         # the last two arguments (a nest's share: begin, end)
-TASK_END = 24
+TASK_END = TASK_BEGIN + 8  # next to begin: a backend may load the two as a pair
 TASK_BYTES = 32
 OPERAND_COUNT = 3       # the arguments from the operand array (a nest's in0, in1, out)
 assert OPERAND_COUNT + 2 == ARGUMENT_COUNT
