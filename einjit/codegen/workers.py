@@ -159,8 +159,9 @@ class NativePool:
             idle = self._idle
             rest = len(idle) - count
             if rest >= 0:                   # the common case: enough idle, most recent first
-                taken = idle[rest:][::-1]
+                taken = idle[rest:]
                 del idle[rest:]
+                taken.reverse()
                 return taken
             code = self._ready_code()
             taken = idle[::-1]
@@ -200,19 +201,19 @@ class NativePool:
         if code is None:
             with self._lock:
                 code = self._ready_code()
+        address = tasks.address
         workers = self._take(tasks.count - 1 if on_caller else tasks.count)
         try:
-            self._hand_over(code, workers, tasks, operands, on_caller)
+            # slots held here: another caller may replace the cached array meanwhile
+            slots = self._slots(workers)
+            if on_caller:
+                code.run_tasks(address + TASK_BYTES, len(workers), slots.buffer_info()[0],
+                               operands.buffer_info()[0], address)
+            else:
+                code.run_tasks(address, len(workers), slots.buffer_info()[0],
+                               operands.buffer_info()[0], 0)
         finally:
             self._give_back(workers)
-
-    def _hand_over(self, code: _Code, workers: list[_Worker], tasks: Tasks, operands: array,
-                   on_caller: bool) -> None:
-        """run_tasks: the first task on this thread if on_caller, the next on `workers`."""
-        first = tasks.address + TASK_BYTES if on_caller else tasks.address
-        slots = self._slots(workers)     # held here: another caller may replace the cached one
-        code.run_tasks(first, len(workers), slots.buffer_info()[0], operands.buffer_info()[0],
-                       tasks.address if on_caller else 0)
 
     def run(self, calls: Sequence[tuple[int, ...]], on_caller: bool = True) -> None:
         """Run every call (function address, then its ARGUMENT_COUNT arguments), the first on
@@ -233,8 +234,9 @@ class NativePool:
             workers, self._idle = self._idle, []
         if workers:                     # their start generated the code
             ends = Tasks([(0, 0, 0, 0)] * len(workers))
-            self._hand_over(self._code, workers, ends, _words((0,) * OPERAND_COUNT),
-                            on_caller=False)
+            slots = _words([worker.slot for worker in workers])
+            self._code.run_tasks(ends.address, len(workers), slots.buffer_info()[0],
+                                 _words((0,) * OPERAND_COUNT).buffer_info()[0], 0)
         for worker in workers:
             worker.thread.join()
 
