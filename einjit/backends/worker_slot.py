@@ -1,4 +1,5 @@
-"""The memory a caller and one native worker thread share to hand a loop nest over.
+"""The memory a caller and one native worker thread share to hand a loop nest over, and the
+records from which the caller's run_tasks writes a step's tasks into the slots.
 
 One slot per worker, two cache lines. The caller writes the first for each task and the
 worker polls it; the worker writes the second when it finishes a task and the caller polls
@@ -18,9 +19,14 @@ side stores that word, fences, and reads the flag: with both fences at least one
 the other's store, so a sleeper is always woken and a side that polls is never woken.
 
 Each number is a uint64 whose value stays below 2**32: the Linux futex compares 32 bits (the
-low half of a little-endian word), so the sequence numbers wrap at FUTEX_VALUES. Each backend
-generates the functions over a slot (generate_worker_loop, generate_wait, generate_post,
-generate_spin); einjit.codegen.workers runs them.
+low half of a little-endian word), so the sequence numbers wrap at FUTEX_VALUES. A task of
+function 0 is finished (done stored) without a call, and the worker then returns.
+
+One call of run_tasks hands a whole step over: it reads each task from a record of
+TASK_BYTES (the function, then where its first OPERAND_COUNT arguments lie in the call's
+operand array, then its last two arguments), so a step's records are built once and a call
+passes only its operands. Each backend generates the functions over slots
+(generate_worker_loop, generate_run_tasks, generate_spin); einjit.codegen.workers runs them.
 """
 
 from __future__ import annotations
@@ -36,6 +42,14 @@ DONE = LINE_BYTES
 WORKER_SLEEPS = DONE + 8
 CALLER_SLEEPS = DONE + 16
 SLOT_BYTES = 2 * LINE_BYTES
+
+TASK_FUNCTION = 0
+TASK_OPERANDS = 8       # a byte offset into the call's operand array
+TASK_BEGIN = 16         # the last two arguments (a nest's share: begin, end)
+TASK_END = TASK_BEGIN + 8  # next to begin: a backend may load the two as a pair
+TASK_BYTES = 32
+OPERAND_COUNT = 3       # the arguments from the operand array (a nest's in0, in1, out)
+assert OPERAND_COUNT + 2 == ARGUMENT_COUNT
 
 FUTEX_VALUES = 1 << 32
 # Linux futex operations on a word only this process maps (<linux/futex.h>: FUTEX_WAIT and

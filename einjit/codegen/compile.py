@@ -4,12 +4,13 @@ compile_operation plans the nest for the op's target (loop_nest.plan_nest), asks
 backend for its code (generate_loop_nest: the nest and its kernels in one buffer), puts it
 behind the backend's entry guard (guard_entry: the caller's FP exception flags survive), maps
 it executable (backends.place_code) and wraps the entry nest(in0, in1, out, begin, end) in
-a ctypes function. run() splits the flattened shared iterations into one contiguous share per
-thread (runtime.threads.split_range) and hands all but its own to native workers
-(codegen.workers): one call of the nest per thread per operation. Operations too small to
-gain from threads run on the calling thread; a nest that copies A or B into its frame (Pack) runs
-on the workers alone where the calling thread's stack is too small for it. Compiled
-operations are cached per op (ops are immutable and hashable).
+a ctypes function. The flattened shared iterations are split into one contiguous share per
+thread (runtime.threads.split_range), whose task records for the native workers
+(codegen.workers.NestShares) are built with the operation; run() hands all shares but its
+own to the workers in one native call: one call of the nest per thread per operation.
+Operations too small to gain from threads run on the calling thread; a nest that copies A or
+B into its frame (Pack) runs on the workers alone where the calling thread's stack is too
+small for it. Compiled operations are cached per op (ops are immutable and hashable).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..errors import IsaMismatchError
 from ..log import nest_generated
 from ..runtime.threads import check_threads, split_range, stack_suffices
 from .loop_nest import plan_nest
-from .workers import run_shares
+from .workers import NestShares
 
 CACHE_SIZE = 256                 # compiled operations kept (LRU)
 # the work a share must hold to gain more than handing it to a worker costs: elements of an
@@ -87,6 +88,7 @@ class CompiledOperation:
         self._not_runnable = why_not_runnable(self.target)
         self._block = None
         self.function = None
+        self._nest_shares: NestShares | None = None
         # runnable here on any calling thread alone: nest(in0, in1, out, 0, single)
         self.single = None
         if self._not_runnable is None:
@@ -94,6 +96,8 @@ class CompiledOperation:
             # shares pages with other placed code
             self._block = place_code(self.target, module.guard_entry(self.target, self.code))
             self.function = _ENTRY(self._block.address)
+            self._nest_shares = NestShares(self.target, self._block.address, self.function,
+                                           self._shares)
             self.single = total if len(self._shares) == 1 and not self.stack_bytes else None
 
     @property
@@ -115,8 +119,7 @@ class CompiledOperation:
         if on_caller and len(self._shares) == 1:
             self.function(in0, in1, out, *self._shares[0])
             return
-        run_shares(self.target, self._block.address, self.function,
-                   [(in0, in1, out, begin, end) for begin, end in self._shares], on_caller)
+        self._nest_shares.run(in0, in1, out, on_caller)
 
     def disassemble(self) -> str:
         return disassemble(self.code, self.target.isa)

@@ -1,42 +1,42 @@
-"""Native worker threads: a loop nest's shares handed over through memory, not the GIL.
+"""Native worker threads: a step's shares handed over through memory in one native call.
 
 Each worker is a Python thread whose only Python is its start: its target is one ctypes call
 of the backend's generated worker_loop over the worker's slot (einjit.backends.worker_slot),
-which runs until it reads function 0. To hand a share over, the caller writes the nest's
-entry and arguments to the slot and posts the next sequence number (generated post: a store,
-and a futex wake only if the worker has gone to sleep); the worker, polling the sequence
-word, calls the nest, stores the number as done, and wakes the caller only if it sleeps. The
-caller runs its own share meanwhile, then waits for each worker's done word (generated wait,
-GIL released). Both sides poll for about SPIN_SECONDS before they sleep in the kernel, so
-operations that follow each other closely hand over with no thread wake-up (each poll
-yields the core, in case the other side is queued for it). The poll count comes from
-timing the backend's spin, the same poll, once per process.
+which runs until it reads function 0. A step's tasks (Tasks: each a function and its
+arguments, the nest's shares or calls of different functions) are records built once; one
+ctypes call of the generated run_tasks (GIL released) writes each worker's task into its slot
+and posts the slot's next sequence number (a store, and a futex wake only where the worker
+has gone to sleep), runs the caller's own task, and polls each worker's done word. The
+worker, polling its sequence word, calls the function, stores the number as done, and wakes
+the caller only if it sleeps. Both sides poll for about SPIN_SECONDS before they sleep in
+the kernel, so operations that follow each other closely hand over with no thread wake-up
+(each poll yields the core, in case the other side is queued for it). The poll count comes
+from timing the backend's spin, the same poll, once per process.
 
 A worker serves one caller at a time: callers take idle workers (the most recently used
 first: it is likeliest still polling) and start new ones when none is idle, so concurrent
 callers never share a slot. Slots and the dispatch code are never freed: a worker polls or
 sleeps in them until the process ends. Where the host cannot run the generated dispatch (not
-Linux: the futex is Linux's), run_shares falls back to the Python pool
+Linux: the futex is Linux's), NestShares.run falls back to the Python pool
 (einjit.runtime.threads).
 """
 from __future__ import annotations
 
 import ctypes
 import os
-import struct
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Callable, Sequence
 
 from ..backends import LINE_BYTES, Target, backend, place_code
 from ..backends.worker_slot import (
     ARGUMENT_COUNT,
-    ARGUMENTS,
-    FUNCTION,
-    FUTEX_VALUES,
+    OPERAND_COUNT,
     SLOT_BYTES,
     SPINS,
+    TASK_BYTES,
 )
 from ..runtime.threads import pool as python_pool
 from ..runtime.threads import start_worker_thread
@@ -51,13 +51,9 @@ _WORD = ctypes.c_uint64
 _libc = ctypes.CDLL(None)
 _libc.posix_memalign.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
                                  ctypes.c_size_t)
-# the task's words, FUNCTION then ARGUMENTS, written by one call
-_TASK = struct.Struct(f"<{1 + ARGUMENT_COUNT}Q")
-assert ARGUMENTS == FUNCTION + 8
 _LOOP = ctypes.CFUNCTYPE(None, _WORD)                 # ctypes releases the GIL for the call
-_WAIT = ctypes.CFUNCTYPE(None, _WORD, _WORD, _WORD)
+_RUN_TASKS = ctypes.CFUNCTYPE(None, _WORD, _WORD, _WORD, _WORD, _WORD)
 _SPIN = ctypes.CFUNCTYPE(None, _WORD, _WORD)
-_POST = ctypes.PYFUNCTYPE(None, _WORD, _WORD)         # a store and a syscall: keeps the GIL
 
 
 class _Code:
@@ -66,13 +62,13 @@ class _Code:
     def __init__(self, target: Target):
         module = backend(target.isa)
         self._blocks = [place_code(target, generate(target)) for generate in (
-            module.generate_worker_loop, module.generate_wait, module.generate_post,
-            module.generate_spin)]
+            module.generate_worker_loop, module.generate_run_tasks, module.generate_spin)]
         for block in self._blocks:      # the workers sleep in this code until the process ends
             block.pin()
-        loop, wait, post, spin = (block.address for block in self._blocks)
-        self.worker_loop, self.wait, self.post = _LOOP(loop), _WAIT(wait), _POST(post)
-        self.spins = _polls_in(_SPIN(spin), SPIN_SECONDS)
+        loop, run_tasks, spin = (block.address for block in self._blocks)
+        self.worker_loop, self.run_tasks = _LOOP(loop), _RUN_TASKS(run_tasks)
+        self.spin = _SPIN(spin)
+        self.spins = _polls_in(self.spin, SPIN_SECONDS)
 
 
 def _polls_in(spin: Callable, seconds: float) -> int:
@@ -99,26 +95,41 @@ def _slot_memory() -> int:
     return address.value
 
 
+def _words(values: Sequence[int]) -> array:
+    """uint64 words in a buffer of their own (array: cheaper to build than a ctypes array)."""
+    return array("Q", values)
+
+
+class Tasks:
+    """Calls to hand out in one run, as the records run_tasks reads (worker_slot): each calls
+    function(operands[first], operands[first + 1], operands[first + 2], begin, end), operands
+    being the words a run passes. Built once for a step: a run adds only its operands."""
+
+    def __init__(self, calls: Sequence[tuple[int, int, int, int]]):
+        """calls: (function, first, begin, end) per task, at least one; function 0 ends the
+        worker that takes it."""
+        if not calls:
+            raise ValueError("Tasks: no calls; expected at least one")
+        for call in calls:
+            if len(call) != 4 or not all(isinstance(word, int) and 0 <= word < 1 << 64
+                                         for word in call):
+                raise ValueError(f"task {call!r}: expected (function, first, begin, end), "
+                                 f"each a uint64")
+        self.count = len(calls)
+        # the operand words a run must pass: every task reads OPERAND_COUNT from its first
+        self.operand_words = max(first for _, first, _, _ in calls) + OPERAND_COUNT
+        self._records = _words([word for function, first, begin, end in calls
+                                for word in (function, 8 * first, begin, end)])
+        self.address = self._records.buffer_info()[0]
+
+
 class _Worker:
     """One native worker thread and its slot."""
 
     def __init__(self, code: _Code, name: str):
-        self._code = code
         self.slot = _slot_memory()
-        self._task = (ctypes.c_char * _TASK.size).from_address(self.slot + FUNCTION)
         _WORD.from_address(self.slot + SPINS).value = code.spins
-        self._sequence = 0
         self.thread = start_worker_thread(code.worker_loop, (self.slot,), name)
-
-    def post(self, function: int, arguments: Sequence[int]) -> None:
-        """Hand function(*arguments) over; `function` 0 makes the worker return."""
-        _TASK.pack_into(self._task, 0, function, *arguments)
-        self._sequence = (self._sequence + 1) % FUTEX_VALUES
-        self._code.post(self.slot, self._sequence)
-
-    def wait(self) -> None:
-        """Return once the worker has finished what was posted last."""
-        self._code.wait(self.slot, self._sequence, self._code.spins)
 
 
 class NativePool:
@@ -127,16 +138,16 @@ class NativePool:
     def __init__(self, target: Target):
         self._target = target
         self._code: _Code | None = None
-        self._idle: list[_Worker] = []
-        self._started = 0
-        self._lock = threading.Lock()
+        self._forget_workers()
         # a forked child has none of the parent's threads: start its own on first need
         os.register_at_fork(after_in_child=self._forget_workers)
 
     def _forget_workers(self) -> None:
-        self._idle = []
+        self._idle: list[_Worker] = []
         self._started = 0
         self._lock = threading.Lock()
+        # the slots' addresses of the workers taken last (a caller takes the same again)
+        self._team: tuple[list[_Worker], array] = ([], _words(()))
 
     @property
     def started(self) -> int:
@@ -148,50 +159,84 @@ class NativePool:
             idle = self._idle
             rest = len(idle) - count
             if rest >= 0:                   # the common case: enough idle, most recent first
-                taken = idle[rest:][::-1]
+                taken = idle[rest:]
                 del idle[rest:]
+                taken.reverse()
                 return taken
-            if self._code is None:
-                self._code = _Code(self._target)
+            code = self._ready_code()
             taken = idle[::-1]
             idle.clear()
             while len(taken) < count:
-                taken.append(_Worker(self._code, f"einjit-native-worker-{self._started}"))
+                taken.append(_Worker(code, f"einjit-native-worker-{self._started}"))
                 self._started += 1
             return taken
+
+    def _ready_code(self) -> _Code:
+        """The dispatch code, generated on first need (call with the lock held)."""
+        if self._code is None:
+            self._code = _Code(self._target)
+        return self._code
 
     def _give_back(self, workers: list[_Worker]) -> None:
         with self._lock:
             self._idle.extend(reversed(workers))
 
-    def run(self, address: int, function: Callable, argument_lists: Sequence[tuple],
-            on_caller: bool = True) -> None:
-        """Run the nest at `address` on every argument tuple (in0, in1, out, begin, end): the
-        first through `function` (its ctypes wrapper) on this thread unless on_caller is
-        False, the others on workers; return when all have returned."""
-        if len(argument_lists) == 1 and on_caller:
-            function(*argument_lists[0])
-            return
-        handed = argument_lists[1:] if on_caller else argument_lists
-        workers = self._take(len(handed))
-        posted = []
+    def _slots(self, workers: list[_Worker]) -> array:
+        """The workers' slot addresses, in order."""
+        team = self._team
+        if team[0] == workers:
+            return team[1]
+        slots = _words([worker.slot for worker in workers])
+        self._team = (workers, slots)
+        return slots
+
+    def run_tasks(self, tasks: Tasks, operands: array, on_caller: bool = True) -> None:
+        """Run every task, the first on this thread unless on_caller is False, the others on
+        workers, in one native call; return when all have returned. operands: the words the
+        tasks' records point into, at least tasks.operand_words."""
+        if len(operands) < tasks.operand_words:
+            raise ValueError(f"{len(operands)} operand words; these tasks read "
+                             f"{tasks.operand_words}")
+        code = self._code
+        if code is None:
+            with self._lock:
+                code = self._ready_code()
+        address = tasks.address
+        workers = self._take(tasks.count - 1 if on_caller else tasks.count)
         try:
-            for worker, arguments in zip(workers, handed):
-                worker.post(address, arguments)
-                posted.append(worker)
+            # slots held here: another caller may replace the cached array meanwhile
+            slots = self._slots(workers)
             if on_caller:
-                function(*argument_lists[0])
+                code.run_tasks(address + TASK_BYTES, len(workers), slots.buffer_info()[0],
+                               operands.buffer_info()[0], address)
+            else:
+                code.run_tasks(address, len(workers), slots.buffer_info()[0],
+                               operands.buffer_info()[0], 0)
         finally:
-            for worker in posted:
-                worker.wait()
             self._give_back(workers)
+
+    def run(self, calls: Sequence[tuple[int, ...]], on_caller: bool = True) -> None:
+        """Run every call (function address, then its ARGUMENT_COUNT arguments), the first on
+        this thread unless on_caller is False, the others on workers; return when all have
+        returned."""
+        for call in calls:
+            if len(call) != 1 + ARGUMENT_COUNT:
+                raise ValueError(f"call {call!r}: expected a function and {ARGUMENT_COUNT} "
+                                 f"arguments")
+        operands = _words([word for call in calls for word in call[1:1 + OPERAND_COUNT]])
+        tasks = Tasks([(call[0], OPERAND_COUNT * index, *call[1 + OPERAND_COUNT:])
+                       for index, call in enumerate(calls)])
+        self.run_tasks(tasks, operands, on_caller)
 
     def shutdown(self) -> None:
         """End the idle workers' threads (the next run starts new ones)."""
         with self._lock:
             workers, self._idle = self._idle, []
-        for worker in workers:
-            worker.post(0, (0,) * ARGUMENT_COUNT)
+        if workers:                     # their start generated the code
+            ends = Tasks([(0, 0, 0, 0)] * len(workers))
+            slots = _words([worker.slot for worker in workers])
+            self._code.run_tasks(ends.address, len(workers), slots.buffer_info()[0],
+                                 _words((0,) * OPERAND_COUNT).buffer_info()[0], 0)
         for worker in workers:
             worker.thread.join()
 
@@ -214,12 +259,25 @@ def native_pool(target: Target) -> NativePool | None:
     return pool
 
 
-def run_shares(target: Target, address: int, function: Callable,
-               argument_lists: Sequence[tuple], on_caller: bool = True) -> None:
-    """Run a nest's shares in parallel (NativePool.run), or on the Python pool where the
-    native one is not available."""
-    pool = native_pool(target)
-    if pool is None:
-        python_pool.run(function, argument_lists, on_caller)
-    else:
-        pool.run(address, function, argument_lists, on_caller)
+class NestShares:
+    """A loop nest's shares, fixed for a compiled operation: their task records are built
+    once, so that a run passes only the operands."""
+
+    def __init__(self, target: Target, address: int, function: Callable,
+                 shares: Sequence[tuple[int, int]]):
+        """address: the nest's entry nest(in0, in1, out, begin, end); function: its ctypes
+        wrapper (for the Python pool); shares: the [begin, end) of each."""
+        self._target = target
+        self._function = function
+        self._shares = tuple(shares)
+        self._tasks = Tasks([(address, 0, begin, end) for begin, end in shares])
+
+    def run(self, in0: int, in1: int, out: int, on_caller: bool = True) -> None:
+        """Run the shares in parallel (the first on this thread unless on_caller is False),
+        on the native pool or, where it is not available, the Python pool."""
+        pool = native_pool(self._target)
+        if pool is None:
+            python_pool.run(self._function, [(in0, in1, out, begin, end)
+                                             for begin, end in self._shares], on_caller)
+        else:
+            pool.run_tasks(self._tasks, _words((in0, in1, out)), on_caller)

@@ -9,12 +9,19 @@ import ctypes
 import platform
 import threading
 import time
+from array import array
 
 import numpy as np
 import pytest
 
 from einjit.backends import resolve_target
-from einjit.backends.worker_slot import CALLER_SLEEPS, DONE, SEQUENCE, WORKER_SLEEPS
+from einjit.backends.worker_slot import (
+    CALLER_SLEEPS,
+    DONE,
+    FUTEX_VALUES,
+    SEQUENCE,
+    WORKER_SLEEPS,
+)
 from einjit.codegen import compile_operation, workers
 from einjit.codegen.workers import NativePool
 from einjit.ir import TensorOperation
@@ -41,6 +48,10 @@ class _Recorder:
         self.calls, self.delay = [], delay
         self.function = NEST(self._call)
         self.address = ctypes.cast(self.function, ctypes.c_void_p).value
+
+    def as_calls(self, argument_lists):
+        """NativePool.run's calls of this callback on each argument tuple."""
+        return [(self.address, *arguments) for arguments in argument_lists]
 
     def _call(self, *arguments):
         if self.delay:
@@ -70,13 +81,13 @@ def test_workers_get_each_share_and_run_it_on_their_own_threads():
     def child(note):
         pool, recorder = NativePool(resolve_target()), _Recorder()
         shares = [(1, 2, 3, begin, begin + 1) for begin in range(4)]
-        pool.run(recorder.address, recorder.function, shares)
+        pool.run(recorder.as_calls(shares))
         assert sorted(arguments for arguments, _, _ in recorder.calls) == shares
         callers = [ident for arguments, ident, _ in recorder.calls if arguments == shares[0]]
         assert callers == [threading.get_ident()]                # the caller ran share 0
         assert len({ident for _, ident, _ in recorder.calls}) == 4
         assert pool.started == 3
-        pool.run(recorder.address, recorder.function, shares[:2])
+        pool.run(recorder.as_calls(shares[:2]))
         assert pool.started == 3                                  # idle workers are reused
         pool.shutdown()
 
@@ -97,10 +108,10 @@ def test_idle_workers_are_taken_most_recent_first_and_none_is_lost():
 def test_a_caller_needing_more_workers_than_are_idle_starts_only_the_missing():
     def child(note):
         pool, recorder = NativePool(resolve_target()), _Recorder()
-        pool.run(recorder.address, recorder.function, [(0, 0, 0, b, b + 1) for b in range(3)])
+        pool.run(recorder.as_calls([(0, 0, 0, b, b + 1) for b in range(3)]))
         assert pool.started == 2 and len(pool._idle) == 2
         shares = [(0, 0, 0, b, b + 1) for b in range(5)]
-        pool.run(recorder.address, recorder.function, shares)
+        pool.run(recorder.as_calls(shares))
         assert pool.started == 4 and len(pool._idle) == 4
         assert sorted(arguments for arguments, _, _ in recorder.calls[3:]) == shares
         pool.shutdown()
@@ -111,8 +122,7 @@ def test_a_caller_needing_more_workers_than_are_idle_starts_only_the_missing():
 def test_without_the_caller_every_share_is_on_a_worker_with_a_large_stack():
     def child(note):
         pool, recorder = NativePool(resolve_target()), _Recorder()
-        pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)],
-                 on_caller=False)
+        pool.run(recorder.as_calls([(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)]), on_caller=False)
         assert len(recorder.calls) == 2 and pool.started == 2
         here = threading.get_ident()
         assert all(ident != here and stack >= threads.WORKER_STACK_BYTES
@@ -145,7 +155,7 @@ def test_a_caller_asleep_past_its_spin_is_woken_when_the_worker_finishes():
     def child(note):
         pool, slow = NativePool(resolve_target()), _Recorder(delay=0.05)
         started = time.perf_counter()
-        pool.run(slow.address, slow.function, [(0, 0, 0, 0, 1)], on_caller=False)
+        pool.run(slow.as_calls([(0, 0, 0, 0, 1)]), on_caller=False)
         assert time.perf_counter() - started >= 0.05 and len(slow.calls) == 1
         worker = pool._idle[-1]
         assert _word(worker, CALLER_SLEEPS) == 0 and _word(worker, DONE) == 1
@@ -157,11 +167,11 @@ def test_a_caller_asleep_past_its_spin_is_woken_when_the_worker_finishes():
 def test_shutdown_ends_the_threads_and_a_later_run_starts_new_ones():
     def child(note):
         pool, recorder = NativePool(resolve_target()), _Recorder()
-        pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)])
+        pool.run(recorder.as_calls([(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)]))
         first = pool._idle[-1].thread
         pool.shutdown()
         assert not first.is_alive() and pool._idle == []
-        pool.run(recorder.address, recorder.function, [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)])
+        pool.run(recorder.as_calls([(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)]))
         assert pool.started == 2 and len(recorder.calls) == 4
         pool.shutdown()
 
@@ -218,7 +228,7 @@ def test_a_forked_child_starts_its_own_workers(every_share_threaded):
 def test_spins_come_from_a_time():
     """The poll count is timed on this core: SPIN_SECONDS of polls, at least one."""
     code = workers._Code(resolve_target())
-    spin = workers._SPIN(code._blocks[3].address)
+    spin = code.spin
     word = (ctypes.c_uint64 * 1)()
     started = time.perf_counter()
     spin(ctypes.addressof(word), code.spins)
@@ -256,3 +266,118 @@ def test_many_dispatches_with_a_pause_now_and_then_stay_right(every_share_thread
         assert np.array_equal(out, in0 + in1), round_
         if round_ % 50 == 49:
             time.sleep(20 * workers.SPIN_SECONDS)
+
+
+def _gemm_op(shares, num_threads):
+    """C := A B over `shares` shared blocks of 8 rows (float32, N = 6, K = 5, column-major)."""
+    rows, n, k = 8 * shares, 6, 5
+    dims = [("m", shares, 8, 0, 8), ("m", 8, 1, 0, 1), ("n", n, 0, k, rows), ("k", k, rows, 1, 0)]
+    return TensorOperation("float32", "zero", "gemm", "none", [d[0] for d in dims],
+                           ("shared", "prim", "prim", "prim"), [d[1] for d in dims],
+                           [d[2] for d in dims], [d[3] for d in dims], [d[4] for d in dims],
+                           num_threads=num_threads)
+
+
+@pytest.mark.parametrize("shares", [2, 3, 5, 16])
+def test_every_share_count_gives_the_one_thread_result_bit_for_bit(shares, every_share_threaded):
+    """16 shares on this machine's cores: more workers than cores, still right."""
+    op, alone = _gemm_op(shares, shares), _gemm_op(shares, 1)
+    assert len(compile_operation(op)._shares) == shares
+    assert len(compile_operation(alone)._shares) == 1
+    rng = np.random.default_rng(shares)
+    a = rng.standard_normal((5, 8 * shares), np.float32)            # column-major A: k rows
+    b = rng.standard_normal((6, 5), np.float32)                     # column-major B: n rows
+    expected = np.empty((6, 8 * shares), np.float32)
+    alone.execute(a, b, expected)
+    np.testing.assert_allclose(expected.T, a.T @ b.T, rtol=1e-5, atol=1e-5)
+    for round_ in range(50):
+        out = np.full_like(expected, np.nan)
+        op.execute(a, b, out)
+        if not np.array_equal(out.view(np.uint32), expected.view(np.uint32)):
+            pytest.fail(f"{shares} shares, round {round_}: not the one-thread result")
+
+
+def test_tasks_of_different_functions_run_in_one_call(every_share_threaded):
+    """An add's shares and a GEMM's shares handed out at once, each with its own operands."""
+    add, gemm = compile_operation(_add_op(3)), compile_operation(_gemm_op(2, 2))
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal(48, np.float32), rng.standard_normal(48, np.float32)
+    a, b = rng.standard_normal((5, 16), np.float32), rng.standard_normal((6, 5), np.float32)
+    sum_, product = np.zeros(48, np.float32), np.zeros((6, 16), np.float32)
+    expected = np.empty_like(product)
+    _gemm_op(2, 1).execute(a, b, expected)
+    pool = workers.native_pool(add.target)
+    tasks = workers.Tasks([(add.address, 0, begin, end) for begin, end in add._shares]
+                          + [(gemm.address, 3, begin, end) for begin, end in gemm._shares])
+    operands = array("Q", [x.ctypes.data, y.ctypes.data, sum_.ctypes.data,
+                           a.ctypes.data, b.ctypes.data, product.ctypes.data])
+    for on_caller in (True, False):
+        sum_[:], product[:] = 0, 0
+        pool.run_tasks(tasks, operands, on_caller)
+        np.testing.assert_array_equal(sum_, x + y)
+        np.testing.assert_array_equal(product.view(np.uint32), expected.view(np.uint32))
+
+
+def test_tasks_and_their_operands_are_checked_before_any_code_runs():
+    with pytest.raises(ValueError, match="expected \\(function, first, begin, end\\)"):
+        workers.Tasks([(1, 0, 0)])
+    with pytest.raises(ValueError, match="-1"):
+        workers.Tasks([(1, 0, -1, 2)])
+    with pytest.raises(ValueError, match="at least one"):
+        workers.Tasks([])
+    with pytest.raises(ValueError, match="a function and 5 arguments"):
+        NativePool(resolve_target()).run([(1, 2, 3)])
+    reading_six = workers.Tasks([(1, 0, 0, 1), (1, 3, 1, 2)])
+    assert reading_six.operand_words == 6
+    with pytest.raises(ValueError, match="5 operand words; these tasks read 6"):
+        NativePool(resolve_target()).run_tasks(reading_six, array("Q", range(5)))
+
+
+def test_workers_asleep_past_their_spin_all_wake_for_one_call(every_share_threaded):
+    op = _add_op(5)
+    in0, in1 = np.arange(80, dtype=np.float32), np.full(80, 3, np.float32)
+    out = np.zeros(80, np.float32)
+    op.execute(in0, in1, out)
+    taken = workers.native_pool(op.target)._idle[-4:]
+    deadline = time.monotonic() + 5
+    while (not all(_word(worker, WORKER_SLEEPS) for worker in taken)
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
+    assert [_word(worker, WORKER_SLEEPS) for worker in taken] == [1] * 4
+    for _ in range(3):
+        out[:] = 0
+        op.execute(in0, in1, out)
+        np.testing.assert_array_equal(out, in0 + in1)
+        time.sleep(0.05)
+    assert all(_word(worker, DONE) == _word(worker, SEQUENCE) for worker in taken)
+
+
+def test_sequence_numbers_wrap_below_the_futex_width(monkeypatch, every_share_threaded):
+    """Workers whose numbers start just below FUTEX_VALUES count on through 0, asleep or
+    polling."""
+    near_wrap = FUTEX_VALUES - 2
+
+    def slot_near_wrap():
+        slot = plain_slot()
+        for offset in (SEQUENCE, DONE):
+            ctypes.c_uint64.from_address(slot + offset).value = near_wrap
+        return slot
+
+    plain_slot = workers._slot_memory
+    monkeypatch.setattr(workers, "_slot_memory", slot_near_wrap)
+    pool = NativePool(resolve_target())
+    op = _add_op(3)
+    monkeypatch.setattr(workers, "native_pool", lambda target: pool)
+    in0 = np.arange(48, dtype=np.float32)
+    seen = []
+    for round_ in range(6):
+        in1 = np.full(48, round_, np.float32)
+        out = np.empty(48, np.float32)
+        op.execute(in0, in1, out)
+        np.testing.assert_array_equal(out, in0 + in1)
+        seen.append(_word(pool._idle[-1], SEQUENCE))
+        if round_ < 2:
+            time.sleep(20 * workers.SPIN_SECONDS)             # asleep at the wrap
+    assert seen == [near_wrap + 1, 0, 1, 2, 3, 4]
+    assert all(_word(worker, DONE) == 4 for worker in pool._idle)
+    pool.shutdown()

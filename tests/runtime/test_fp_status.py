@@ -272,8 +272,7 @@ def _native_pool_runner(monkeypatch, target):
     def run(function, argument_lists):
         nest = nest_type(lambda *arguments: function(*arguments[:len(argument_lists[0])]))
         address = ctypes.cast(nest, ctypes.c_void_p).value
-        native.run(address, nest, [tuple(args) + (0,) * (5 - len(args))
-                                   for args in argument_lists])
+        native.run([(address, *args) + (0,) * (5 - len(args)) for args in argument_lists])
     return run
 
 

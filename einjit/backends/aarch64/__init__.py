@@ -13,9 +13,8 @@ from __future__ import annotations
 from einjit.backends.aarch64.binary import emit_binary, generate_binary
 from einjit.backends.aarch64.brgemm import emit_brgemm, generate_brgemm
 from einjit.backends.aarch64.dispatch import (
-    generate_post,
+    generate_run_tasks,
     generate_spin,
-    generate_wait,
     generate_worker_loop,
 )
 from einjit.backends.aarch64.entry import guard_entry
@@ -37,5 +36,5 @@ from einjit.backends.aarch64.loops import generate_loop_nest  # noqa: E402
 
 __all__ = ["VARIANTS", "default_variant", "missing_features", "generate_brgemm", "generate_unary",
            "generate_binary", "generate_loop_nest", "emit_brgemm", "emit_unary", "emit_binary",
-           "guard_entry", "flush_icache", "generate_worker_loop", "generate_wait",
-           "generate_post", "generate_spin"]
+           "guard_entry", "flush_icache", "generate_worker_loop", "generate_run_tasks",
+           "generate_spin"]

@@ -1,11 +1,12 @@
-"""AArch64 code that hands loop nests to native worker threads over a slot (its layout and the
-sleep protocol: einjit.backends.worker_slot). Every function follows AAPCS64; the futex
-numbers are Linux's.
+"""AArch64 code that hands loop nests to native worker threads over slots (their layout, the
+task records and the sleep protocol: einjit.backends.worker_slot). Every function follows
+AAPCS64; the futex numbers are Linux's.
 
     worker_loop(slot)           runs the tasks posted to slot; returns at one of function 0
-    wait(slot, expected, spins) returns once the slot's done word equals expected
-    post(slot, sequence)        stores the sequence word, and wakes the worker if it sleeps
-    spin(word, count)           count polls of word, as worker_loop and wait make them
+    run_tasks(tasks, count, slots, operands, own)
+                                posts task i to slots[i] for i < count, runs the task at own
+                                (0: none) on this thread, returns once every slot is done
+    spin(word, count)           count polls of word, as worker_loop and run_tasks make them
 
 A poll is a load-acquire (ldar: what is read after it, the task's function and arguments or
 the nest's results, was stored before the store-release it saw), a compare, a yield hint and
@@ -14,10 +15,13 @@ very core, and the system call lets it run). The sequence and done words are sto
 store-release (stlr). After `spins` polls without news a side sleeps in
 futex(FUTEX_WAIT_PRIVATE) on the word it polls, with the value it last read (the kernel
 compares them atomically: a store and wake between the last read and the sleep is never
-missed); dmb ish orders a side's store before its read of the other's flag.
+missed); dmb ish orders a side's store before its read of the other's flag: run_tasks stores
+every slot's sequence word, then fences once, then reads their flags.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from einjit.backends import Target
 from einjit.backends.aarch64 import encode as e
@@ -27,10 +31,16 @@ from einjit.backends.worker_slot import (
     CALLER_SLEEPS,
     DONE,
     FUNCTION,
+    FUTEX_VALUES,
     FUTEX_WAIT_PRIVATE,
     FUTEX_WAKE_PRIVATE,
+    OPERAND_COUNT,
     SEQUENCE,
     SPINS,
+    TASK_BEGIN,
+    TASK_BYTES,
+    TASK_FUNCTION,
+    TASK_OPERANDS,
     WORKER_SLEEPS,
 )
 
@@ -77,13 +87,14 @@ def _announce_sleep(asm: Assembler, base: int, flag: int, word: int, against: in
 
 
 def generate_worker_loop(target: Target) -> bytes:
-    """worker_loop(slot=x0). x19: the slot, x20: the last task seen, x21: polls left, x22, x23:
-    the addresses of the done and sequence words (ldar and stlr take no offset). A worker
-    that had to wake the caller yields its core before it polls again: the caller may have
-    been woken onto it."""
+    """worker_loop(slot=x0). x19: the slot, x20: the last task seen, x21: polls left, then the
+    task's function (0: return once done is stored), x22, x23: the addresses of the done and
+    sequence words (ldar and stlr take no offset). A worker that had to wake the caller
+    yields its core before it polls again: the caller may have been woken onto it."""
     asm = Assembler()
     asm.prologue((19, 20, 21, 22, 23, 29, 30), ())
-    again, awake, work, leave = (asm.label(name) for name in ("again", "awake", "work", "leave"))
+    again, awake, work, finished, woken = (asm.label(name) for name in (
+        "again", "awake", "work", "finished", "woken"))
     asm(e.mov_reg(19, 0), e.add_imm(22, 19, DONE), e.add_imm(23, 19, SEQUENCE),
         e.ldr_x(20, 22))
     asm.bind(again)
@@ -95,28 +106,68 @@ def generate_worker_loop(target: Target) -> bytes:
     asm(e.str_x(e.XZR, 19, WORKER_SLEEPS))
     asm.b(again)
     asm.bind(work)
-    asm(e.mov_reg(20, 9), e.ldr_x(9, 19, FUNCTION))
-    asm.cbz(9, leave)
+    asm(e.mov_reg(20, 9), e.ldr_x(9, 19, FUNCTION), e.mov_reg(21, 9))
+    asm.cbz(9, finished)
     asm(e.ldp_x(0, 1, 19, ARGUMENTS), e.ldp_x(2, 3, 19, ARGUMENTS + 16),
-        e.ldr_x(4, 19, ARGUMENTS + 32), e.blr(9), e.stlr_x(20, 22), e.dmb("ish"),
-        e.ldr_x(9, 19, CALLER_SLEEPS))
-    asm.cbz(9, again)
+        e.ldr_x(4, 19, ARGUMENTS + 32), e.blr(9))
+    asm.bind(finished)
+    asm(e.stlr_x(20, 22), e.dmb("ish"), e.ldr_x(9, 19, CALLER_SLEEPS))
+    asm.cbz(9, woken)
     _futex(asm, 22, FUTEX_WAKE_PRIVATE, None)
     asm(e.mov_imm(_SYSCALL_NUMBER, SYS_SCHED_YIELD), e.svc())
-    asm.b(again)
-    asm.bind(leave)
+    asm.bind(woken)
+    asm.cbnz(21, again)
     asm.epilogue()
     return asm.finish()
 
 
-def generate_wait(target: Target) -> bytes:
-    """wait(slot=x0, expected=x1, spins=x2). x14: the slot, x9: the done word's address, x10:
-    expected, x11: spins, x12: polls left, x13: the word as last read. While the worker has
-    not woken up for the task, the caller sleeps at once: polling could hold the very core
-    the worker waits for."""
-    asm = Assembler()
+def _each_slot(asm: Assembler, body: Callable[[int], None]) -> None:
+    """body(x9) for x20 over [x22, x21) (the slots' addresses), x9: the slot; body may lose
+    every register but x19..x24."""
+    step, finished = asm.label("step"), asm.label("finished")
+    asm(e.mov_reg(20, 22), e.cmp_reg(20, 21))
+    asm.b_cond("eq", finished)
+    asm.align(16)
+    asm.bind(step)
+    asm(e.ldr_x(9, 20))
+    body(9)
+    asm(e.add_imm(20, 20, 8), e.cmp_reg(20, 21))
+    asm.b_cond("ne", step)
+    asm.bind(finished)
+
+
+def _post(asm: Assembler, slot: int) -> None:
+    """Copy the task at x19 into the slot (its operands from x23's array) and store-release
+    the slot's next sequence number; x19 moves to the next task. x10..x12 are lost."""
+    asm(e.ldr_x(10, 19, TASK_FUNCTION), e.str_x(10, slot, FUNCTION),
+        e.ldr_x(10, 19, TASK_OPERANDS), e.add_reg(10, 23, 10),
+        e.ldp_x(11, 12, 10), e.stp_x(11, 12, slot, ARGUMENTS),
+        e.ldr_x(11, 10, 16), e.str_x(11, slot, ARGUMENTS + 16),
+        e.ldp_x(11, 12, 19, TASK_BEGIN),             # begin and end
+        e.stp_x(11, 12, slot, ARGUMENTS + 8 * OPERAND_COUNT),
+        # the next number below FUTEX_VALUES: the futex compares the word's low 32 bits
+        e.ldr_x(11, slot, SEQUENCE), e.add_imm(11, 11, 1), e.and_imm(11, 11, FUTEX_VALUES - 1),
+        e.add_imm(12, slot, SEQUENCE), e.stlr_x(11, 12), e.add_imm(19, 19, TASK_BYTES))
+
+
+def _wake_if_asleep(asm: Assembler, slot: int) -> None:
+    """A futex wake on the slot's sequence word if its worker may sleep."""
+    awake = asm.label("awake")
+    asm(e.ldr_x(10, slot, WORKER_SLEEPS))
+    asm.cbz(10, awake)
+    asm(e.add_imm(10, slot, SEQUENCE))
+    _futex(asm, 10, FUTEX_WAKE_PRIVATE, None)
+    asm.bind(awake)
+
+
+def _wait(asm: Assembler, slot: int) -> None:
+    """Return once the slot's done word equals its sequence word. x14: the slot, x9: the done
+    word's address, x10: the number, x11: spins, x12: polls left, x13: the word as last read.
+    While the worker has not woken up for the task, the caller sleeps at once: polling could
+    hold the very core the worker waits for."""
     again, awake, finished = asm.label("again"), asm.label("awake"), asm.label("finished")
-    asm(e.mov_reg(14, 0), e.add_imm(9, 0, DONE), e.mov_reg(10, 1), e.mov_reg(11, 2))
+    asm(e.mov_reg(14, slot), e.add_imm(9, slot, DONE), e.ldr_x(10, 14, SEQUENCE),
+        e.ldr_x(11, 14, SPINS))
     asm.bind(again)
     asm(e.mov_reg(12, 11))
     _poll(asm, 9, 10, "eq", finished, 12, 13, give_up=(14, WORKER_SLEEPS))
@@ -126,24 +177,33 @@ def generate_wait(target: Target) -> bytes:
     asm(e.str_x(e.XZR, 14, CALLER_SLEEPS))
     asm.b(again)
     asm.bind(finished)
-    asm(e.ret())
-    return asm.finish()
 
 
-def generate_post(target: Target) -> bytes:
-    """post(slot=x0, sequence=x1): the store-release, then a wake if the worker may sleep."""
+def generate_run_tasks(target: Target) -> bytes:
+    """run_tasks(tasks=x0, count=x1, slots=x2, operands=x3, own=x4). x19: the next task, x22,
+    x21: the slots' addresses from first to end, x20: the slot at hand, x23: operands, x24:
+    own. All tasks are posted before the own one runs, and each worker's wake follows one
+    fence after all the posts."""
     asm = Assembler()
-    finished = asm.label("finished")
-    asm(e.add_imm(9, 0, SEQUENCE), e.stlr_x(1, 9), e.dmb("ish"), e.ldr_x(10, 0, WORKER_SLEEPS))
-    asm.cbz(10, finished)
-    _futex(asm, 9, FUTEX_WAKE_PRIVATE, None)
-    asm.bind(finished)
-    asm(e.ret())
+    asm.prologue((19, 20, 21, 22, 23, 24, 29, 30), ())
+    no_own = asm.label("no_own")
+    asm(e.mov_reg(19, 0), e.mov_reg(22, 2), e.add_reg(21, 2, 1, lsl=3), e.mov_reg(23, 3),
+        e.mov_reg(24, 4))
+    _each_slot(asm, lambda slot: _post(asm, slot))
+    asm(e.dmb("ish"))
+    _each_slot(asm, lambda slot: _wake_if_asleep(asm, slot))
+    asm.cbz(24, no_own)
+    asm(e.ldr_x(9, 24, TASK_OPERANDS), e.add_reg(9, 23, 9), e.ldp_x(0, 1, 9),
+        e.ldr_x(2, 9, 16), e.ldp_x(3, 4, 24, TASK_BEGIN), e.ldr_x(9, 24, TASK_FUNCTION),
+        e.blr(9))
+    asm.bind(no_own)
+    _each_slot(asm, lambda slot: _wait(asm, slot))
+    asm.epilogue()
     return asm.finish()
 
 
 def generate_spin(target: Target) -> bytes:
-    """spin(word=x0, count=x1 >= 1): the poll of worker_loop and wait, count times, the
+    """spin(word=x0, count=x1 >= 1): the poll of worker_loop and run_tasks, count times, the
     compare never true (einjit.codegen.workers times it to turn a time into polls)."""
     asm = Assembler()
     finished = asm.label("finished")

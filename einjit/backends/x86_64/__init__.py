@@ -13,9 +13,8 @@ from einjit.backends.x86_64 import cpu
 from einjit.backends.x86_64.binary import emit_binary, generate_binary
 from einjit.backends.x86_64.brgemm import emit_brgemm, generate_brgemm
 from einjit.backends.x86_64.dispatch import (
-    generate_post,
+    generate_run_tasks,
     generate_spin,
-    generate_wait,
     generate_worker_loop,
 )
 from einjit.backends.x86_64.entry import guard_entry
@@ -48,4 +47,4 @@ def missing_features(variant: str) -> tuple[str, ...]:
 __all__ = ["VARIANTS", "default_variant", "missing_features", "emit_brgemm", "emit_unary",
            "emit_binary", "generate_brgemm", "generate_unary", "generate_binary",
            "generate_loop_nest", "guard_entry", "flush_icache", "generate_worker_loop",
-           "generate_wait", "generate_post", "generate_spin"]
+           "generate_run_tasks", "generate_spin"]

@@ -1,11 +1,12 @@
-"""x86-64 code that hands loop nests to native worker threads over a slot (its layout and the
-sleep protocol: einjit.backends.worker_slot). Every function follows System V; the futex
-numbers are Linux's.
+"""x86-64 code that hands loop nests to native worker threads over slots (their layout, the task
+records and the sleep protocol: einjit.backends.worker_slot). Every function follows System V;
+the futex numbers are Linux's.
 
     worker_loop(slot)           runs the tasks posted to slot; returns at one of function 0
-    wait(slot, expected, spins) returns once the slot's done word equals expected
-    post(slot, sequence)        stores the sequence word, and wakes the worker if it sleeps
-    spin(word, count)           count polls of word, as worker_loop and wait make them
+    run_tasks(tasks, count, slots, operands, own)
+                                posts task i to slots[i] for i < count, runs the task at own
+                                (0: none) on this thread, returns once every slot is done
+    spin(word, count)           count polls of word, as worker_loop and run_tasks make them
 
 A poll is a load, a compare, a pause and a sched_yield: where threads outnumber the free
 cores the other side may be queued for this very core, and the yield lets it run. After
@@ -13,7 +14,8 @@ cores the other side may be queued for this very core, and the yield lets it run
 with the value it last read (the kernel compares them atomically: a store and wake between
 the last read and the sleep is never missed). x86 keeps loads in order and stores in order,
 so the slot's plain loads and stores acquire and release; mfence orders a side's store
-before its read of the other's flag. The nests fence their non-temporal stores themselves.
+before its read of the other's flag: run_tasks stores every slot's sequence word, then
+fences once, then reads their flags. The nests fence their non-temporal stores themselves.
 """
 
 from __future__ import annotations
@@ -25,10 +27,17 @@ from einjit.backends.worker_slot import (
     CALLER_SLEEPS,
     DONE,
     FUNCTION,
+    FUTEX_VALUES,
     FUTEX_WAIT_PRIVATE,
     FUTEX_WAKE_PRIVATE,
+    OPERAND_COUNT,
     SEQUENCE,
     SPINS,
+    TASK_BEGIN,
+    TASK_BYTES,
+    TASK_END,
+    TASK_FUNCTION,
+    TASK_OPERANDS,
     WORKER_SLEEPS,
 )
 from einjit.backends.x86_64 import encode as enc
@@ -39,12 +48,16 @@ from einjit.backends.x86_64.encode import (
     R10,
     R12,
     R13,
+    R14,
+    R15,
     RAX,
+    RBP,
     RBX,
     RCX,
     RDI,
     RDX,
     RSI,
+    RSP,
     Mem,
 )
 
@@ -88,12 +101,13 @@ def _poll(asm: Assembler, word: Mem, against: int, news: str, found, counter: in
 
 
 def generate_worker_loop(target: Target) -> bytes:
-    """worker_loop(slot=rdi). rbx: the slot, r12: the last task seen, r13: polls left. A
-    worker that had to wake the caller yields its core before it polls again: the caller may
-    have been woken onto it."""
+    """worker_loop(slot=rdi). rbx: the slot, r12: the last task seen, r13: polls left, then
+    the task's function (0: return once done is stored). A worker that had to wake the caller
+    yields its core before it polls again: the caller may have been woken onto it."""
     asm = Assembler()
     asm.prologue((RBX, R12, R13))             # three pushes: rsp is 16-aligned at the call
-    again, awake, work, leave = (asm.label(name) for name in ("again", "awake", "work", "leave"))
+    again, awake, work, finished, woken = (asm.label(name) for name in (
+        "again", "awake", "work", "finished", "woken"))
     sequence, flag = Mem(RBX, disp=SEQUENCE), Mem(RBX, disp=WORKER_SLEEPS)
     asm(enc.mov_rr(RBX, RDI), enc.mov_rm(R12, Mem(RBX, disp=DONE)))
     asm.bind(again)
@@ -108,31 +122,77 @@ def generate_worker_loop(target: Target) -> bytes:
     _set_flag(asm, flag, 0)
     asm.jmp(again)
     asm.bind(work)
-    asm(enc.mov_rr(R12, RAX), enc.mov_rm(RAX, Mem(RBX, disp=FUNCTION)), enc.test_rr(RAX, RAX))
-    asm.jcc("e", leave)
+    asm(enc.mov_rr(R12, RAX), enc.mov_rm(RAX, Mem(RBX, disp=FUNCTION)), enc.mov_rr(R13, RAX),
+        enc.test_rr(RAX, RAX))
+    asm.jcc("e", finished)
     for index, register in enumerate(_NEST_ARGUMENTS[:ARGUMENT_COUNT]):
         asm(enc.mov_rm(register, Mem(RBX, disp=ARGUMENTS + 8 * index)))
-    asm(enc.call_r(RAX), enc.mov_mr(Mem(RBX, disp=DONE), R12), enc.mfence(),
+    asm(enc.call_r(RAX))
+    asm.bind(finished)
+    asm(enc.mov_mr(Mem(RBX, disp=DONE), R12), enc.mfence(),
         enc.mov_rm(RAX, Mem(RBX, disp=CALLER_SLEEPS)), enc.test_rr(RAX, RAX))
-    asm.jcc("e", again)
+    asm.jcc("e", woken)
     asm(enc.lea(RDI, Mem(RBX, disp=DONE)))
     _futex_wake_one(asm)
     asm(enc.mov_ri(RAX, SYS_SCHED_YIELD), enc.syscall())
-    asm.jmp(again)
-    asm.bind(leave)
+    asm.bind(woken)
+    asm(enc.test_rr(R13, R13))
+    asm.jcc("ne", again)
     asm.epilogue()
     return asm.finish()
 
 
-def generate_wait(target: Target) -> bytes:
-    """wait(slot=rdi, expected=rsi, spins=rdx). rdi: the done word, r9: expected, r8: spins,
-    r10: polls left (system calls keep rdi, r8, r9 and r10). While the worker has not woken
-    up for the task, the caller sleeps at once: polling could hold the very core the worker
-    waits for."""
-    asm = Assembler()
+def _each_slot(asm: Assembler, body) -> None:
+    """body(slot register) for rbp over [r13, r12) (the slots' addresses), rdi: the slot; body
+    may lose every register but rbx, rbp and r12..r15."""
+    step, finished = asm.label("step"), asm.label("finished")
+    asm(enc.mov_rr(RBP, R13), enc.cmp_rr(RBP, R12))
+    asm.jcc("e", finished)
+    asm.align(16)
+    asm.bind(step)
+    asm(enc.mov_rm(RDI, Mem(RBP)))
+    body(RDI)
+    asm(enc.add_ri(RBP, 8), enc.cmp_rr(RBP, R12))
+    asm.jcc("ne", step)
+    asm.bind(finished)
+
+
+def _post(asm: Assembler, slot: int) -> None:
+    """Copy the task at rbx into the slot (its operands from r14's array) and store the
+    slot's next sequence number; rbx moves to the next task. rax and rcx are lost."""
+    asm(enc.mov_rm(RAX, Mem(RBX, disp=TASK_FUNCTION)), enc.mov_mr(Mem(slot, disp=FUNCTION), RAX),
+        enc.mov_rm(RAX, Mem(RBX, disp=TASK_OPERANDS)), enc.add_rr(RAX, R14))
+    for index in range(OPERAND_COUNT):
+        asm(enc.mov_rm(RCX, Mem(RAX, disp=8 * index)),
+            enc.mov_mr(Mem(slot, disp=ARGUMENTS + 8 * index), RCX))
+    for index, field in enumerate((TASK_BEGIN, TASK_END), OPERAND_COUNT):
+        asm(enc.mov_rm(RCX, Mem(RBX, disp=field)),
+            enc.mov_mr(Mem(slot, disp=ARGUMENTS + 8 * index), RCX))
+    # the next number below FUTEX_VALUES: the futex compares the word's low 32 bits
+    asm(enc.mov_rm(RAX, Mem(slot, disp=SEQUENCE)), enc.inc(RAX), enc.mov_ri(RCX, FUTEX_VALUES - 1),
+        enc.and_rr(RAX, RCX), enc.mov_mr(Mem(slot, disp=SEQUENCE), RAX),
+        enc.add_ri(RBX, TASK_BYTES))
+
+
+def _wake_if_asleep(asm: Assembler, slot: int) -> None:
+    """A futex wake on the slot's sequence word if its worker may sleep."""
+    awake = asm.label("awake")
+    asm(enc.mov_rm(RAX, Mem(slot, disp=WORKER_SLEEPS)), enc.test_rr(RAX, RAX))
+    asm.jcc("e", awake)
+    asm(enc.lea(RDI, Mem(slot, disp=SEQUENCE)))
+    _futex_wake_one(asm)
+    asm.bind(awake)
+
+
+def _wait(asm: Assembler, slot: int) -> None:
+    """Return once the slot's done word equals its sequence word. rdi: the done word, r9: the
+    number, r8: the spins, r10: polls left (system calls keep rdi, r8, r9 and r10). While the
+    worker has not woken up for the task, the caller sleeps at once: polling could hold the
+    very core the worker waits for."""
     again, awake, finished = asm.label("again"), asm.label("awake"), asm.label("finished")
     done, flag = Mem(RDI), Mem(RDI, disp=CALLER_SLEEPS - DONE)
-    asm(enc.lea(RDI, Mem(RDI, disp=DONE)), enc.mov_rr(R9, RSI), enc.mov_rr(R8, RDX))
+    asm(enc.mov_rm(R9, Mem(slot, disp=SEQUENCE)), enc.mov_rm(R8, Mem(slot, disp=SPINS)),
+        enc.lea(RDI, Mem(slot, disp=DONE)))
     asm.bind(again)
     asm(enc.mov_rr(R10, R8))
     _poll(asm, done, R9, "e", finished, R10, give_up=Mem(RDI, disp=WORKER_SLEEPS - DONE))
@@ -144,27 +204,39 @@ def generate_wait(target: Target) -> bytes:
     _set_flag(asm, flag, 0)
     asm.jmp(again)
     asm.bind(finished)
-    asm(enc.ret())
-    return asm.finish()
 
 
-def generate_post(target: Target) -> bytes:
-    """post(slot=rdi, sequence=rsi): the store, then a wake if the worker may sleep."""
+def generate_run_tasks(target: Target) -> bytes:
+    """run_tasks(tasks=rdi, count=rsi, slots=rdx, operands=rcx, own=r8). rbx: the next task,
+    r13, r12: the slots' addresses from first to end, rbp: the slot at hand, r14: operands,
+    r15: own. All tasks are posted before the own one runs, and each worker's wake follows
+    one fence after all the posts."""
     asm = Assembler()
-    asleep = asm.label("asleep")
-    asm(enc.mov_mr(Mem(RDI, disp=SEQUENCE), RSI), enc.mfence(),
-        enc.mov_rm(RAX, Mem(RDI, disp=WORKER_SLEEPS)), enc.test_rr(RAX, RAX))
-    asm.jcc("ne", asleep)
-    asm(enc.ret())
-    asm.bind(asleep)
-    asm(enc.lea(RDI, Mem(RDI, disp=SEQUENCE)))
-    _futex_wake_one(asm)
-    asm(enc.ret())
+    asm.prologue((RBX, RBP, R12, R13, R14, R15))
+    asm.reserve_stack(8)                     # six pushes: rsp 16-aligned at the own call
+    no_own = asm.label("no_own")
+    asm(enc.mov_rr(RBX, RDI), enc.mov_rr(R13, RDX), enc.lea(R12, Mem(RDX, index=RSI, scale=8)),
+        enc.mov_rr(R14, RCX), enc.mov_rr(R15, R8))
+    _each_slot(asm, lambda slot: _post(asm, slot))
+    asm(enc.mfence())
+    _each_slot(asm, lambda slot: _wake_if_asleep(asm, slot))
+    asm(enc.test_rr(R15, R15))
+    asm.jcc("e", no_own)
+    asm(enc.mov_rm(RAX, Mem(R15, disp=TASK_OPERANDS)), enc.add_rr(RAX, R14))
+    for index, register in enumerate(_NEST_ARGUMENTS[:OPERAND_COUNT]):
+        asm(enc.mov_rm(register, Mem(RAX, disp=8 * index)))
+    for register, field in zip(_NEST_ARGUMENTS[OPERAND_COUNT:], (TASK_BEGIN, TASK_END)):
+        asm(enc.mov_rm(register, Mem(R15, disp=field)))
+    asm(enc.mov_rm(RAX, Mem(R15, disp=TASK_FUNCTION)), enc.call_r(RAX))
+    asm.bind(no_own)
+    _each_slot(asm, lambda slot: _wait(asm, slot))
+    asm(enc.add_ri(RSP, 8))
+    asm.epilogue()
     return asm.finish()
 
 
 def generate_spin(target: Target) -> bytes:
-    """spin(word=rdi, count=rsi >= 1): the poll of worker_loop and wait, count times, the
+    """spin(word=rdi, count=rsi >= 1): the poll of worker_loop and run_tasks, count times, the
     compare never true (einjit.codegen.workers times it to turn a time into polls)."""
     asm = Assembler()
     finished = asm.label("finished")

@@ -6,7 +6,14 @@ import pytest
 
 from einjit.backends import resolve_target
 from einjit.backends.aarch64 import dispatch
-from einjit.backends.worker_slot import CALLER_SLEEPS, DONE, SPINS, WORKER_SLEEPS
+from einjit.backends.worker_slot import (
+    CALLER_SLEEPS,
+    DONE,
+    FUTEX_VALUES,
+    SEQUENCE,
+    SPINS,
+    WORKER_SLEEPS,
+)
 from einjit.disasm import disassemble
 
 TARGET = resolve_target("aarch64")
@@ -42,22 +49,43 @@ def test_the_worker_polls_runs_the_task_and_sleeps_and_wakes_through_the_futex()
     assert f"ldr x21, [x19, #{hex(SPINS)}]" in lines
     assert f"str x15, [x19, #{hex(WORKER_SLEEPS)}]" in lines
     assert f"ldr x9, [x19, #{hex(CALLER_SLEEPS)}]" in lines
-    assert f"ldr x15, [x14, #{hex(WORKER_SLEEPS)}]" in listing(dispatch.generate_wait)
+    assert f"ldr x15, [x14, #{hex(WORKER_SLEEPS)}]" in listing(dispatch.generate_run_tasks)
     assert lines.count("dmb ish") == 2
     # polls yield; sleep; after waking the caller, yield once
     assert system_calls(lines) == ["yield", "wait", "wake", "yield"]
+    # function 0: done is stored without a call, then the loop returns
+    stored = lines.index("stlr x20, [x22]")
+    assert lines[stored - 1] == "blr x9" and "mov x21, x9" in lines[:stored]
+    assert any(line.startswith("cbnz x21, ") for line in lines[stored:])
     assert lines[-1] == "ret"
 
 
+def test_run_tasks_posts_every_task_then_fences_once_then_wakes_runs_its_own_and_waits():
+    lines = listing(dispatch.generate_run_tasks)
+    assert system_calls(lines) == ["wake", "yield", "wait"]
+    fences = [index for index, line in enumerate(lines) if line == "dmb ish"]
+    sequence_stores = [index for index, line in enumerate(lines) if line.startswith("stlr")]
+    assert len(fences) == 2 and len(sequence_stores) == 1
+    wake = lines.index("mov x1, #0x81")
+    own_call = lines.index("blr x9")
+    assert sequence_stores[0] < fences[0] < wake < own_call < fences[1]
+    # the sequence counts modulo FUTEX_VALUES: the futex compares 32 bits
+    at = sequence_stores[0]
+    assert SEQUENCE == 0 and lines[at - 4:at] == [
+        "ldr x11, [x9]", "add x11, x11, #1", f"and x11, x11, #{hex(FUTEX_VALUES - 1)}",
+        "add x12, x9, #0"]
+    assert lines[at] == "stlr x11, [x12]"
+    assert f"ldr x11, [x14, #{hex(SPINS)}]" in lines
+
+
 @pytest.mark.parametrize("generate, calls", [
-    (dispatch.generate_wait, ["yield", "wait"]), (dispatch.generate_post, ["wake"]),
+    (dispatch.generate_run_tasks, ["wake", "yield", "wait"]),
     (dispatch.generate_spin, ["yield"])])
-def test_wait_post_and_spin(generate, calls):
+def test_run_tasks_and_spin(generate, calls):
     lines = listing(generate)
     assert system_calls(lines) == calls
-    assert ("yield" in lines) == (generate is not dispatch.generate_post)
+    assert "yield" in lines
     assert ("dmb ish" in lines) == (generate is not dispatch.generate_spin)
-    assert any(line.startswith("ldar") for line in lines) == (
-        generate is not dispatch.generate_post)
+    assert any(line.startswith("ldar") for line in lines)
     assert any(line.startswith("stlr") for line in lines) == (
-        generate is dispatch.generate_post)
+        generate is dispatch.generate_run_tasks)

@@ -5,7 +5,14 @@ test_workers.py."""
 import pytest
 
 from einjit.backends import resolve_target
-from einjit.backends.worker_slot import CALLER_SLEEPS, DONE, SPINS, WORKER_SLEEPS
+from einjit.backends.worker_slot import (
+    CALLER_SLEEPS,
+    DONE,
+    FUTEX_VALUES,
+    SEQUENCE,
+    SPINS,
+    WORKER_SLEEPS,
+)
 from einjit.backends.x86_64 import dispatch
 from einjit.disasm import disassemble
 
@@ -40,18 +47,41 @@ def test_the_worker_polls_runs_the_task_and_sleeps_and_wakes_through_the_futex()
     assert f"mov qword ptr [rbx + {hex(WORKER_SLEEPS)}], rax" in lines
     assert f"mov rax, qword ptr [rbx + {hex(CALLER_SLEEPS)}]" in lines
     assert f"mov rdx, qword ptr [rdi + {WORKER_SLEEPS - DONE}]" in listing(
-        dispatch.generate_wait)                            # the worker not yet awake
+        dispatch.generate_run_tasks)                       # the worker not yet awake
     assert lines.count("mfence") == 2      # before rereading the sequence, after storing done
     # polls yield; sleep; after waking the caller, yield once
     assert system_calls(lines) == ["yield", "wait", "wake", "yield"]
+    # function 0: done is stored without a call, then the loop returns
+    stored = lines.index(f"mov qword ptr [rbx + {hex(DONE)}], r12")
+    assert lines[stored - 1] == "call rax" and "mov r13, rax" in lines[:stored]
+    leave = lines.index("test r13, r13")
+    assert stored < leave and lines[leave + 1].startswith("jne ")
+    assert lines[leave + 2:] == ["pop r13", "pop r12", "pop rbx", "vzeroupper", "ret"]
     assert lines[-1] == "ret"
 
 
+def test_run_tasks_posts_every_task_then_fences_once_then_wakes_runs_its_own_and_waits():
+    lines = listing(dispatch.generate_run_tasks)
+    assert system_calls(lines) == ["wake", "yield", "wait"]
+    fences = [index for index, line in enumerate(lines) if line == "mfence"]
+    sequence_stores = [index for index, line in enumerate(lines)
+                       if line == "mov qword ptr [rdi], rax"]
+    assert len(fences) == 2 and len(sequence_stores) == 1
+    wake = next(index for index, line in enumerate(lines) if line == "mov esi, 0x81")
+    own_call = lines.index("call rax")
+    assert sequence_stores[0] < fences[0] < wake < own_call < fences[1]
+    # the sequence counts modulo FUTEX_VALUES: the futex compares 32 bits
+    at = sequence_stores[0]
+    assert SEQUENCE == 0 and lines[at - 4:at] == [
+        "mov rax, qword ptr [rdi]", "inc rax", f"mov ecx, {hex(FUTEX_VALUES - 1)}", "and rax, rcx"]
+    assert f"mov r8, qword ptr [rdi + {hex(SPINS)}]" in lines
+
+
 @pytest.mark.parametrize("generate, calls", [
-    (dispatch.generate_wait, ["yield", "wait"]), (dispatch.generate_post, ["wake"]),
+    (dispatch.generate_run_tasks, ["wake", "yield", "wait"]),
     (dispatch.generate_spin, ["yield"])])
-def test_wait_post_and_spin(generate, calls):
+def test_run_tasks_and_spin(generate, calls):
     lines = listing(generate)
     assert system_calls(lines) == calls
-    assert ("pause" in lines) == (generate is not dispatch.generate_post)
+    assert "pause" in lines
     assert ("mfence" in lines) == (generate is not dispatch.generate_spin)
