@@ -234,7 +234,9 @@ def profile_html(profile: Any) -> str:
             f'{profile.num_threads} threads: predicted efficiency '
             f'<b>{100 * profile.efficiency:.1f}%</b></div><table><tr>'
             + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr>" + "".join(rows)
-            + "</table></div>")
+            + "</table>"
+            + (f"<div>run at once: {_esc(profile.together)}</div>" if profile.together else "")
+            + "</div>")
 
 
 def step_annotations(tree: "EinsumTree", plan: Any) -> dict[int, list[str]]:

@@ -58,6 +58,13 @@ def _work_per_iteration(plan: NestPlan) -> int:
     return params[1] * params[2]
 
 
+def worth_a_thread(plan: NestPlan) -> bool:
+    """Whether the whole nest holds the work of one thread's share (_least_work_per_thread):
+    enough to gain from running beside another on a thread of its own."""
+    work = _work_per_iteration(plan) * plan.seq_iterations * plan.shared_iterations
+    return work >= _least_work_per_thread(plan)
+
+
 def thread_shares(plan: NestPlan, threads: int) -> list[tuple[int, int]]:
     """The [begin, end) shares of the nest's flattened shared iterations that `threads`
     threads run: as many threads as gain from their share (_least_work_per_thread), one
@@ -81,6 +88,7 @@ class CompiledOperation:
         nest_generated(op, len(self.code), time.perf_counter() - started)
         self.threads = check_threads(op.num_threads)
         self._shares = thread_shares(self.plan, self.threads)
+        self.worth_a_thread = worth_a_thread(self.plan)
         total = self.plan.shared_iterations
         # stack the calling thread needs to run a share; 0: the frame is small, no check
         packed = self.plan.pack_bytes
@@ -99,6 +107,11 @@ class CompiledOperation:
             self._nest_shares = NestShares(self.target, self._block.address, self.function,
                                            self._shares)
             self.single = total if len(self._shares) == 1 and not self.stack_bytes else None
+
+    @property
+    def shares(self) -> tuple[tuple[int, int], ...]:
+        """The [begin, end) shares of the nest's shared iterations, one per thread."""
+        return tuple(self._shares)
 
     @property
     def address(self) -> int | None:

@@ -13,11 +13,13 @@ buffer and ones vector is of it, and strides are in its elements."""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from einjit.frontend.concurrency import concurrent_groups
 from einjit.frontend.long_sums import (
     CHUNK,
     LONG_CHAIN,
@@ -185,6 +187,8 @@ class Plan:
             emit(tree.root, [Node(tree.root.dims, (), tree.root.operand)])
         self.num_leaves = len(tree.leaves)
         self._program: tuple | None = None
+        # the steps' indices as groups that run at once (frontend.concurrency; compile)
+        self.groups: tuple[tuple[int, ...], ...] = ()
         # run(leaves, out) and run_addresses(leaves, out) of a one-step plan as closures
         # (compile)
         self._direct: Callable | None = None
@@ -204,6 +208,7 @@ class Plan:
         """Generate every step's code now (einjit.codegen, cached per operation) and the
         program run_addresses executes. Needs every operation defined (einjit.optimize)."""
         from einjit.codegen import compile_operation
+        from einjit.codegen.workers import native_pool
         # slots: leaves, the result, ones vectors, a zero for "unused", intermediate buffers
         leaves = self.num_leaves
         out_slot = leaves
@@ -220,7 +225,7 @@ class Plan:
                     "buf": lambda: first_buffer + ref[1],
                     "ones": lambda: ones_slots[ref[1]]}[ref[0]]()
 
-        program = []
+        records = []
         written = set()
         for step in self.steps:
             out_ref = step.sources[2]
@@ -233,11 +238,26 @@ class Plan:
                     else np.empty
             compiled = compile_operation(step.lowered.op)
             run = compiled.run
-            if any(step.offsets):
-                run = _offset(run, *(offset * self.itemsize for offset in step.offsets))
-            program.append((run, slot(step.sources[0]), slot(step.sources[1]), slot(out_ref),
-                            size, allocate,
-                            tuple(first_buffer + index for index in step.frees)))
+            offsets = tuple(offset * self.itemsize for offset in step.offsets)
+            if any(offsets):
+                run = _offset(run, *offsets)
+            records.append(((run, slot(step.sources[0]), slot(step.sources[1]), slot(out_ref),
+                             size, allocate, tuple(first_buffer + index for index in step.frees)),
+                            compiled, offsets))
+        pool = native_pool(self.steps[0].lowered.op.target) if self.steps else None
+        eligible = [pool is not None and compiled.function is not None
+                    and compiled.worth_a_thread and not compiled.stack_bytes
+                    for _, compiled, _ in records]
+        self.groups = concurrent_groups(self.steps, [len(c.shares) for _, c, _ in records],
+                                        self.num_threads, eligible)
+        program = []
+        for group in self.groups:
+            if len(group) == 1:
+                program.append(records[group[0]][0])
+                continue
+            members = [records[index] for index in group]
+            frees = tuple(index for entry, _, _ in members for index in entry[6])
+            program.append((_Group(pool, members), _GROUP, 0, 0, 0, None, frees))
         self._program = (tuple(program), tuple(tail))
         self._direct = self._direct_addresses = None
         if len(self.steps) == 1 and not self.buffer_sizes and not any(self.steps[0].offsets):
@@ -269,7 +289,10 @@ class Plan:
                 buffer = allocate(size, dtype)
                 held[dst] = buffer
                 slots[dst] = data_address(buffer)
-            run(slots[in0], slots[in1], slots[dst])
+            if in0 == _GROUP:
+                run(slots, held, dtype)
+            else:
+                run(slots[in0], slots[in1], slots[dst])
             for index in frees:
                 del held[index]
 
@@ -368,6 +391,35 @@ def _one_step(compiled: Any, in0: tuple[int | None, int],
     def step_on_arrays(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
         step(tuple(map(address, leaves)), address(out))
     return step_on_arrays, step
+
+
+_GROUP = -1      # a program entry's in0 where it runs a group of steps at once (_Group)
+
+
+class _Group:
+    """Steps that run at once (frontend.concurrency): their buffers allocated, then every
+    share of every step handed out in one native call, the first on the calling thread."""
+
+    def __init__(self, pool: Any, members: Sequence[tuple]):
+        """members: (program entry, CompiledOperation, byte offsets of in0, in1, out)."""
+        from einjit.codegen.workers import OPERAND_COUNT, Tasks
+        self._pool = pool
+        self._members = [(entry[1:6], offsets) for entry, _, offsets in members]
+        # every share of every member, reading its member's three operands
+        self._tasks = Tasks([(compiled.address, OPERAND_COUNT * number, begin, end)
+                             for number, (_, compiled, _) in enumerate(members)
+                             for begin, end in compiled.shares])
+
+    def __call__(self, slots: list, held: dict, dtype: np.dtype) -> None:
+        operands = array("Q")
+        for (in0, in1, dst, size, allocate), offsets in self._members:
+            if size:
+                buffer = allocate(size, dtype)
+                held[dst] = buffer
+                slots[dst] = data_address(buffer)
+            operands.extend(slots[index] + offset
+                            for index, offset in zip((in0, in1, dst), offsets))
+        self._pool.run_tasks(self._tasks, operands)
 
 
 def _offset(run: Callable, in0: int, in1: int, out: int) -> Callable:

@@ -5,9 +5,10 @@ The plan is made again for the count (Plan.for_threads: cache blocks, shared loo
 chunks all follow it), and each step's nest is planned as it would run: its shared iterations
 (the tasks) split into one contiguous share per thread that gains from one
 (codegen.thread_shares, the rule the compiled code runs by). The steps run one after another,
-so the plan's predicted efficiency is
+but for independent small steps that run at once, as a group (frontend.concurrency, the rule
+the compiled plan runs by), so the plan's predicted efficiency is
 
-    (total work / T) / (sum over the steps of the busiest thread's work)
+    (total work / T) / (sum over the groups of their busiest thread's work)
 
 1 when every step keeps all T threads equally busy. Work is flops for a contraction step
 (a multiply-add counts 2) and one per element iterated for any other step (a copy, a sum);
@@ -21,7 +22,8 @@ from math import prod
 
 import numpy as np
 
-from einjit.codegen import plan_nest, thread_shares
+from einjit.codegen import plan_nest, thread_shares, worth_a_thread
+from einjit.frontend.concurrency import concurrent_groups
 from einjit.frontend.errors import EinsumValueError
 from einjit.frontend.plan import Plan
 
@@ -57,6 +59,12 @@ class ParallelProfile:
     title: str
     num_threads: int
     steps: tuple[StepProfile, ...]
+    # the steps' numbers as groups that run at once, in order (one step: alone)
+    groups: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def _groups(self) -> tuple[tuple[int, ...], ...]:
+        return self.groups or tuple((step.step,) for step in self.steps)
 
     @property
     def work(self) -> int:
@@ -69,8 +77,16 @@ class ParallelProfile:
 
     @property
     def efficiency(self) -> float:
-        """(total work / T) / (sum of the steps' busiest thread's work)."""
-        return self.work / self.num_threads / sum(step.busiest for step in self.steps)
+        """(total work / T) / (sum over the groups of their busiest thread's work)."""
+        busiest = {step.step: step.busiest for step in self.steps}
+        return self.work / self.num_threads / sum(
+            max(busiest[number] for number in group) for group in self._groups)
+
+    @property
+    def together(self) -> str:
+        """The groups of more than one step, as text ("" where every step runs alone)."""
+        return ", ".join("steps " + " + ".join(map(str, group)) for group in self._groups
+                         if len(group) > 1)
 
     def __str__(self) -> str:
         from einjit.display import bytes_text, flops_text
@@ -84,6 +100,8 @@ class ParallelProfile:
             lines.append(f"{step.step:>4}  {step.node:<30} {step.kind:<11} {work:>12} "
                          f"{step.tasks:>7} {step.threads:>7} {step.balance:>12.2f} "
                          f"{100 * step.efficiency:>9.1f}% {bytes_text(step.bytes):>10}")
+        if self.together:
+            lines.append(f"run at once: {self.together}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -104,11 +122,15 @@ def profile_plan(plan: Plan, num_threads: int, title: str = "the plan") -> Paral
                                f"optimizer): their threads are not decided")
     names = plan.tree.letters
     steps = []
+    counts, eligible = [], []
     for number, step in enumerate(planned.steps):
         op = step.lowered.op
         work = prod(dim.size for dim in op.dims) * (2 if op.kind == "contraction" else 1)
         nest = plan_nest(op, op.target)
         shares = thread_shares(nest, num_threads)
+        counts.append(len(shares))
+        # a nest with copies runs alone (the stack they need)
+        eligible.append(worth_a_thread(nest) and not nest.pack_bytes)
         tasks = nest.shared_iterations
         largest = max(end - begin for begin, end in shares)
         spanned = sum(op.extent(name) for name in op.operands)
@@ -121,5 +143,6 @@ def profile_plan(plan: Plan, num_threads: int, title: str = "the plan") -> Paral
         steps.append(StepProfile(number, label, op.kind, work, flops, tasks, len(shares),
                                  work * largest // tasks, spanned * plan.itemsize,
                                  num_threads))
-    return ParallelProfile(title, num_threads, tuple(steps))
+    groups = concurrent_groups(planned.steps, counts, num_threads, eligible)
+    return ParallelProfile(title, num_threads, tuple(steps), groups)
 
