@@ -92,6 +92,8 @@ def peel(op: TensorOperation, num_threads: int | None = None) -> tuple[Part, ...
         if block is None or dim.type == "k" and not summable:
             continue
         main = dim.size // block * block
+        if main == dim.size:            # whole blocks after all: nothing to peel
+            continue
         accumulate = dim.type == "k" and op.prim_first_touch != "none"
         pieces = (_range(op, index, 0, main, False),
                   _range(op, index, main, dim.size - main, accumulate))

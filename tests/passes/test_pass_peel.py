@@ -90,3 +90,12 @@ def test_parts_compute_the_product_bit_for_bit(sizes, pad, dtype):
     C = c.reshape(n, ldc).T
     np.testing.assert_array_equal(C[:m], A.astype(np.float64) @ B)
     assert np.isnan(C[m:]).all()            # the padding rows are never written
+
+
+def test_only_a_remainder_makes_parts(monkeypatch):
+    """A dim whose poor split still leaves whole blocks of the peeling size is not cut into
+    an empty remainder."""
+    import einjit.passes.peel as peel_module
+    monkeypatch.setattr(peel_module, "block_size", lambda op, dim: 1)     # every split poor
+    op = gemm(256, 256, 1024)             # 1024 = 2 x 512: whole blocks of every maximum
+    assert [p.op for p in peel(op, 1)] == [fuse(op)]
