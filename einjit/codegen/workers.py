@@ -267,7 +267,7 @@ class NestShares:
                  shares: Sequence[tuple[int, int]]):
         """address: the nest's entry nest(in0, in1, out, begin, end); function: its ctypes
         wrapper (for the Python pool); shares: the [begin, end) of each."""
-        self._target = target
+        self._pool = native_pool(target)
         self._function = function
         self._shares = tuple(shares)
         self._tasks = Tasks([(address, 0, begin, end) for begin, end in shares])
@@ -275,7 +275,7 @@ class NestShares:
     def run(self, in0: int, in1: int, out: int, on_caller: bool = True) -> None:
         """Run the shares in parallel (the first on this thread unless on_caller is False),
         on the native pool or, where it is not available, the Python pool."""
-        pool = native_pool(self._target)
+        pool = self._pool
         if pool is None:
             python_pool.run(self._function, [(in0, in1, out, begin, end)
                                              for begin, end in self._shares], on_caller)

@@ -198,17 +198,30 @@ def test_einsum_makes_new_plans_when_the_thread_count_changes(monkeypatch):
         assert {op.num_threads for op in ops} == {count}
 
 
+# (M, K, N, the specials: (row, column) of A's NaN and infinity, of B's -infinity and NaN)
+SPECIALS = {
+    # a blocked product: B's panel copied, K in chunks
+    "blocked": (*MATMULS[0], ((3, 17), (40, 600)), ((900, 5), (1099, 150))),
+    # peeled (K = 1031 and N = 257 prime): the specials in the remainders of K, M and N
+    "peeled": (67, PRIME, 257, ((3, 1027), (66, 12)), ((1030, 256), (5, 255))),
+}
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
-def test_special_values_as_numpy(dtype, threads):
-    """NaN and infinities in the operands of a blocked product (B's panel copied, K in
-    chunks) reach the elements numpy's reach: NaN where numpy's result is NaN, the same
-    infinity where it is infinite, the rest as in test_matmul."""
-    m, k, n = MATMULS[0]
+@pytest.mark.parametrize("case", SPECIALS)
+def test_special_values_as_numpy(case, dtype, threads):
+    """NaN and infinities in the operands of a blocked or a peeled product reach the elements
+    numpy's reach: NaN where numpy's result is NaN, the same infinity where it is infinite,
+    the rest as in test_matmul."""
+    m, k, n, (nan_a, inf_a), (inf_b, nan_b) = SPECIALS[case]
     a, b = operands([(m, k), (k, n)], dtype, 11, exact=True)
-    a[3, 17], a[40, 600] = np.nan, np.inf          # rows 3 and 40 of the result
-    b[900, 5], b[1099, 150] = -np.inf, np.nan      # columns 5 and 150
+    a[nan_a], a[inf_a] = np.nan, np.inf
+    b[inf_b], b[nan_b] = -np.inf, np.nan
     expr = einjit.contract_expression("ij,jk->ik", a.shape, b.shape, dtype=dtype)
-    (op,) = large_ops(expr._prepared, threads)
+    if case == "blocked":
+        (op,) = large_ops(expr._prepared, threads)
+    else:
+        assert sum(s.part.startswith("part ") for s in expr._prepared.plan.steps) > 1
     with np.errstate(invalid="ignore"):
         expected = a.astype(np.float64) @ b.astype(np.float64)
         got = expr(a, b)
