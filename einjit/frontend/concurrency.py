@@ -13,15 +13,10 @@ from __future__ import annotations
 from typing import Sequence
 
 
-def _written(step) -> tuple:
-    return step.sources[2]
-
-
 def _depends(later, earlier) -> bool:
     """Whether `later` reads what `earlier` writes, or writes the same tensor (parts of one
-    node's sum, a buffer's rows)."""
-    written = _written(earlier)
-    return written in later.sources
+    node's sum, a buffer's rows): the tensor earlier writes is among later's sources."""
+    return earlier.sources[2] in later.sources
 
 
 def concurrent_groups(steps: Sequence, shares: Sequence[int], threads: int,
