@@ -1,0 +1,245 @@
+"""einsum on dask arrays, each block computed by einjit (the optional extra einjit[dask]).
+
+einsum(subscripts, *arrays, **numpy_kwargs) returns a lazy dask array: one task per
+combination of blocks runs einjit.einsum on them (its plan cache holds one compiled plan per
+block shape and layout, in each worker process: nothing compiled is ever pickled, only this
+module's functions and numpy blocks travel); where a contracted index is split into several
+chunks, each block task leaves a partial sum and the partials are added in a tree (dask's
+reduction with split_every), each step adding its inputs into one new array, never stacking
+them. Any dask scheduler runs it: threads, processes, a dask.distributed Client.
+
+register() makes dask.array.einsum itself call einjit for its numpy blocks (dask's
+einsum_lookup dispatch), in this process, in the processes scheduler's workers and, given a
+Client, on its workers; unregister() puts back what was there.
+
+Chunks of one index that differ between operands are rechunked to common chunks, as
+dask.array.blockwise does (unify_chunks); an operand with unknown (nan) chunk sizes is refused
+with its number and axis.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import string
+from typing import Any
+
+try:
+    import dask
+    import dask.array as da
+    from dask.array.core import unify_chunks
+    from dask.array.dispatch import einsum_lookup
+    from distributed.diagnostics.plugin import WorkerPlugin
+except ImportError as error:     # an optional extra
+    raise ImportError(f'einjit.dask needs dask.array and dask.distributed ({error}): '
+                      f'pip install "einjit[dask]"') from error
+
+import numpy as np
+
+from einjit.einsum import einsum as _einjit_einsum
+from einjit.frontend.errors import EinsumTypeError, EinsumValueError
+from einjit.frontend.parser import check_subscripts, from_sublists
+from einjit.frontend.subscripts import resolve
+
+__all__ = ["einsum", "register", "unregister", "registered"]
+
+_LETTERS = string.ascii_letters
+# the numpy keywords passed on to each block's einsum, when given
+_BLOCK_OPTIONS = ("dtype", "casting", "optimize", "order")
+_PLUGIN_NAME = "einjit-dask-einsum"
+_INITIALIZER_KEY = "multiprocessing.initializer"
+
+
+def _unwrap(block: Any) -> Any:
+    """A contracted index of one chunk reaches the task as a list of one block
+    (blockwise's concatenate=False): that block, not copied."""
+    while isinstance(block, list):
+        if len(block) != 1:
+            raise AssertionError(f"expected one block of a contracted index, got {len(block)}")
+        block = block[0]
+    return block
+
+
+def _block_einsum(*blocks: np.ndarray, subscripts: str, partial_axes: int,
+                  options: dict) -> np.ndarray:
+    """One task: einjit.einsum on the blocks, with a size-1 axis per split contracted index
+    (where this block's partial sum sits)."""
+    result = np.asarray(_einjit_einsum(subscripts, *map(_unwrap, blocks), **options))
+    return result.reshape(result.shape + (1,) * partial_axes)
+
+
+def _flat(blocks: Any) -> list:
+    if isinstance(blocks, (list, tuple)):
+        return [b for item in blocks for b in _flat(item)]
+    return [blocks]
+
+
+def _add(blocks: Any, axis: tuple, keepdims: bool) -> np.ndarray:
+    """The sum of partial blocks, in one new array (the inputs may be held by the scheduler
+    for a retry, so none is written)."""
+    parts = _flat(blocks)
+    total = parts[0] + parts[1] if len(parts) > 1 else parts[0].copy()
+    for part in parts[2:]:
+        np.add(total, part, out=total)
+    if keepdims:
+        return total
+    return total.reshape(tuple(n for a, n in enumerate(total.shape) if a not in axis))
+
+
+def _as_is(block: np.ndarray, axis: tuple, keepdims: bool) -> np.ndarray:
+    return block
+
+
+def _operands(operands: tuple) -> tuple[str, list]:
+    if len(operands) == 0 or (not isinstance(operands[0], str) and len(operands) < 2):
+        raise EinsumValueError("must provide at least an operand and a subscripts list to einsum")
+    if isinstance(operands[0], str):
+        return operands[0], list(operands[1:])
+    return from_sublists(operands)
+
+
+def _check_known_chunks(arrays: list) -> None:
+    for index, array in enumerate(arrays):
+        for axis, chunks in enumerate(array.chunks):
+            if any(math.isnan(c) for c in chunks):
+                raise EinsumValueError(
+                    f"operand {index} has unknown chunk sizes along axis {axis} (shape "
+                    f"{array.shape}): its blocks cannot be matched with the other operands'; "
+                    f"call .compute_chunk_sizes() on it first")
+
+
+def einsum(*operands: Any, dtype: Any = None, casting: Any = None, optimize: Any = None,
+           order: str = "K", split_every: Any = None, out: Any = None) -> da.Array:
+    """numpy.einsum's semantics (subscripts string or interleaved sublists, implicit output,
+    ellipsis broadcasting, diagonals; dtype=, casting=, optimize=, order= passed to each
+    block's einjit.einsum when given) on dask arrays; numpy arrays and array-likes among the
+    operands are wrapped with dask.array.asarray. Returns a lazy dask array whose blocks are
+    the operands' blocks along the free indices. split_every: the fan-in of the tree that adds
+    the partial sums of split contracted indices (dask's reduction keyword). out= is refused:
+    a dask result is a new lazy array (store it with dask.array.store)."""
+    if out is not None:
+        raise EinsumTypeError("out= has no meaning for dask arrays: einjit.dask.einsum returns a "
+                              "new lazy dask array (write it somewhere with dask.array.store)")
+    subscripts, raw = _operands(operands)
+    arrays = [a if isinstance(a, da.Array) else da.asarray(a) for a in raw]
+    _check_known_chunks(arrays)
+    resolved = resolve(check_subscripts(subscripts), [a.shape for a in arrays])
+    sizes = resolved.sizes
+    # per operand axis its block-level index: the resolved dim, or for a size-1 axis that
+    # broadcasts against a longer one, an index of its own (summed over, of size 1)
+    next_dim = len(sizes)
+    indices = []
+    for array, axes in zip(arrays, resolved.axes):
+        mine = []
+        for axis_size, dim in zip(array.shape, axes):
+            if axis_size == 1 and sizes[dim] != 1:
+                mine.append(next_dim)
+                next_dim += 1
+            else:
+                mine.append(dim)
+        indices.append(tuple(mine))
+    if next_dim > len(_LETTERS):
+        raise EinsumValueError(f"{subscripts!r} needs {next_dim} distinct indices per block; "
+                               f"einsum names at most {len(_LETTERS)}")
+    output = tuple(resolved.full_output)
+    used = {d for mine in indices for d in mine}
+    contracted = sorted(used - set(output))
+    terms = ["".join(_LETTERS[d] for d in mine) for mine in indices]
+    out_term = "".join(_LETTERS[d] for d in output)
+    chunkss, aligned = unify_chunks(*[x for pair in zip(arrays, terms) for x in pair])
+    split = "".join(_LETTERS[d] for d in contracted if len(chunkss[_LETTERS[d]]) > 1)
+    block_subscripts = ",".join(terms) + "->" + out_term
+    given = {"dtype": dtype, "casting": casting, "optimize": optimize,
+             "order": None if order == "K" else order}
+    options = {name: value for name, value in given.items() if value is not None}
+    # numpy's own checks of the keywords and its result dtype, on blocks of size 1
+    tiny = [np.ones((1,) * a.ndim, a.dtype) for a in arrays]
+    result_dtype = np.einsum(block_subscripts, *tiny,
+                             **{k: v for k, v in options.items() if k != "optimize"}).dtype
+    partials = da.blockwise(
+        _block_einsum, out_term + split, *[x for pair in zip(aligned, terms) for x in pair],
+        adjust_chunks=dict.fromkeys(split, 1), dtype=result_dtype, concatenate=False,
+        meta=np.empty((0,) * (len(output) + len(split)), result_dtype),
+        subscripts=block_subscripts, partial_axes=len(split), options=options)
+    if not split:
+        return partials
+    return da.reduction(partials, chunk=_as_is, combine=_add, aggregate=_add,
+                        axis=tuple(range(len(output), len(output) + len(split))),
+                        keepdims=False, dtype=result_dtype, split_every=split_every,
+                        concatenate=False, meta=np.empty((0,) * len(output), result_dtype),
+                        name="einjit-einsum-sum")
+
+
+# -- dask.array.einsum through einjit ------------------------------------------------------
+
+
+def _numpy_blocks_einsum(*operands: Any, **kwargs: Any) -> Any:
+    """What dask.array.einsum calls per block once registered: einjit.einsum (numpy's
+    signature; dask passes dtype= and optimize= always)."""
+    return _einjit_einsum(*operands, **kwargs)
+
+
+_previous: list = []     # what einsum_lookup held for numpy blocks before register()
+
+
+def registered() -> bool:
+    """Whether dask.array.einsum computes numpy blocks with einjit in this process."""
+    return einsum_lookup.dispatch(np.ndarray) is _numpy_blocks_einsum
+
+
+def _register_here() -> None:
+    if not registered():
+        _previous.append(einsum_lookup.dispatch(np.ndarray))
+        einsum_lookup.register(np.ndarray, _numpy_blocks_einsum)
+
+
+def _unregister_here() -> None:
+    if registered():
+        einsum_lookup.register(np.ndarray, _previous.pop() if _previous else np.einsum)
+
+
+def _initialize_process(previous: Any = None) -> None:
+    """The processes scheduler's worker initializer while registered: register, then run
+    the initializer that was configured before."""
+    _register_here()
+    if previous is not None:
+        previous()
+
+
+class _WorkerRegistration(WorkerPlugin):
+    """A dask.distributed worker plugin: each worker (those that join later too) registers
+    on setup and unregisters when the plugin is removed."""
+
+    name = _PLUGIN_NAME
+
+    def setup(self, worker: Any) -> None:
+        _register_here()
+
+    def teardown(self, worker: Any) -> None:
+        _unregister_here()
+
+
+def register(client: Any = None) -> None:
+    """Make dask.array.einsum compute numpy blocks with einjit.einsum: in this process
+    (the threaded and synchronous schedulers), in the processes scheduler's worker
+    processes (through dask's "multiprocessing.initializer" setting, chained with any set
+    before), and, given a dask.distributed Client, on its workers, present and future (a
+    worker plugin)."""
+    _register_here()
+    current = dask.config.get(_INITIALIZER_KEY, None)
+    if not (isinstance(current, functools.partial) and current.func is _initialize_process):
+        dask.config.set({_INITIALIZER_KEY: functools.partial(_initialize_process, current)})
+    if client is not None:
+        client.register_plugin(_WorkerRegistration(), name=_PLUGIN_NAME)
+
+
+def unregister(client: Any = None) -> None:
+    """Undo register(): dask.array.einsum computes numpy blocks as before (numpy.einsum by
+    default), here, in the processes scheduler's workers and, given a Client, on its
+    workers."""
+    _unregister_here()
+    current = dask.config.get(_INITIALIZER_KEY, None)
+    if isinstance(current, functools.partial) and current.func is _initialize_process:
+        dask.config.set({_INITIALIZER_KEY: current.args[0] if current.args else None})
+    if client is not None:
+        client.unregister_worker_plugin(_PLUGIN_NAME)
