@@ -108,6 +108,19 @@ def _check_known_chunks(arrays: list) -> None:
                     f"call .compute_chunk_sizes() on it first")
 
 
+def _diagonal_chunks_agree(array: da.Array, indices: tuple) -> da.Array:
+    """An operand read along a diagonal (an index on several of its axes) with those axes'
+    chunks rechunked to the first one's: blockwise pairs their blocks one to one
+    (unify_chunks lines up only different operands)."""
+    first: dict = {}
+    changes = {}
+    for axis, index in enumerate(indices):
+        if index in first and array.chunks[axis] != array.chunks[first[index]]:
+            changes[axis] = array.chunks[first[index]]
+        first.setdefault(index, axis)
+    return array.rechunk(changes) if changes else array
+
+
 def einsum(*operands: Any, dtype: Any = None, casting: Any = None, optimize: Any = None,
            order: str = "K", split_every: Any = None, out: Any = None) -> da.Array:
     """numpy.einsum's semantics (subscripts string or interleaved sublists, implicit output,
@@ -144,6 +157,7 @@ def einsum(*operands: Any, dtype: Any = None, casting: Any = None, optimize: Any
     output = tuple(resolved.full_output)
     used = {d for mine in indices for d in mine}
     contracted = sorted(used - set(output))
+    arrays = [_diagonal_chunks_agree(a, mine) for a, mine in zip(arrays, indices)]
     terms = ["".join(_LETTERS[d] for d in mine) for mine in indices]
     out_term = "".join(_LETTERS[d] for d in output)
     chunkss, aligned = unify_chunks(*[x for pair in zip(arrays, terms) for x in pair])
