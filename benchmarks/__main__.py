@@ -4,7 +4,8 @@ By default a representative run (about ten minutes on 2 cores): on x86-64 the GE
 headline sizes (HEADLINE_SIZES, every K) of the host's best code variant against the FMA
 peak and the element-wise kernels against numpy's bandwidth; on any host the seeds'
 TensorOperation configurations with the call overhead, and every einsum case in float32
-against numpy, opt_einsum, torch and TBLIS (the peers timed in one window). --full runs
+against numpy, opt_einsum, torch and TBLIS (the peers timed in one window), and an einsum on
+dask arrays of more than 4 GB against dask.array.einsum (the dask extra). --full runs
 everything: the whole GEMM grid (M, N in 1..64) for each code variant the host runs, the
 static (llvm-mca) throughput of the generated A64 kernels and of the x86-64 BRGEMM inner
 loops on Intel and AMD cores (checked against this host), the TensorOperation optimizer and
@@ -34,10 +35,11 @@ from einjit.backends.x86_64 import cpu
 from einjit.runtime.host import host_isa
 
 from . import aarch64_mca, einsum, matmul, tensor_operation, x86_eltwise, x86_gemm, x86_mca
+from . import dask as dask_einsum
 from .output import RESULTS_ENV, machine_name, results_dir, update_reference, write_result
 from .verdict import Verdict, WrongResult
 
-SECTIONS = ("gemm", "eltwise", "mca", "x86_mca", "tensorop", "einsum", "matmul")
+SECTIONS = ("gemm", "eltwise", "mca", "x86_mca", "tensorop", "einsum", "matmul", "dask")
 FULL_ONLY = ("mca", "x86_mca", "matmul")   # the default run leaves these out
 QUICK_SIZES = (16, 32, 48, 64)
 
@@ -60,6 +62,15 @@ def _plots():
         return
     written = plots.write_plots(results_dir(), progress=lambda line: None)
     print(f"written: {written[-1]} with {len(written) - 1} figure files")
+
+
+def _have_dask():
+    try:
+        import dask.array  # noqa: F401
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def chosen_sections(names, full):
@@ -182,6 +193,14 @@ def main(argv=None):
                         matmul.csv_name(dtype),
                         matmul.run(dtype, shapes, verdict=verdict,
                                    progress=lambda line: print(line, flush=True))))
+    if "dask" in chosen:
+        section("einsum on dask arrays: einjit.dask.einsum against dask.array.einsum, same "
+                "chunks, dask's threads" + (" (quick sizes)" if quick else ""), lambda:
+                written(dask_einsum.CSV_NAME, dask_einsum.run(quick, verdict=verdict))
+                if _have_dask() else ["skipped: dask is not installed (pip install -e "
+                                      "'.[dask]'; scripts/setup installs it)"])
+        # LEAD: the sliced tensor network under memory_limit (benchmarks/slicing.py) is
+        # called here, as a section of its own within "dask"
     closing = ["", "== VERDICT", *verdict.lines(),
                f"total time {time.perf_counter() - started:.0f} s ({mode} run)"]
     summary.extend(closing)
