@@ -24,6 +24,8 @@ class Calls:
         monkeypatch.setattr(job.tensor_operation, "run", self.tensorop)
         monkeypatch.setattr(job.einsum, "run", self.einsum)
         monkeypatch.setattr(job.matmul, "run", self.matmul)
+        monkeypatch.setattr(job.dask_einsum, "run", self.dask)
+        monkeypatch.setattr(job, "_have_dask", lambda: True)
         monkeypatch.setattr(job, "_plots", lambda: None)
 
     def _table(self, section, verdict, csv="a,b\n1,2\n"):
@@ -62,6 +64,10 @@ class Calls:
         self.seen.setdefault("matmul", []).append((dtype, len(shapes)))
         return self._table(f"matmul {dtype}", verdict)
 
+    def dask(self, quick, verdict=None):
+        self.seen["dask"] = quick
+        return self._table("dask", verdict)
+
 
 def _run(tmp_path, *argv):
     return job.main([*argv, "--results", str(tmp_path)])
@@ -75,11 +81,13 @@ def test_the_default_run_is_representative(tmp_path, monkeypatch, capsys):
         "eltwise": ["avx512"],
         "tensorop": (False, True),                  # the seeds' configurations alone
         "einsum": [(False, "float32", 1)],         # the peers timed in one window
+        "dask": False,
     }
     assert "mca" not in calls.seen and "matmul" not in calls.seen
     assert "x86_mca" not in calls.seen
     out = capsys.readouterr().out
-    assert out.startswith("einjit benchmarks (default run): gemm, eltwise, tensorop, einsum")
+    assert out.startswith("einjit benchmarks (default run): gemm, eltwise, tensorop, einsum, "
+                          "dask")
 
 
 def test_full_runs_everything(tmp_path, monkeypatch, capsys):
@@ -93,6 +101,7 @@ def test_full_runs_everything(tmp_path, monkeypatch, capsys):
         "tensorop": (False, False),
         "einsum": [(False, "float32", 2), (False, "float64", 2)],
         "matmul": [("float32", len(job.matmul.grid())), ("float64", len(job.matmul.grid()))],
+        "dask": False,
     }
     summary = (tmp_path / "summary.txt").read_text()
     assert "(--full run)" in summary and "== VERDICT" in summary
@@ -112,14 +121,15 @@ def test_each_table_is_printed_once_and_the_verdict_closes_the_run(tmp_path, mon
     assert _run(tmp_path, "--full") == 0                # slow is reported, not fatal
     out = capsys.readouterr().out
     for section in ("gemm avx512", "gemm avx2", "eltwise", "mca", "tensorop",
-                    "einsum float32", "einsum float64", "matmul float32", "matmul float64"):
+                    "einsum float32", "einsum float64", "matmul float32", "matmul float64",
+                    "dask"):
         assert out.count(f"TABLE-LINE {section}\n") == 1, section
         assert f"  MISSED {section} figure: 50.0% (target >= 90%)" in out
     assert out.count("TABLE-LINE x86_mca\n") == 1          # it states no target
     verdict = out[out.rindex("== VERDICT"):].splitlines()
-    assert verdict[1] == ("0 of 9 targets met, 9 missed; every result checked against numpy "
+    assert verdict[1] == ("0 of 10 targets met, 10 missed; every result checked against numpy "
                           "is right")
-    assert verdict[-1].startswith("total time") and len(verdict) == 2 + 9 + 1
+    assert verdict[-1].startswith("total time") and len(verdict) == 2 + 10 + 1
     assert out.count("einsum float64: 1/1 a case") == 1
 
 
@@ -175,3 +185,16 @@ def test_the_x86_mca_section_runs_when_named(tmp_path, monkeypatch, capsys):
     assert calls.seen == {"x86_mca": True}
     assert "== x86-64 BRGEMM inner loops" in capsys.readouterr().out
     assert (tmp_path / "summary-x86_mca.txt").exists()
+
+
+def test_the_dask_section_runs_when_named_and_says_when_dask_is_missing(tmp_path, monkeypatch,
+                                                                       capsys):
+    calls = Calls(monkeypatch)
+    assert _run(tmp_path, "dask", "--quick") == 0
+    assert calls.seen == {"dask": True}
+    assert (tmp_path / "dask.csv").read_text() == "a,b\n1,2\n"
+    calls = Calls(monkeypatch)
+    monkeypatch.setattr(job, "_have_dask", lambda: False)
+    assert _run(tmp_path, "dask") == 0
+    assert calls.seen == {}
+    assert "skipped: dask is not installed" in capsys.readouterr().out
