@@ -40,6 +40,7 @@ from einjit.einsum import einsum as _einjit_einsum
 from einjit.frontend.errors import EinsumTypeError, EinsumValueError
 from einjit.frontend.parser import check_subscripts, from_sublists
 from einjit.frontend.subscripts import resolve
+from einjit.numpy_api import einsum_path
 
 __all__ = ["einsum", "register", "unregister", "registered"]
 
@@ -170,6 +171,10 @@ def einsum(*operands: Any, dtype: Any = None, casting: Any = None, optimize: Any
     tiny = [np.ones((1,) * a.ndim, a.dtype) for a in arrays]
     result_dtype = np.einsum(block_subscripts, *tiny,
                              **{k: v for k, v in options.items() if k != "optimize"}).dtype
+    if optimize is not None:     # einjit's check of the path, on the first blocks' shapes
+        einsum_path(block_subscripts, *[np.broadcast_to(np.float32(0), tuple(c[0] for c in
+                                                                             a.chunks))
+                                        for a in aligned], optimize=optimize)
     partials = da.blockwise(
         _block_einsum, out_term + split, *[x for pair in zip(aligned, terms) for x in pair],
         adjust_chunks=dict.fromkeys(split, 1), dtype=result_dtype, concatenate=False,

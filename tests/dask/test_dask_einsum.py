@@ -113,6 +113,22 @@ def test_casting_is_checked_when_the_graph_is_built():
         ed.einsum("ij,jk->ik", A, B, dtype=np.float32, casting="safe")
 
 
+def test_a_bad_path_is_refused_when_the_graph_is_built():
+    A = da.ones((10, 10), chunks=4)
+    with pytest.raises(ValueError, match="'bogus' is not a path name"):
+        ed.einsum("ij,jk->ik", A, A, optimize="bogus")
+    with pytest.raises(ValueError, match="path step"):
+        ed.einsum("ij,jk->ik", A, A, optimize=[(0, 1), (0, 1)])
+
+
+def test_integers_go_to_numpy_per_block_exactly():
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(-9, 9, (20, 30)), rng.integers(-9, 9, (30, 10))
+    result = ed.einsum("ij,jk->ik", da.from_array(a, chunks=7), da.from_array(b, chunks=7))
+    assert result.dtype == a.dtype
+    np.testing.assert_array_equal(result.compute(scheduler="threads"), a @ b)
+
+
 def test_out_is_refused():
     A = da.ones((4, 4), chunks=2)
     with pytest.raises(TypeError, match="out= has no meaning for dask arrays"):
