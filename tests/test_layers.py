@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "einjit"
 # module maps to the layer of the longest name below that equals it or is a package above it.
 LAYERS = (
     ("api", ("einjit", "einjit.__main__", "einjit.cli", "einjit.einsum", "einjit.numpy_api",
-             "einjit.plan_cache")),
+             "einjit.plan_cache", "einjit.dask")),
     ("frontend", ("einjit.frontend",)),
     ("passes", ("einjit.passes",)),
     ("ir", ("einjit.ir",)),
