@@ -122,6 +122,38 @@ def _diagonal_chunks_agree(array: da.Array, indices: tuple) -> da.Array:
     return array.rechunk(changes) if changes else array
 
 
+def _block_indices(arrays: list, axes: tuple, sizes: tuple) -> list[tuple[int, ...]]:
+    """Per operand axis its block-level index: the resolved dim, or for a size-1 axis that
+    broadcasts against a longer one, an index of its own (summed over, of size 1), so that
+    blockwise never pairs its single block with the other operand's many."""
+    next_dim = len(sizes)
+    indices = []
+    for array, dims in zip(arrays, axes):
+        mine = []
+        for axis_size, dim in zip(array.shape, dims):
+            if axis_size == 1 and sizes[dim] != 1:
+                mine.append(next_dim)
+                next_dim += 1
+            else:
+                mine.append(dim)
+        indices.append(tuple(mine))
+    return indices
+
+
+def _checked_dtype(block_subscripts: str, arrays: list, aligned: list, options: dict) -> Any:
+    """The result's dtype, numpy's (its checks of dtype= and casting= run on blocks of size
+    1), after einjit's check of optimize= on the first blocks' shapes: bad keywords fail when
+    the graph is built, not in a task."""
+    tiny = [np.ones((1,) * a.ndim, a.dtype) for a in arrays]
+    dtype = np.einsum(block_subscripts, *tiny,
+                      **{k: v for k, v in options.items() if k != "optimize"}).dtype
+    if "optimize" in options:
+        shapes = [tuple(c[0] for c in a.chunks) for a in aligned]
+        einsum_path(block_subscripts, *[np.broadcast_to(np.float32(0), s) for s in shapes],
+                    optimize=options["optimize"])
+    return dtype
+
+
 def einsum(*operands: Any, dtype: Any = None, casting: Any = None, optimize: Any = None,
            order: str = "K", split_every: Any = None, out: Any = None) -> da.Array:
     """numpy.einsum's semantics (subscripts string or interleaved sublists, implicit output,
@@ -138,25 +170,12 @@ def einsum(*operands: Any, dtype: Any = None, casting: Any = None, optimize: Any
     arrays = [a if isinstance(a, da.Array) else da.asarray(a) for a in raw]
     _check_known_chunks(arrays)
     resolved = resolve(check_subscripts(subscripts), [a.shape for a in arrays])
-    sizes = resolved.sizes
-    # per operand axis its block-level index: the resolved dim, or for a size-1 axis that
-    # broadcasts against a longer one, an index of its own (summed over, of size 1)
-    next_dim = len(sizes)
-    indices = []
-    for array, axes in zip(arrays, resolved.axes):
-        mine = []
-        for axis_size, dim in zip(array.shape, axes):
-            if axis_size == 1 and sizes[dim] != 1:
-                mine.append(next_dim)
-                next_dim += 1
-            else:
-                mine.append(dim)
-        indices.append(tuple(mine))
-    if next_dim > len(_LETTERS):
-        raise EinsumValueError(f"{subscripts!r} needs {next_dim} distinct indices per block; "
+    indices = _block_indices(arrays, resolved.axes, resolved.sizes)
+    used = {d for mine in indices for d in mine}     # 0, 1, ...: a letter each
+    if len(used) > len(_LETTERS):
+        raise EinsumValueError(f"{subscripts!r} needs {len(used)} distinct indices per block; "
                                f"einsum names at most {len(_LETTERS)}")
     output = tuple(resolved.full_output)
-    used = {d for mine in indices for d in mine}
     contracted = sorted(used - set(output))
     arrays = [_diagonal_chunks_agree(a, mine) for a, mine in zip(arrays, indices)]
     terms = ["".join(_LETTERS[d] for d in mine) for mine in indices]
@@ -167,14 +186,7 @@ def einsum(*operands: Any, dtype: Any = None, casting: Any = None, optimize: Any
     given = {"dtype": dtype, "casting": casting, "optimize": optimize,
              "order": None if order == "K" else order}
     options = {name: value for name, value in given.items() if value is not None}
-    # numpy's own checks of the keywords and its result dtype, on blocks of size 1
-    tiny = [np.ones((1,) * a.ndim, a.dtype) for a in arrays]
-    result_dtype = np.einsum(block_subscripts, *tiny,
-                             **{k: v for k, v in options.items() if k != "optimize"}).dtype
-    if optimize is not None:     # einjit's check of the path, on the first blocks' shapes
-        einsum_path(block_subscripts, *[np.broadcast_to(np.float32(0), tuple(c[0] for c in
-                                                                             a.chunks))
-                                        for a in aligned], optimize=optimize)
+    result_dtype = _checked_dtype(block_subscripts, arrays, aligned, options)
     partials = da.blockwise(
         _block_einsum, out_term + split, *[x for pair in zip(aligned, terms) for x in pair],
         adjust_chunks=dict.fromkeys(split, 1), dtype=result_dtype, concatenate=False,

@@ -91,6 +91,16 @@ def test_numpy_operands_mixed_in_and_sublists():
                  np.float64)
 
 
+def test_a_scalar_operand_and_zero_size_operands():
+    a = operands([(5, 6)], np.float64)[0]
+    A = da.from_array(a, chunks=2)
+    assert_close(ed.einsum("ij,->ij", A, 3.0).compute(scheduler="threads"), 3.0 * a, np.float64)
+    empty = ed.einsum("ij,jk->ik", da.zeros((0, 4), chunks=2), da.ones((4, 3), chunks=2))
+    assert empty.compute(scheduler="threads").shape == (0, 3)
+    assert_close(ed.einsum(A, [Ellipsis, 0], [Ellipsis]).compute(scheduler="threads"),
+                 a.sum(axis=1), np.float64)
+
+
 def test_numpy_keywords_reach_each_block():
     a, b = operands([(20, 30), (30, 10)], np.float32)
     A, B = da.from_array(a, chunks=(6, 7)), da.from_array(b, chunks=(7, 4))
