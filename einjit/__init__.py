@@ -15,6 +15,7 @@ errors:       EinjitError, the base of every error einjit raises, each also the 
               OperandValueError, IsaMismatchError, UnsupportedCpuError, EinsumSyntaxError,
               EinsumValueError, EinsumTypeError, EinsumPathError
 warnings:     SettingWarning (a bad EINJIT_* setting: the default is used)
+dask arrays:  einjit.dask (einsum, register, unregister), imported on its own: the dask extra
 __version__:  the installed version
 
 README.md shows each in use; docs/architecture.md describes the layers.
