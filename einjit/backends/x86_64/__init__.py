@@ -47,7 +47,8 @@ def missing_features(variant: str) -> tuple[str, ...]:
     return tuple(name for name in cpu.VARIANTS[variant] if name not in cpu.features())
 
 
-__all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_features", "emit_brgemm", "emit_unary",
-           "emit_binary", "generate_brgemm", "generate_unary", "generate_binary",
+__all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_features",
+           "emit_brgemm", "emit_unary", "emit_binary", "generate_brgemm", "generate_unary",
+           "generate_binary",
            "generate_loop_nest", "guard_entry", "flush_icache", "generate_worker_loop",
            "generate_run_tasks", "generate_spin"]

@@ -26,6 +26,7 @@ from einjit.backends.x86_64.blocking import (
     packs_a,
     unmasked_target,
 )
+from einjit.backends.x86_64.complex_brgemm import emit_complex_brgemm, is_complex
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.backends.x86_64.frame import (
     A_PTR,
@@ -45,7 +46,6 @@ from einjit.backends.x86_64.frame import (
     N_COUNT,
     POOL,
 )
-from einjit.backends.x86_64.complex_brgemm import emit_complex_brgemm, is_complex
 from einjit.backends.x86_64.microkernel import Microkernel
 from einjit.backends.x86_64.outer_product import OuterProduct
 from einjit.backends.x86_64.precision import FLOAT32, Precision, precision
