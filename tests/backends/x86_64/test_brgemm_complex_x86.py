@@ -1,0 +1,127 @@
+"""The x86-64 complex BRGEMM generator (complex_brgemm.py): its register blocks, both variants
+named explicitly (whichever the host defaults to), and accumulate=False."""
+
+import ctypes
+import itertools
+
+import numpy as np
+import pytest
+
+from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
+from einjit.backends.x86_64.complex_brgemm import PARTS, columns_for, plan
+from einjit.errors import KernelParameterError
+from einjit.runtime.host import host_isa
+from einjit.runtime.memory import ExecutableMemory
+
+DTYPES = ("complex64", "complex128")
+_PROTOTYPE = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 8)
+
+
+def _runnable(variant):
+    missing = [name for name in cpu.VARIANTS[variant] if name not in cpu.features()]
+    return pytest.param(variant, marks=pytest.mark.skipif(
+        host_isa() != "x86_64" or bool(missing), reason="runs x86-64 code of this variant"))
+
+
+RUNNABLE = [_runnable(variant) for variant in VARIANTS]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_blocks_fit_the_register_file_and_cover_m_and_n(variant, dtype):
+    target = VARIANTS[variant]
+    per_vector = target.lanes(PARTS[dtype].bytes) // 2
+    for m, n in itertools.product(range(1, 70), (1, 2, 3, 7, 16, 64)):
+        rows = 0
+        for blocks, block, runs in plan(m, n, target, dtype):
+            broadcasts = 0 if block.vectors == 1 and target.registers == 32 else 2
+            # accumulators of re(b) and im(b), A's vectors, B's broadcasts
+            assert 2 * block.vectors * block.cols + block.vectors + broadcasts \
+                <= target.registers, (m, n, block)
+            assert sum(count * cols for count, cols in runs) == n
+            assert 0 <= block.tail < per_vector
+            rows += blocks * block.vectors * per_vector - (per_vector - block.tail
+                                                           if block.tail else 0)
+        assert rows == m, (m, n)
+
+
+def test_the_widest_blocks_fill_the_register_file():
+    assert columns_for(4, 32) == 3 and columns_for(2, 32) == 7 and columns_for(1, 32) == 15
+    assert columns_for(2, 16) == 3 and columns_for(1, 16) == 6
+
+
+class Case:
+    """One call's operands with ld > rows and batch gaps, C padded by canaries."""
+
+    PAD = 5
+
+    def __init__(self, m, n, k, br, dtype, seed):
+        rng = np.random.default_rng(seed)
+        self.shape, self.dtype = (m, n, k, br), dtype
+        self.ld_a, self.ld_b, self.ld_c = m + 2, k + 1, m + 3
+        self.stride_a, self.stride_b = self.ld_a * k + 3, self.ld_b * n + 1
+
+        def values(count):
+            return (rng.uniform(-1, 1, count) + 1j * rng.uniform(-1, 1, count)).astype(dtype)
+        self.a = values((br - 1) * self.stride_a + (k - 1) * self.ld_a + m)
+        self.b = values((br - 1) * self.stride_b + (n - 1) * self.ld_b + k)
+        self.c_buffer = values(2 * self.PAD + (n - 1) * self.ld_c + m)
+
+    def matrices(self):
+        m, n, k, br = self.shape
+        item = self.a.itemsize
+        view = np.lib.stride_tricks.as_strided
+        a = view(self.a, (br, m, k), (self.stride_a * item, item, self.ld_a * item))
+        b = view(self.b, (br, k, n), (self.stride_b * item, item, self.ld_b * item))
+        c = view(self.c_buffer[self.PAD:], (m, n), (item, self.ld_c * item))
+        return a, b, c
+
+    def call(self, code):
+        memory = ExecutableMemory(code)
+        _PROTOTYPE(memory.address)(self.a.ctypes.data, self.b.ctypes.data,
+                                   self.c_buffer[self.PAD:].ctypes.data, self.ld_a, self.ld_b,
+                                   self.ld_c, self.stride_a, self.stride_b)
+
+
+SHAPES = [(m, 1 + m % 7, 1 + m % 4, 1 + m % 3) for m in range(1, 34)] + [(16, 16, 16, 2)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", RUNNABLE)
+def test_each_variant_matches_numpy(variant, dtype):
+    for shape in SHAPES:
+        case = Case(*shape, dtype, seed=sum(shape))
+        a, b, c = case.matrices()
+        expected = c.astype(np.complex128) + np.einsum(
+            "imk,ikn->mn", a.astype(np.complex128), b.astype(np.complex128))
+        before = case.c_buffer.copy()
+        case.call(generate_brgemm(VARIANTS[variant], *shape, dtype=dtype))
+        tolerance = (2 * shape[2] * shape[3] + 3) * (2.0 ** -22 if dtype == "complex64"
+                                                     else 2.0 ** -51) * (1 + np.abs(expected))
+        assert np.all(np.abs(c - expected) <= tolerance), shape
+        outside = np.ones(case.c_buffer.size, bool)
+        outside[case.PAD:][np.arange(shape[0])[:, None] + case.ld_c * np.arange(shape[1])] = False
+        assert np.array_equal(case.c_buffer[outside].view(np.uint8),
+                              before[outside].view(np.uint8)), f"{shape}: wrote outside C"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", RUNNABLE)
+def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, dtype):
+    """accumulate=False: C := the sum without reading C (it starts as NaN), bit for bit what
+    C += gives on a zeroed C."""
+    for shape in SHAPES:
+        setting, adding = (Case(*shape, dtype, seed=sum(shape)) for _ in range(2))
+        setting.matrices()[2][...] = np.nan
+        adding.matrices()[2][...] = 0
+        setting.call(generate_brgemm(VARIANTS[variant], *shape, dtype=dtype, accumulate=False))
+        adding.call(generate_brgemm(VARIANTS[variant], *shape, dtype=dtype))
+        assert np.array_equal(setting.c_buffer.view(np.uint8), adding.c_buffer.view(np.uint8)), \
+            f"{shape}: the set C differs from the added one"
+
+
+def test_streaming_a_complex_c_is_refused_naming_the_dtype():
+    with pytest.raises(KernelParameterError, match="stream=True is not supported for dtype "
+                                                   "complex64"):
+        generate_brgemm(VARIANTS["avx2"], 8, 8, 8, 1, dtype="complex64", accumulate=False,
+                        stream=True)
