@@ -30,7 +30,7 @@ from einjit.backends import Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64 import instructions as ins
 from einjit.backends.x86_64.asm import Assembler, Label
-from einjit.backends.x86_64.blocking import COLUMNS_PER_BASE
+from einjit.backends.x86_64.blocking import COLUMNS_PER_BASE, chunk_budget
 from einjit.backends.x86_64.encode import R10, R11, R12, R13, R14, R15, RAX, RBP, RBX, Mem
 from einjit.backends.x86_64.frame import (
     A_PTR,
@@ -40,6 +40,7 @@ from einjit.backends.x86_64.frame import (
     B_ORIGIN,
     C_PTR,
     C_ROW,
+    CHUNK_COUNT,
     LDA,
     LDB,
     LDC,
@@ -60,6 +61,21 @@ MAX_COLUMNS = 3 * COLUMNS_PER_BASE          # three bases of B's columns
 COUNTER, LDB3, BATCH, A_STEP, B_STEP = RAX, R10, R11, RBX, RBP
 EXTRA_BASES = (R12, R13)
 ROW_COUNT, COLUMN_COUNT = R14, R15
+
+
+def batch_chunks(target: Target, block: Block, runs: list, k: int, br: int,
+                 element: int) -> int:
+    """How many equal chunks of batch entries a row of blocks runs (a divisor of br; 1: the
+    whole batch at once): a row of two column blocks or more reads its A panel of every
+    entry once per column block, from L1 only where the chunk's panels and B columns fit
+    the chunk budget (blocking.chunk_budget); the fewest chunks that fit, one entry at
+    least."""
+    if br == 1 or sum(blocks for blocks, _ in runs) < 2:
+        return 1
+    entry_bytes = k * (block.vectors * target.vector_bits // 8 + block.cols * element)
+    entries = max(1, chunk_budget(target) // entry_bytes)
+    return next(chunks for chunks in range(1, br + 1) if br % chunks == 0
+                and br // chunks <= entries)
 
 
 def is_complex(dtype: str) -> bool:
@@ -143,20 +159,46 @@ class _ComplexGenerator:
         return entry
 
     def _row(self, block: Block, runs: list) -> None:
-        """One row of blocks along N, then A_ROW and C_ROW a block's height on."""
+        """One row of blocks along N, the batch in chunks (see batch_chunks): each chunk
+        sweeps the row, the first ends as the kernel does (adding C or setting it), the
+        others add to what it stored. Then A_ROW and C_ROW a block's height on."""
+        asm = self.asm
+        chunks = batch_chunks(self.target, block, runs, self.k, self.br, self.element)
+        entries = self.br // chunks
+        self._sweep(block, runs, entries, self.accumulate)
+        if chunks > 1:
+            self._move_batch(entries)
+            with asm.counted_loop(CHUNK_COUNT, chunks - 1, align=1, scratch=A_PTR):
+                self._sweep(block, runs, entries, True)
+                self._move_batch(entries)
+            self._move_batch(-self.br)
+        height = block.vectors * self.vector_bytes
+        for slot in (A_ROW, C_ROW):
+            asm(enc.mov_rm(COUNTER, slot), enc.add_ri(COUNTER, height), enc.mov_mr(slot, COUNTER))
+
+    def _sweep(self, block: Block, runs: list, entries: int, accumulate: bool) -> None:
+        """The row's blocks along N over `entries` batch entries from A_ROW and B_ORIGIN."""
         asm = self.asm
         asm(enc.mov_rm(COUNTER, B_ORIGIN), enc.mov_mr(B_COL, COUNTER),
             enc.mov_rm(C_PTR, C_ROW))
         for blocks, cols in runs:
             shape = Block(block.vectors, cols, block.tail)
             with asm.counted_loop(COLUMN_COUNT, blocks, align=1):
-                self._block(shape)
+                self._block(shape, entries, accumulate)
                 asm(enc.mov_rm(A_PTR, B_COL), enc.imul_rri(COUNTER, LDB, cols),
                     enc.add_rr(A_PTR, COUNTER), enc.mov_mr(B_COL, A_PTR),
                     enc.imul_rri(COUNTER, LDC, cols), enc.add_rr(C_PTR, COUNTER))
-        height = block.vectors * self.vector_bytes
-        for slot in (A_ROW, C_ROW):
-            asm(enc.mov_rm(COUNTER, slot), enc.add_ri(COUNTER, height), enc.mov_mr(slot, COUNTER))
+
+    def _move_batch(self, entries: int) -> None:
+        """A_ROW and B_ORIGIN `entries` batch entries on (back if negative): a stride is
+        what the K loop moves plus a_step (b_step). A_PTR and the K counter are free here."""
+        asm = self.asm
+        asm(enc.imul_rri(COUNTER, LDA, self.k), enc.add_rr(COUNTER, A_STEP),
+            enc.imul_rri(COUNTER, COUNTER, entries), enc.mov_rm(A_PTR, A_ROW),
+            enc.add_rr(A_PTR, COUNTER), enc.mov_mr(A_ROW, A_PTR),
+            enc.mov_rr(COUNTER, B_STEP), enc.add_ri(COUNTER, self.k * self.element),
+            enc.imul_rri(COUNTER, COUNTER, entries), enc.mov_rm(A_PTR, B_ORIGIN),
+            enc.add_rr(A_PTR, COUNTER), enc.mov_mr(B_ORIGIN, A_PTR))
 
     # -- one register block
 
@@ -170,7 +212,7 @@ class _ComplexGenerator:
         broadcasts = (2 * count + block.vectors, 2 * count + block.vectors + 1)
         return re, im, a, broadcasts
 
-    def _block(self, block: Block) -> None:
+    def _block(self, block: Block, entries: int, accumulate: bool) -> None:
         asm = self.asm
         re, im, a, broadcasts = self._registers(block)
         bases = self.bases[:-(-block.cols // COLUMNS_PER_BASE)]
@@ -183,11 +225,11 @@ class _ComplexGenerator:
             with asm.counted_loop(COUNTER, self.k):
                 asm(step)
         else:
-            with asm.counted_loop(BATCH, self.br):
+            with asm.counted_loop(BATCH, entries):
                 with asm.counted_loop(COUNTER, self.k):
                     asm(step)
                 asm(enc.add_rr(A_PTR, A_STEP), *(enc.add_rr(base, B_STEP) for base in bases))
-        self._update(block, re, im, a[0], broadcasts)
+        self._update(block, re, im, a[0], broadcasts, accumulate)
 
     def _k_step(self, block: Block, re, im, a, broadcasts, bases) -> bytes:
         p, width = self.p, self.width
@@ -221,7 +263,8 @@ class _ComplexGenerator:
             return self.p.load(dst, mem, self.width, mask=1, zeroing=True)
         return ins.load_column(dst, mem, floats, spare)
 
-    def _update(self, block: Block, re, im, ones: int, spares: tuple[int, int]) -> None:
+    def _update(self, block: Block, re, im, ones: int, spares: tuple[int, int],
+                accumulate: bool) -> None:
         """C += acc_re + swap_pairs(acc_im) * (-1, +1), column by column (C := without
         accumulate); the K counter walks C's columns. spares: AVX2's for a tail of C."""
         asm, p, width = self.asm, self.p, self.width
@@ -237,7 +280,7 @@ class _ComplexGenerator:
                 asm(swap(im[i][j], im[i][j], im[i][j], SWAP_PAIRS[self.dtype], width),
                     fmaddsub(acc, ones, im[i][j], width))
                 floats = self._tail_floats(block, i)
-                asm(self._add_c(acc, mem, floats, spares) if self.accumulate else b"",
+                asm(self._add_c(acc, mem, floats, spares) if accumulate else b"",
                     self._store_c(acc, mem, floats, spares))
 
     def _add_c(self, acc: int, mem: Mem, floats: int, spares: tuple[int, int]) -> bytes:
