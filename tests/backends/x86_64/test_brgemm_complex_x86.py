@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
-from einjit.backends.x86_64.complex_brgemm import PARTS, columns_for, plan
+from einjit.backends.x86_64.complex_brgemm import PARTS, batch_chunks, columns_for, plan
 from einjit.errors import KernelParameterError
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
@@ -83,7 +83,20 @@ class Case:
                                    self.ld_c, self.stride_a, self.stride_b)
 
 
-SHAPES = [(m, 1 + m % 7, 1 + m % 4, 1 + m % 3) for m in range(1, 34)] + [(16, 16, 16, 2)]
+# batches whose rows run in chunks (batch_chunks): many entries, a prime count, a tail
+CHUNKED = [(64, 64, 64, 16), (40, 9, 64, 3), (17, 20, 100, 5), (9, 11, 300, 4)]
+SHAPES = ([(m, 1 + m % 7, 1 + m % 4, 1 + m % 3) for m in range(1, 34)] + [(16, 16, 16, 2)]
+          + CHUNKED)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_chunked_shapes_run_their_batch_in_chunks(variant, dtype):
+    target = VARIANTS[variant]
+    element = 2 * PARTS[dtype].bytes
+    for m, n, k, br in CHUNKED:
+        assert any(batch_chunks(target, block, runs, k, br, element) > 1
+                   for _, block, runs in plan(m, n, target, dtype)), (m, n, k, br)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
