@@ -57,6 +57,8 @@ SWAP_PAIRS = {"complex64": 0xB1, "complex128": 0x55}
 # the tallest block (vectors) per register file: its columns then fill the rest
 MAX_VECTORS = {32: 4, 16: 2}
 MAX_COLUMNS = 3 * COLUMNS_PER_BASE          # three bases of B's columns
+# independent accumulators a block needs to keep two FMA pipes of latency 4 busy
+MIN_CHAINS = 8
 
 COUNTER, LDB3, BATCH, A_STEP, B_STEP = RAX, R10, R11, RBX, RBP
 EXTRA_BASES = (R12, R13)
@@ -113,9 +115,22 @@ def plan(m: int, n: int, target: Target, dtype: str) -> list[tuple[int, Block, l
         if not blocks:
             continue
         cols = min(n, columns_for(vectors, target.registers))
-        runs = [(n // cols, cols)] + ([(1, n % cols)] if n % cols else [])
-        bands.append((blocks, Block(vectors, cols, tail_rows), runs))
+        bands.append((blocks, Block(vectors, cols, tail_rows), column_runs(n, cols, vectors)))
     return bands
+
+
+def column_runs(n: int, cols: int, vectors: int) -> list[tuple[int, int]]:
+    """N as runs of (blocks, columns): blocks of `cols` and one narrower for what is left,
+    unless that one would hold fewer than MIN_CHAINS accumulators: then the last wide block
+    and it split into two of about equal width."""
+    whole, left = divmod(n, cols)
+    if not left:
+        return [(whole, cols)]
+    if 2 * vectors * left >= MIN_CHAINS or not whole:
+        return [(whole, cols), (1, left)]
+    wide, narrow = cols + left - (cols + left) // 2, (cols + left) // 2
+    runs = [(whole - 1, cols)] if whole > 1 else []
+    return runs + ([(2, wide)] if wide == narrow else [(1, wide), (1, narrow)])
 
 
 class _ComplexGenerator:
