@@ -188,7 +188,10 @@ def test_k_and_batch_grid(case, dtype):
 @x86_only
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", [(64, 64, 64, 16, True, False), (100, 70, 33, 2, True, True),
-                                  (1024, 3, 5, 1, False, False), (5, 1024, 3, 1, True, False)],
+                                  (1024, 3, 5, 1, False, False), (5, 1024, 3, 1, True, False),
+                                  # tight: A's columns 512 bytes or more apart, its panel copied
+                                  (64, 64, 64, 1, False, False), (32, 7, 40, 1, False, True),
+                                  (128, 8, 16, 1, False, False), (64, 9, 1000, 1, False, False)],
                          ids=_case_id)
 def test_large_shapes(case, dtype):
     check(*case, dtype)

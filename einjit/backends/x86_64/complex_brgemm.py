@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from einjit.backends import Target
+from einjit.backends import LINE_BYTES, Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64 import instructions as ins
 from einjit.backends.x86_64.asm import Assembler, Label
-from einjit.backends.x86_64.blocking import COLUMNS_PER_BASE, chunk_budget
-from einjit.backends.x86_64.encode import R10, R11, R12, R13, R14, R15, RAX, RBP, RBX, Mem
+from einjit.backends.x86_64.blocking import COLUMNS_PER_BASE, PACK_FRAME_BYTES, chunk_budget
+from einjit.backends.x86_64.encode import R10, R11, R12, R13, R14, R15, RAX, RBP, RBX, RSP, Mem
 from einjit.backends.x86_64.frame import (
     A_PTR,
     A_ROW,
@@ -78,6 +78,14 @@ def batch_chunks(target: Target, block: Block, runs: list, k: int, br: int,
     entries = max(1, chunk_budget(target) // entry_bytes)
     return next(chunks for chunks in range(1, br + 1) if br % chunks == 0
                 and br // chunks <= entries)
+
+
+def packs_a(target: Target, block: Block, runs: list, k: int, br: int) -> bool:
+    """Whether a row of blocks copies A's panel into the frame where ld_a is a multiple of
+    the core's conflict pitch (decided at run time): no batch, whole vectors only (the copy
+    reads no row past M), two column blocks or more, the copy within PACK_FRAME_BYTES."""
+    return (br == 1 and not block.tail and sum(blocks for blocks, _ in runs) >= 2
+            and block.vectors * target.vector_bits // 8 * k <= PACK_FRAME_BYTES)
 
 
 def is_complex(dtype: str) -> bool:
@@ -143,6 +151,11 @@ class _ComplexGenerator:
         self.width = target.vector_bits
         self.vector_bytes = self.width // 8
         self.bands = plan(m, n, target, dtype)
+        # the frame: A_ROW and ld_a saved while a row reads its copy of A's panel, the copy
+        self.packs = {block: packs_a(target, block, runs, k, br) for _, block, runs in self.bands}
+        copy_bytes = max((self._row_bytes(block) * k for block, packs in self.packs.items()
+                          if packs), default=0)
+        self.frame = 16 + LINE_BYTES + copy_bytes if copy_bytes else 0
         widest = max(block.cols for _, block, _ in self.bands)
         self.bases = (B_BASE, *EXTRA_BASES)[:-(-widest // COLUMNS_PER_BASE)]
 
@@ -166,10 +179,14 @@ class _ComplexGenerator:
         if tail and self.target.masks:
             floats = 2 * tail                                # lanes of the tail's parts
             asm(enc.mov_ri(COUNTER, (1 << floats) - 1), enc.kmovw_kr(1, COUNTER))
+        if self.frame:            # below the arguments on the stack; the red zone moves along
+            asm.reserve_stack(self.frame)
         asm(enc.mov_mr(A_ROW, A_PTR), enc.mov_mr(C_ROW, C_PTR), enc.mov_mr(B_ORIGIN, B_BASE))
         for blocks, block, runs in self.bands:
             with asm.counted_loop(ROW_COUNT, blocks, align=1):
                 self._row(block, runs)
+        if self.frame:
+            asm(enc.add_ri(RSP, self.frame))
         asm.epilogue()
         return entry
 
@@ -180,14 +197,17 @@ class _ComplexGenerator:
         asm = self.asm
         chunks = batch_chunks(self.target, block, runs, self.k, self.br, self.element)
         entries = self.br // chunks
-        self._sweep(block, runs, entries, self.accumulate)
+        if self.packs[block]:
+            self._packed_sweep(block, runs)
+        else:
+            self._sweep(block, runs, entries, self.accumulate)
         if chunks > 1:
             self._move_batch(entries)
             with asm.counted_loop(CHUNK_COUNT, chunks - 1, align=1, scratch=A_PTR):
                 self._sweep(block, runs, entries, True)
                 self._move_batch(entries)
             self._move_batch(-self.br)
-        height = block.vectors * self.vector_bytes
+        height = self._row_bytes(block)
         for slot in (A_ROW, C_ROW):
             asm(enc.mov_rm(COUNTER, slot), enc.add_ri(COUNTER, height), enc.mov_mr(slot, COUNTER))
 
@@ -203,6 +223,37 @@ class _ComplexGenerator:
                 asm(enc.mov_rm(A_PTR, B_COL), enc.imul_rri(COUNTER, LDB, cols),
                     enc.add_rr(A_PTR, COUNTER), enc.mov_mr(B_COL, A_PTR),
                     enc.imul_rri(COUNTER, LDC, cols), enc.add_rr(C_PTR, COUNTER))
+
+    def _row_bytes(self, block: Block) -> int:
+        return block.vectors * self.vector_bytes
+
+    def _packed_sweep(self, block: Block, runs: list) -> None:
+        """The row's sweep where ld_a is a multiple of the core's conflict pitch at run time
+        (A's columns then share a few L1 sets and leave L1 between column blocks): from a
+        copy of A's panel in the frame, its pitch the row's height (A_ROW and LDA point at
+        it meanwhile); the blocks read the same elements, the sums are the same bits."""
+        asm, p, width = self.asm, self.p, self.width
+        row_bytes = self._row_bytes(block)
+        saved_a_row, saved_lda = Mem(RSP), Mem(RSP, disp=8)
+        direct = asm.label()
+        asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_mr(saved_a_row, A_PTR), enc.mov_mr(saved_lda, LDA),
+            enc.mov_rr(COUNTER, LDA),
+            enc.and_ri(COUNTER, self.target.micro.conflict_pitch_bytes - 1))
+        asm.jcc("ne", direct)
+        copy = B_BASE                         # free until the first block loads it
+        asm(enc.lea(copy, Mem(RSP, disp=16 + LINE_BYTES - 1)), enc.and_ri(copy, -LINE_BYTES),
+            enc.mov_mr(A_ROW, copy))
+        with asm.counted_loop(COUNTER, self.k):
+            asm(p.load(v, Mem(A_PTR, disp=v * self.vector_bytes), width)
+                for v in range(block.vectors))
+            asm(p.store(Mem(copy, disp=v * self.vector_bytes), v, width)
+                for v in range(block.vectors))
+            asm(enc.add_rr(A_PTR, LDA), enc.add_ri(copy, row_bytes))
+        asm(enc.mov_ri(LDA, row_bytes))
+        asm.bind(direct)
+        self._sweep(block, runs, 1, self.accumulate)
+        asm(enc.mov_rm(LDA, saved_lda), enc.mov_rm(A_PTR, saved_a_row),
+            enc.mov_mr(A_ROW, A_PTR))
 
     def _move_batch(self, entries: int) -> None:
         """A_ROW and B_ORIGIN `entries` batch entries on (back if negative): a stride is

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
-from einjit.backends.x86_64.complex_brgemm import PARTS, batch_chunks, columns_for, plan
+from einjit.backends.x86_64.complex_brgemm import (
+    PARTS,
+    batch_chunks,
+    columns_for,
+    packs_a,
+    plan,
+)
 from einjit.errors import KernelParameterError
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
@@ -55,10 +61,10 @@ class Case:
 
     PAD = 5
 
-    def __init__(self, m, n, k, br, dtype, seed):
+    def __init__(self, m, n, k, br, dtype, seed, ld_a=None):
         rng = np.random.default_rng(seed)
         self.shape, self.dtype = (m, n, k, br), dtype
-        self.ld_a, self.ld_b, self.ld_c = m + 2, k + 1, m + 3
+        self.ld_a, self.ld_b, self.ld_c = ld_a or m + 2, k + 1, m + 3
         self.stride_a, self.stride_b = self.ld_a * k + 3, self.ld_b * n + 1
 
         def values(count):
@@ -99,23 +105,43 @@ def test_the_chunked_shapes_run_their_batch_in_chunks(variant, dtype):
                    for _, block, runs in plan(m, n, target, dtype)), (m, n, k, br)
 
 
+# A's columns a multiple of the conflict pitch apart (1024 and 512 bytes): rows copy A's panel
+PACKED = [((64, 20, 33, 1), 128), ((32, 9, 16, 1), 64), ((16, 9, 8, 1), 32)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_packed_shapes_copy_a_panel(variant, dtype):
+    target = VARIANTS[variant]
+    for shape, _ in PACKED:
+        m, n, k, br = shape
+        assert any(packs_a(target, block, runs, k, br) for _, block, runs in plan(m, n, target,
+                                                                                 dtype)), shape
+
+
+def _match_numpy(variant, dtype, shape, ld_a=None):
+    case = Case(*shape, dtype, seed=sum(shape), ld_a=ld_a)
+    a, b, c = case.matrices()
+    expected = c.astype(np.complex128) + np.einsum(
+        "imk,ikn->mn", a.astype(np.complex128), b.astype(np.complex128))
+    before = case.c_buffer.copy()
+    case.call(generate_brgemm(VARIANTS[variant], *shape, dtype=dtype))
+    tolerance = (2 * shape[2] * shape[3] + 3) * (2.0 ** -22 if dtype == "complex64"
+                                                 else 2.0 ** -51) * (1 + np.abs(expected))
+    assert np.all(np.abs(c - expected) <= tolerance), shape
+    outside = np.ones(case.c_buffer.size, bool)
+    outside[case.PAD:][np.arange(shape[0])[:, None] + case.ld_c * np.arange(shape[1])] = False
+    assert np.array_equal(case.c_buffer[outside].view(np.uint8),
+                          before[outside].view(np.uint8)), f"{shape}: wrote outside C"
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", RUNNABLE)
 def test_each_variant_matches_numpy(variant, dtype):
     for shape in SHAPES:
-        case = Case(*shape, dtype, seed=sum(shape))
-        a, b, c = case.matrices()
-        expected = c.astype(np.complex128) + np.einsum(
-            "imk,ikn->mn", a.astype(np.complex128), b.astype(np.complex128))
-        before = case.c_buffer.copy()
-        case.call(generate_brgemm(VARIANTS[variant], *shape, dtype=dtype))
-        tolerance = (2 * shape[2] * shape[3] + 3) * (2.0 ** -22 if dtype == "complex64"
-                                                     else 2.0 ** -51) * (1 + np.abs(expected))
-        assert np.all(np.abs(c - expected) <= tolerance), shape
-        outside = np.ones(case.c_buffer.size, bool)
-        outside[case.PAD:][np.arange(shape[0])[:, None] + case.ld_c * np.arange(shape[1])] = False
-        assert np.array_equal(case.c_buffer[outside].view(np.uint8),
-                              before[outside].view(np.uint8)), f"{shape}: wrote outside C"
+        _match_numpy(variant, dtype, shape)
+    for shape, ld_a in PACKED:
+        _match_numpy(variant, dtype, shape, ld_a)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
