@@ -191,7 +191,8 @@ def test_k_and_batch_grid(case, dtype):
                                   (1024, 3, 5, 1, False, False), (5, 1024, 3, 1, True, False),
                                   # tight: A's columns 512 bytes or more apart, its panel copied
                                   (64, 64, 64, 1, False, False), (32, 7, 40, 1, False, True),
-                                  (128, 8, 16, 1, False, False), (64, 9, 1000, 1, False, False)],
+                                  (128, 8, 16, 1, False, False), (64, 9, 1000, 1, False, False),
+                                  (64, 64, 64, 16, False, False), (32, 9, 20, 3, False, True)],
                          ids=_case_id)
 def test_large_shapes(case, dtype):
     check(*case, dtype)

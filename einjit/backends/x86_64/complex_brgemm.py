@@ -59,6 +59,8 @@ MAX_VECTORS = {32: 4, 16: 2}
 MAX_COLUMNS = 3 * COLUMNS_PER_BASE          # three bases of B's columns
 # independent accumulators a block needs to keep two FMA pipes of latency 4 busy
 MIN_CHAINS = 8
+# the frame: A_ROW, ld_a and a_step saved while a row reads its copy of A, then the copy
+COPY_OFFSET = 24
 
 COUNTER, LDB3, BATCH, A_STEP, B_STEP = RAX, R10, R11, RBX, RBP
 EXTRA_BASES = (R12, R13)
@@ -80,12 +82,14 @@ def batch_chunks(target: Target, block: Block, runs: list, k: int, br: int,
                 and br // chunks <= entries)
 
 
-def packs_a(target: Target, block: Block, runs: list, k: int, br: int) -> bool:
-    """Whether a row of blocks copies A's panel into the frame where ld_a is a multiple of
-    the core's conflict pitch (decided at run time): no batch, whole vectors only (the copy
-    reads no row past M), two column blocks or more, the copy within PACK_FRAME_BYTES."""
-    return (br == 1 and not block.tail and sum(blocks for blocks, _ in runs) >= 2
-            and block.vectors * target.vector_bits // 8 * k <= PACK_FRAME_BYTES)
+def packs_a(target: Target, block: Block, runs: list, k: int, entries: int) -> bool:
+    """Whether a row of blocks copies its A panels (of the `entries` batch entries a sweep
+    runs) into the frame where ld_a is a multiple of the core's conflict pitch (decided at
+    run time): the 16-register blocks only (the 32-register ones ran slower copying), whole
+    vectors only (the copy reads no row past M), two column blocks or more, the copy within
+    PACK_FRAME_BYTES."""
+    return (target.registers == 16 and not block.tail and sum(blocks for blocks, _ in runs) >= 2
+            and block.vectors * target.vector_bits // 8 * k * entries <= PACK_FRAME_BYTES)
 
 
 def is_complex(dtype: str) -> bool:
@@ -152,10 +156,14 @@ class _ComplexGenerator:
         self.vector_bytes = self.width // 8
         self.bands = plan(m, n, target, dtype)
         # the frame: A_ROW and ld_a saved while a row reads its copy of A's panel, the copy
-        self.packs = {block: packs_a(target, block, runs, k, br) for _, block, runs in self.bands}
-        copy_bytes = max((self._row_bytes(block) * k for block, packs in self.packs.items()
-                          if packs), default=0)
-        self.frame = 16 + LINE_BYTES + copy_bytes if copy_bytes else 0
+        # the batch entries a row's sweep runs at once (see batch_chunks)
+        self.entries = {block: br // batch_chunks(target, block, runs, k, br, self.element)
+                        for _, block, runs in self.bands}
+        self.packs = {block: packs_a(target, block, runs, k, self.entries[block])
+                      for _, block, runs in self.bands}
+        copy_bytes = max((self._row_bytes(block) * k * self.entries[block]
+                          for block, packs in self.packs.items() if packs), default=0)
+        self.frame = COPY_OFFSET + LINE_BYTES + copy_bytes if copy_bytes else 0
         widest = max(block.cols for _, block, _ in self.bands)
         self.bases = (B_BASE, *EXTRA_BASES)[:-(-widest // COLUMNS_PER_BASE)]
 
@@ -195,16 +203,13 @@ class _ComplexGenerator:
         sweeps the row, the first ends as the kernel does (adding C or setting it), the
         others add to what it stored. Then A_ROW and C_ROW a block's height on."""
         asm = self.asm
-        chunks = batch_chunks(self.target, block, runs, self.k, self.br, self.element)
-        entries = self.br // chunks
-        if self.packs[block]:
-            self._packed_sweep(block, runs)
-        else:
-            self._sweep(block, runs, entries, self.accumulate)
+        entries = self.entries[block]
+        chunks = self.br // entries
+        self._chunk(block, runs, entries, self.accumulate)
         if chunks > 1:
             self._move_batch(entries)
             with asm.counted_loop(CHUNK_COUNT, chunks - 1, align=1, scratch=A_PTR):
-                self._sweep(block, runs, entries, True)
+                self._chunk(block, runs, entries, True)
                 self._move_batch(entries)
             self._move_batch(-self.br)
         height = self._row_bytes(block)
@@ -227,33 +232,47 @@ class _ComplexGenerator:
     def _row_bytes(self, block: Block) -> int:
         return block.vectors * self.vector_bytes
 
-    def _packed_sweep(self, block: Block, runs: list) -> None:
-        """The row's sweep where ld_a is a multiple of the core's conflict pitch at run time
-        (A's columns then share a few L1 sets and leave L1 between column blocks): from a
-        copy of A's panel in the frame, its pitch the row's height (A_ROW and LDA point at
-        it meanwhile); the blocks read the same elements, the sums are the same bits."""
+    def _chunk(self, block: Block, runs: list, entries: int, accumulate: bool) -> None:
+        """The row's sweep over `entries` batch entries; where the row packs A (packs_a) and
+        ld_a is a multiple of the core's conflict pitch at run time (A's columns then share
+        a few L1 sets and leave L1 between column blocks), from a copy of the entries' A
+        panels in the frame, one after the other, the pitch the row's height (A_ROW, LDA
+        and a_step point at it meanwhile); the blocks read the same elements, the sums are
+        the same bits."""
+        if not self.packs[block]:
+            self._sweep(block, runs, entries, accumulate)
+            return
         asm, p, width = self.asm, self.p, self.width
         row_bytes = self._row_bytes(block)
-        saved_a_row, saved_lda = Mem(RSP), Mem(RSP, disp=8)
+        saved_a_row, saved_lda, saved_a_step = (Mem(RSP, disp=8 * i) for i in range(3))
         direct = asm.label()
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_mr(saved_a_row, A_PTR), enc.mov_mr(saved_lda, LDA),
             enc.mov_rr(COUNTER, LDA),
             enc.and_ri(COUNTER, self.target.micro.conflict_pitch_bytes - 1))
+        if self.br > 1:
+            asm(enc.mov_mr(saved_a_step, A_STEP))
         asm.jcc("ne", direct)
         copy = B_BASE                         # free until the first block loads it
-        asm(enc.lea(copy, Mem(RSP, disp=16 + LINE_BYTES - 1)), enc.and_ri(copy, -LINE_BYTES),
-            enc.mov_mr(A_ROW, copy))
-        with asm.counted_loop(COUNTER, self.k):
-            asm(p.load(v, Mem(A_PTR, disp=v * self.vector_bytes), width)
-                for v in range(block.vectors))
-            asm(p.store(Mem(copy, disp=v * self.vector_bytes), v, width)
-                for v in range(block.vectors))
-            asm(enc.add_rr(A_PTR, LDA), enc.add_ri(copy, row_bytes))
+        asm(enc.lea(copy, Mem(RSP, disp=COPY_OFFSET + LINE_BYTES - 1)),
+            enc.and_ri(copy, -LINE_BYTES), enc.mov_mr(A_ROW, copy))
+        with asm.counted_loop(BATCH, entries):
+            with asm.counted_loop(COUNTER, self.k):
+                asm(p.load(v, Mem(A_PTR, disp=v * self.vector_bytes), width)
+                    for v in range(block.vectors))
+                asm(p.store(Mem(copy, disp=v * self.vector_bytes), v, width)
+                    for v in range(block.vectors))
+                asm(enc.add_rr(A_PTR, LDA), enc.add_ri(copy, row_bytes))
+            if self.br > 1:
+                asm(enc.add_rr(A_PTR, A_STEP))
         asm(enc.mov_ri(LDA, row_bytes))
+        if self.br > 1:                       # the copied entries follow each other
+            asm(enc.xor_rr(A_STEP, A_STEP))
         asm.bind(direct)
-        self._sweep(block, runs, 1, self.accumulate)
+        self._sweep(block, runs, entries, accumulate)
         asm(enc.mov_rm(LDA, saved_lda), enc.mov_rm(A_PTR, saved_a_row),
             enc.mov_mr(A_ROW, A_PTR))
+        if self.br > 1:
+            asm(enc.mov_rm(A_STEP, saved_a_step))
 
     def _move_batch(self, entries: int) -> None:
         """A_ROW and B_ORIGIN `entries` batch entries on (back if negative): a stride is
