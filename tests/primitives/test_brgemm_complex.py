@@ -192,7 +192,9 @@ def test_k_and_batch_grid(case, dtype):
                                   # tight: A's columns 512 bytes or more apart, its panel copied
                                   (64, 64, 64, 1, False, False), (32, 7, 40, 1, False, True),
                                   (128, 8, 16, 1, False, False), (64, 9, 1000, 1, False, False),
-                                  (64, 64, 64, 16, False, False), (32, 9, 20, 3, False, True)],
+                                  (64, 64, 64, 16, False, False), (32, 9, 20, 3, False, True),
+                                  # K in chunks on AVX2
+                                  (64, 20, 600, 1, False, False), (17, 7, 512, 1, True, True)],
                          ids=_case_id)
 def test_large_shapes(case, dtype):
     check(*case, dtype)

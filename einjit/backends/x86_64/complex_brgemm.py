@@ -46,6 +46,7 @@ from einjit.backends.x86_64.frame import (
     LDC,
 )
 from einjit.backends.x86_64.precision import FLOAT32, FLOAT64, Precision
+from einjit.backends.x86_64.tuning import rules
 from einjit.errors import KernelParameterError
 
 # the real type of each complex dtype: a complex element is two of them
@@ -82,14 +83,28 @@ def batch_chunks(target: Target, block: Block, runs: list, k: int, br: int,
                 and br // chunks <= entries)
 
 
-def packs_a(target: Target, block: Block, runs: list, k: int, entries: int) -> bool:
+def k_chunks(target: Target, block: Block, runs: list, k: int, br: int, element: int) -> int:
+    """How many equal chunks of K a row of blocks runs without a batch (a divisor of K; 1: K
+    at once): where its A panel over K outgrows the chunk budget (as in batch_chunks), the
+    fewest whose panels and B columns fit it, of CoreRules.min_k_chunk steps or more; 1
+    where no divisor does. The 16-register blocks only (the 32-register ones kept their
+    speed over long K)."""
+    if br > 1 or target.registers != 16 or sum(blocks for blocks, _ in runs) < 2:
+        return 1
+    step_bytes = block.vectors * target.vector_bits // 8 + block.cols * element
+    budget, shortest = chunk_budget(target), rules(target).min_k_chunk
+    return next((chunks for chunks in range(1, k // shortest + 1)
+                 if k % chunks == 0 and k // chunks * step_bytes <= budget), 1)
+
+
+def packs_a(target: Target, block: Block, runs: list, entries: int, steps: int) -> bool:
     """Whether a row of blocks copies its A panels (of the `entries` batch entries a sweep
     runs) into the frame where ld_a is a multiple of the core's conflict pitch (decided at
     run time): the 16-register blocks only (the 32-register ones ran slower copying), whole
     vectors only (the copy reads no row past M), two column blocks or more, the copy within
     PACK_FRAME_BYTES."""
     return (target.registers == 16 and not block.tail and sum(blocks for blocks, _ in runs) >= 2
-            and block.vectors * target.vector_bits // 8 * k * entries <= PACK_FRAME_BYTES)
+            and block.vectors * target.vector_bits // 8 * steps * entries <= PACK_FRAME_BYTES)
 
 
 def is_complex(dtype: str) -> bool:
@@ -155,14 +170,15 @@ class _ComplexGenerator:
         self.width = target.vector_bits
         self.vector_bytes = self.width // 8
         self.bands = plan(m, n, target, dtype)
-        # the frame: A_ROW and ld_a saved while a row reads its copy of A's panel, the copy
-        # the batch entries a row's sweep runs at once (see batch_chunks)
-        self.entries = {block: br // batch_chunks(target, block, runs, k, br, self.element)
-                        for _, block, runs in self.bands}
-        self.packs = {block: packs_a(target, block, runs, k, self.entries[block])
+        # the batch entries and k-steps a row's sweep runs at once (batch_chunks, k_chunks)
+        self.chunk = {block: (br // batch_chunks(target, block, runs, k, br, self.element),
+                              k // k_chunks(target, block, runs, k, br, self.element))
                       for _, block, runs in self.bands}
-        copy_bytes = max((self._row_bytes(block) * k * self.entries[block]
-                          for block, packs in self.packs.items() if packs), default=0)
+        self.packs = {block: packs_a(target, block, runs, *self.chunk[block])
+                      for _, block, runs in self.bands}
+        copy_bytes = max((self._row_bytes(block) * steps * entries
+                          for block, (entries, steps) in self.chunk.items()
+                          if self.packs[block]), default=0)
         self.frame = COPY_OFFSET + LINE_BYTES + copy_bytes if copy_bytes else 0
         widest = max(block.cols for _, block, _ in self.bands)
         self.bases = (B_BASE, *EXTRA_BASES)[:-(-widest // COLUMNS_PER_BASE)]
@@ -199,32 +215,36 @@ class _ComplexGenerator:
         return entry
 
     def _row(self, block: Block, runs: list) -> None:
-        """One row of blocks along N, the batch in chunks (see batch_chunks): each chunk
-        sweeps the row, the first ends as the kernel does (adding C or setting it), the
-        others add to what it stored. Then A_ROW and C_ROW a block's height on."""
+        """One row of blocks along N, the batch or K in chunks (see batch_chunks, k_chunks):
+        each chunk sweeps the row, the first ends as the kernel does (adding C or setting
+        it), the others add to what it stored. Then A_ROW and C_ROW a block's height on."""
         asm = self.asm
-        entries = self.entries[block]
-        chunks = self.br // entries
-        self._chunk(block, runs, entries, self.accumulate)
+        entries, steps = self.chunk[block]
+        chunks = self.br // entries * (self.k // steps)
+        move = self._move_batch if self.br > 1 else self._move_k
+        unit = entries if self.br > 1 else steps
+        self._chunk(block, runs, entries, steps, self.accumulate)
         if chunks > 1:
-            self._move_batch(entries)
+            move(unit)
             with asm.counted_loop(CHUNK_COUNT, chunks - 1, align=1, scratch=A_PTR):
-                self._chunk(block, runs, entries, True)
-                self._move_batch(entries)
-            self._move_batch(-self.br)
+                self._chunk(block, runs, entries, steps, True)
+                move(unit)
+            move(-unit * chunks)
         height = self._row_bytes(block)
         for slot in (A_ROW, C_ROW):
             asm(enc.mov_rm(COUNTER, slot), enc.add_ri(COUNTER, height), enc.mov_mr(slot, COUNTER))
 
-    def _sweep(self, block: Block, runs: list, entries: int, accumulate: bool) -> None:
-        """The row's blocks along N over `entries` batch entries from A_ROW and B_ORIGIN."""
+    def _sweep(self, block: Block, runs: list, entries: int, steps: int,
+               accumulate: bool) -> None:
+        """The row's blocks along N over `entries` batch entries of `steps` k-steps from A_ROW
+        and B_ORIGIN."""
         asm = self.asm
         asm(enc.mov_rm(COUNTER, B_ORIGIN), enc.mov_mr(B_COL, COUNTER),
             enc.mov_rm(C_PTR, C_ROW))
         for blocks, cols in runs:
             shape = Block(block.vectors, cols, block.tail)
             with asm.counted_loop(COLUMN_COUNT, blocks, align=1):
-                self._block(shape, entries, accumulate)
+                self._block(shape, entries, steps, accumulate)
                 asm(enc.mov_rm(A_PTR, B_COL), enc.imul_rri(COUNTER, LDB, cols),
                     enc.add_rr(A_PTR, COUNTER), enc.mov_mr(B_COL, A_PTR),
                     enc.imul_rri(COUNTER, LDC, cols), enc.add_rr(C_PTR, COUNTER))
@@ -232,15 +252,16 @@ class _ComplexGenerator:
     def _row_bytes(self, block: Block) -> int:
         return block.vectors * self.vector_bytes
 
-    def _chunk(self, block: Block, runs: list, entries: int, accumulate: bool) -> None:
-        """The row's sweep over `entries` batch entries; where the row packs A (packs_a) and
-        ld_a is a multiple of the core's conflict pitch at run time (A's columns then share
-        a few L1 sets and leave L1 between column blocks), from a copy of the entries' A
-        panels in the frame, one after the other, the pitch the row's height (A_ROW, LDA
-        and a_step point at it meanwhile); the blocks read the same elements, the sums are
-        the same bits."""
+    def _chunk(self, block: Block, runs: list, entries: int, steps: int,
+               accumulate: bool) -> None:
+        """The row's sweep over `entries` batch entries of `steps` k-steps; where the row
+        packs A (packs_a) and ld_a is a multiple of the core's conflict pitch at run time
+        (A's columns then share a few L1 sets and leave L1 between column blocks), from a
+        copy of the entries' A panels in the frame, one after the other, the pitch the row's
+        height (A_ROW, LDA and a_step point at it meanwhile); the blocks read the same
+        elements, the sums are the same bits."""
         if not self.packs[block]:
-            self._sweep(block, runs, entries, accumulate)
+            self._sweep(block, runs, entries, steps, accumulate)
             return
         asm, p, width = self.asm, self.p, self.width
         row_bytes = self._row_bytes(block)
@@ -256,7 +277,7 @@ class _ComplexGenerator:
         asm(enc.lea(copy, Mem(RSP, disp=COPY_OFFSET + LINE_BYTES - 1)),
             enc.and_ri(copy, -LINE_BYTES), enc.mov_mr(A_ROW, copy))
         with asm.counted_loop(BATCH, entries):
-            with asm.counted_loop(COUNTER, self.k):
+            with asm.counted_loop(COUNTER, steps):
                 asm(p.load(v, Mem(A_PTR, disp=v * self.vector_bytes), width)
                     for v in range(block.vectors))
                 asm(p.store(Mem(copy, disp=v * self.vector_bytes), v, width)
@@ -268,11 +289,19 @@ class _ComplexGenerator:
         if self.br > 1:                       # the copied entries follow each other
             asm(enc.xor_rr(A_STEP, A_STEP))
         asm.bind(direct)
-        self._sweep(block, runs, entries, accumulate)
+        self._sweep(block, runs, entries, steps, accumulate)
         asm(enc.mov_rm(LDA, saved_lda), enc.mov_rm(A_PTR, saved_a_row),
             enc.mov_mr(A_ROW, A_PTR))
         if self.br > 1:
             asm(enc.mov_rm(A_STEP, saved_a_step))
+
+    def _move_k(self, steps: int) -> None:
+        """A_ROW and B_ORIGIN `steps` k-steps on (back if negative). A_PTR and the K counter
+        are free here."""
+        self.asm(enc.imul_rri(COUNTER, LDA, steps), enc.mov_rm(A_PTR, A_ROW),
+                 enc.add_rr(A_PTR, COUNTER), enc.mov_mr(A_ROW, A_PTR),
+                 enc.mov_rm(A_PTR, B_ORIGIN), enc.add_ri(A_PTR, steps * self.element),
+                 enc.mov_mr(B_ORIGIN, A_PTR))
 
     def _move_batch(self, entries: int) -> None:
         """A_ROW and B_ORIGIN `entries` batch entries on (back if negative): a stride is
@@ -297,7 +326,7 @@ class _ComplexGenerator:
         broadcasts = (2 * count + block.vectors, 2 * count + block.vectors + 1)
         return re, im, a, broadcasts
 
-    def _block(self, block: Block, entries: int, accumulate: bool) -> None:
+    def _block(self, block: Block, entries: int, steps: int, accumulate: bool) -> None:
         asm = self.asm
         re, im, a, broadcasts = self._registers(block)
         bases = self.bases[:-(-block.cols // COLUMNS_PER_BASE)]
@@ -307,7 +336,7 @@ class _ComplexGenerator:
         asm(ins.zero(acc) for row in re + im for acc in row)
         step = self._k_step(block, re, im, a, broadcasts, bases)
         if self.br == 1:
-            with asm.counted_loop(COUNTER, self.k):
+            with asm.counted_loop(COUNTER, steps):
                 asm(step)
         else:
             with asm.counted_loop(BATCH, entries):

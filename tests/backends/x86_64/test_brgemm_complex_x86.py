@@ -12,6 +12,7 @@ from einjit.backends.x86_64.complex_brgemm import (
     PARTS,
     batch_chunks,
     columns_for,
+    k_chunks,
     packs_a,
     plan,
 )
@@ -89,25 +90,29 @@ class Case:
                                    self.ld_c, self.stride_a, self.stride_b)
 
 
-# batches whose rows run in chunks (batch_chunks): many entries, a prime count, a tail
+# batches whose rows run in chunks (batch_chunks): many entries, a prime count, a tail; and
+# (AVX2) long K in chunks (k_chunks), with a tail too
 CHUNKED = [(64, 64, 64, 16), (40, 9, 64, 3), (17, 20, 100, 5), (9, 11, 300, 4)]
+K_CHUNKED = [(64, 20, 600, 1), (40, 9, 256, 1), (17, 7, 512, 1)]
 SHAPES = ([(m, 1 + m % 7, 1 + m % 4, 1 + m % 3) for m in range(1, 34)] + [(16, 16, 16, 2)]
-          + CHUNKED)
+          + CHUNKED + K_CHUNKED)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_the_chunked_shapes_run_their_batch_in_chunks(variant, dtype):
+def test_the_chunked_shapes_run_their_batch_or_k_in_chunks(variant, dtype):
     target = VARIANTS[variant]
     element = 2 * PARTS[dtype].bytes
-    for m, n, k, br in CHUNKED:
+    for m, n, k, br in CHUNKED + (K_CHUNKED if variant == "avx2" else []):
         assert any(batch_chunks(target, block, runs, k, br, element) > 1
+                   or k_chunks(target, block, runs, k, br, element) > 1
                    for _, block, runs in plan(m, n, target, dtype)), (m, n, k, br)
 
 
 # A's columns a multiple of the conflict pitch apart (1024 and 512 bytes): rows copy A's panel
 PACKED = [((64, 20, 33, 1), 128), ((32, 9, 16, 1), 64), ((16, 9, 8, 1), 32),
-          ((64, 20, 33, 4), 128), ((32, 9, 16, 3), 64), ((64, 64, 64, 16), 64)]
+          ((64, 20, 33, 4), 128), ((32, 9, 16, 3), 64), ((64, 64, 64, 16), 64),
+          ((64, 20, 600, 1), 128)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -116,8 +121,9 @@ def test_the_packed_shapes_copy_a_panel(dtype):
     element = 2 * PARTS[dtype].bytes
     for shape, _ in PACKED:
         m, n, k, br = shape
-        assert any(packs_a(target, block, runs, k,
-                           br // batch_chunks(target, block, runs, k, br, element))
+        assert any(packs_a(target, block, runs,
+                           br // batch_chunks(target, block, runs, k, br, element),
+                           k // k_chunks(target, block, runs, k, br, element))
                    for _, block, runs in plan(m, n, target, dtype)), shape
 
 
