@@ -334,3 +334,16 @@ def test_a_complex_kernel_takes_only_arrays_of_its_dtype():
     a = np.zeros(4, np.complex128)
     with pytest.raises(OperandError, match="has dtype complex128; expected complex64"):
         kernel(a, a, a, 2, 2, 2, 0, 0)
+
+
+@x86_only
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_zero_sum_is_positive_where_numpy_keeps_minus_zero(dtype):
+    """The documented difference in signed zeros: C = -0-0j, A = -1, B = 0: numpy's
+    c + a*b keeps re(C) = -0 (-0 + -0), the kernel's sums start at +0 (+0 + -0 = +0)."""
+    a, b = np.array([-1 + 0j], dtype), np.zeros(1, dtype)
+    c = np.array([complex(-0.0, -0.0)], dtype)
+    numpy_result = c + a * b
+    einjit.brgemm(1, 1, 1, 1, dtype=dtype)(a, b, c, 1, 1, 1, 0, 0)
+    assert np.signbit(numpy_result[0].real) and not np.signbit(c[0].real)
+    assert c[0] == numpy_result[0]

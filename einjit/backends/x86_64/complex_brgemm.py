@@ -11,16 +11,21 @@ two sets of accumulators sum A * re(b) and A * im(b) separately. After K they ar
 once: C += acc_re + swap_pairs(acc_im) * (-1, +1) (vshufps/vshufpd swap each pair,
 vfmaddsub213 with a vector of ones subtracts in the real lanes and adds in the imaginary
 ones). So the real part of C gets sum(re a * re b) - sum(im a * im b) and the imaginary part
-sum(im a * re b) + sum(re a * im b), each sum over all k and batch entries; numpy sums the
-whole complex products one by one. The two differ in rounding only, except where a partial
-sum overflows or an infinity meets its opposite: the kernel's four sums may overflow where
-numpy's products cancel (and the reverse), and the sign of a zero result may differ (each sum
-starts at +0). inf and NaN otherwise land where numpy puts them (docs/brgemm.md).
+sum(im a * re b) + sum(re a * im b), each sum over the k-steps and batch entries of a chunk
+(below); numpy adds whole complex products one by one. The terms are the same, grouped
+otherwise: the results differ in rounding, in the sign of a zero (each sum starts at +0),
+and where a partial sum overflows that numpy's grouping keeps finite (or the reverse). The
+infinities are the same terms either way, so inf and NaN land where numpy puts them, from
+the same textbook products (inf * (0+1j) is nan+infj in both; docs/brgemm.md).
 
 Blocks: `vectors` column vectors by `cols` columns, the most columns the register file holds
-(two accumulators a vector and column, the vectors of A, two broadcasts); M as row blocks of
-the widest height and one lower block for what is left, N as column blocks and one narrower.
-Rows past M in the last vector: AVX-512 masks them (k1), AVX2 moves only the tail's floats.
+(two accumulators a vector and column, the vectors of A, two broadcasts); M as rows of
+blocks of the tallest height and one lower row for what is left, N as blocks and one
+narrower (or two of about equal width where one would hold too few accumulators). Rows past
+M in the last vector: AVX-512 masks them (k1), AVX2 moves only the tail's floats. A row whose
+A panels outgrow L1 runs its batch (or, AVX2, its K) in chunks, C added back between them;
+an AVX2 row whose ld_a is a multiple of the core's conflict pitch reads a copy of its A
+panels (decided at run time).
 """
 from __future__ import annotations
 
