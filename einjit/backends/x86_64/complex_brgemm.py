@@ -29,7 +29,7 @@ panels (decided at run time).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from einjit.backends import LINE_BYTES, Target
 from einjit.backends.x86_64 import encode as enc
@@ -110,6 +110,19 @@ def packs_a(target: Target, block: Block, runs: list, entries: int, steps: int) 
     PACK_FRAME_BYTES."""
     return (target.registers == 16 and not block.tail and sum(blocks for blocks, _ in runs) >= 2
             and block.vectors * target.vector_bits // 8 * steps * entries <= PACK_FRAME_BYTES)
+
+
+def complex_target(target: Target, m: int, dtype: str) -> Target:
+    """The target the kernel is generated for: on a core that runs 512-bit operations in
+    halves (Zen 4), an AVX-512 kernel with a masked zmm tail takes the AVX2 code (ymm, no
+    masks) where that ran faster there: a tail that leaves the zmm at least half empty, or
+    at most one whole zmm before the tail; otherwise `target`."""
+    per_vector = target.lanes(PARTS[dtype].bytes) // 2
+    tail = m % per_vector
+    if (target.masks and target.micro.passes(target.vector_bits) > 1 and tail
+            and (tail <= per_vector // 2 or m < 2 * per_vector)):
+        return replace(target, vector_bits=256, registers=16, masks=0)
+    return target
 
 
 def is_complex(dtype: str) -> bool:
@@ -438,4 +451,5 @@ def emit_complex_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, 
                                    f"one of {tuple(PARTS)}")
     if stream:
         raise KernelParameterError(f"brgemm stream=True is not supported for dtype {dtype}")
-    return _ComplexGenerator(asm, target, m, n, k, br_size, dtype, accumulate).emit()
+    return _ComplexGenerator(asm, complex_target(target, m, dtype), m, n, k, br_size, dtype,
+                             accumulate).emit()

@@ -2,6 +2,7 @@
 named explicitly (whichever the host defaults to), and accumulate=False."""
 
 import ctypes
+import dataclasses
 import itertools
 
 import numpy as np
@@ -12,6 +13,7 @@ from einjit.backends.x86_64.complex_brgemm import (
     PARTS,
     batch_chunks,
     columns_for,
+    complex_target,
     k_chunks,
     packs_a,
     plan,
@@ -19,6 +21,8 @@ from einjit.backends.x86_64.complex_brgemm import (
 from einjit.errors import KernelParameterError
 from einjit.runtime.host import host_isa
 from einjit.runtime.memory import ExecutableMemory
+
+from support import guarded, run_in_child
 
 DTYPES = ("complex64", "complex128")
 _PROTOTYPE = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 8)
@@ -31,6 +35,25 @@ def _runnable(variant):
 
 
 RUNNABLE = [_runnable(variant) for variant in VARIANTS]
+# the host's core and one running zmm at full width: on Zen 4 a masked zmm tail takes the
+# AVX2 code (complex_target), on Zen 5 it stays masked
+MICROS = ("zen4", "zen5")
+
+
+def target(variant, micro):
+    return dataclasses.replace(VARIANTS[variant], micro=cpu.MICROARCHS[micro])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_masked_zmm_tail_takes_the_avx2_code_on_a_half_rate_core(dtype):
+    per_vector = 8 if dtype == "complex64" else 4
+    for m in range(1, 70):
+        zen4 = complex_target(target("avx512", "zen4"), m, dtype)
+        tail = m % per_vector
+        avx2 = tail and (tail <= per_vector // 2 or m < 2 * per_vector)
+        assert (zen4.vector_bits, zen4.masks) == ((256, 0) if avx2 else (512, 7)), m
+        assert complex_target(target("avx512", "zen5"), m, dtype).vector_bits == 512
+        assert complex_target(target("avx2", "zen4"), m, dtype) == target("avx2", "zen4")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -127,13 +150,13 @@ def test_the_packed_shapes_copy_a_panel(dtype):
                    for _, block, runs in plan(m, n, target, dtype)), shape
 
 
-def _match_numpy(variant, dtype, shape, ld_a=None):
+def _match_numpy(variant, micro, dtype, shape, ld_a=None):
     case = Case(*shape, dtype, seed=sum(shape), ld_a=ld_a)
     a, b, c = case.matrices()
     expected = c.astype(np.complex128) + np.einsum(
         "imk,ikn->mn", a.astype(np.complex128), b.astype(np.complex128))
     before = case.c_buffer.copy()
-    case.call(generate_brgemm(VARIANTS[variant], *shape, dtype=dtype))
+    case.call(generate_brgemm(target(variant, micro), *shape, dtype=dtype))
     tolerance = (2 * shape[2] * shape[3] + 3) * (2.0 ** -22 if dtype == "complex64"
                                                  else 2.0 ** -51) * (1 + np.abs(expected))
     assert np.all(np.abs(c - expected) <= tolerance), shape
@@ -145,24 +168,27 @@ def _match_numpy(variant, dtype, shape, ld_a=None):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", RUNNABLE)
-def test_each_variant_matches_numpy(variant, dtype):
+@pytest.mark.parametrize("micro", MICROS)
+def test_each_variant_matches_numpy(variant, micro, dtype):
     for shape in SHAPES:
-        _match_numpy(variant, dtype, shape)
+        _match_numpy(variant, micro, dtype, shape)
     for shape, ld_a in PACKED:
-        _match_numpy(variant, dtype, shape, ld_a)
+        _match_numpy(variant, micro, dtype, shape, ld_a)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", RUNNABLE)
-def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, dtype):
+@pytest.mark.parametrize("micro", MICROS)
+def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype):
     """accumulate=False: C := the sum without reading C (it starts as NaN), bit for bit what
     C += gives on a zeroed C."""
     for shape in SHAPES:
         setting, adding = (Case(*shape, dtype, seed=sum(shape)) for _ in range(2))
         setting.matrices()[2][...] = np.nan
         adding.matrices()[2][...] = 0
-        setting.call(generate_brgemm(VARIANTS[variant], *shape, dtype=dtype, accumulate=False))
-        adding.call(generate_brgemm(VARIANTS[variant], *shape, dtype=dtype))
+        setting.call(generate_brgemm(target(variant, micro), *shape, dtype=dtype,
+                                     accumulate=False))
+        adding.call(generate_brgemm(target(variant, micro), *shape, dtype=dtype))
         assert np.array_equal(setting.c_buffer.view(np.uint8), adding.c_buffer.view(np.uint8)), \
             f"{shape}: the set C differs from the added one"
 
@@ -172,3 +198,41 @@ def test_streaming_a_complex_c_is_refused_naming_the_dtype():
                                                    "complex64"):
         generate_brgemm(VARIANTS["avx2"], 8, 8, 8, 1, dtype="complex64", accumulate=False,
                         stream=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant, micro", [pytest.param("avx512", "zen5", marks=RUNNABLE[0].marks),
+                                            pytest.param("avx2", "zen4", marks=RUNNABLE[1].marks)])
+def test_no_access_past_the_last_element_of_any_operand(variant, micro, dtype):
+    """A, B and C (tight layouts) each end right before a no-access page; the calls run in a
+    forked child (a fault fails the test naming the shape), then match numpy. With Zen 5's
+    facts the AVX-512 tails stay masked zmm (on the host they may take the AVX2 code)."""
+    part = PARTS[dtype].dtype
+    shapes = [(m, n, 1 + (m + n) % 5, 2) for m in range(1, 18) for n in (1, 5)]
+    rng = np.random.default_rng(7)
+    calls = []
+    for m, n, k, br in shapes:
+        operands = []
+        for size in (br * m * k, br * k * n, m * n):
+            array = guarded(2 * size, part).view(dtype)
+            array[...] = rng.uniform(-1, 1, size) + 1j * rng.uniform(-1, 1, size)
+            operands.append(array)
+        a, b, c = operands
+        expected = c.astype(np.complex128).reshape(n, m).T + np.einsum(
+            "imk,ikn->mn", a.reshape(br, k, m).transpose(0, 2, 1).astype(np.complex128),
+            b.reshape(br, n, k).transpose(0, 2, 1).astype(np.complex128))
+        code = generate_brgemm(target(variant, micro), m, n, k, br, dtype=dtype)
+        calls.append(((m, n, k, br), code, operands, expected))
+
+    def work(note):
+        for shape, code, (a, b, c), _ in calls:
+            note(f"{variant} {micro} {dtype} (m, n, k, br) = {shape}")
+            memory = ExecutableMemory(code)
+            m, n, k, br = shape
+            _PROTOTYPE(memory.address)(a.ctypes.data, b.ctypes.data, c.ctypes.data, m, k, m,
+                                       m * k, k * n)
+    run_in_child(work)
+    for shape, _, (_, _, c), expected in calls:
+        m, n, k, br = shape
+        got = c.reshape(n, m).T
+        assert np.all(np.abs(got - expected) <= 1e-5 * (1 + np.abs(expected))), shape
