@@ -73,58 +73,6 @@ EXTRA_BASES = (R12, R13)
 ROW_COUNT, COLUMN_COUNT = R14, R15
 
 
-def batch_chunks(target: Target, block: Block, runs: list, k: int, br: int,
-                 element: int) -> int:
-    """How many equal chunks of batch entries a row of blocks runs (a divisor of br; 1: the
-    whole batch at once): a row of two column blocks or more reads its A panel of every
-    entry once per column block, from L1 only where the chunk's panels and B columns fit
-    the chunk budget (blocking.chunk_budget); the fewest chunks that fit, one entry at
-    least."""
-    if br == 1 or sum(blocks for blocks, _ in runs) < 2:
-        return 1
-    entry_bytes = k * (block.vectors * target.vector_bits // 8 + block.cols * element)
-    entries = max(1, chunk_budget(target) // entry_bytes)
-    return next(chunks for chunks in range(1, br + 1) if br % chunks == 0
-                and br // chunks <= entries)
-
-
-def k_chunks(target: Target, block: Block, runs: list, k: int, br: int, element: int) -> int:
-    """How many equal chunks of K a row of blocks runs without a batch (a divisor of K; 1: K
-    at once): where its A panel over K outgrows the chunk budget (as in batch_chunks), the
-    fewest whose panels and B columns fit it, of CoreRules.min_k_chunk steps or more; 1
-    where no divisor does. The 16-register blocks only (the 32-register ones kept their
-    speed over long K)."""
-    if br > 1 or target.registers != 16 or sum(blocks for blocks, _ in runs) < 2:
-        return 1
-    step_bytes = block.vectors * target.vector_bits // 8 + block.cols * element
-    budget, shortest = chunk_budget(target), rules(target).min_k_chunk
-    return next((chunks for chunks in range(1, k // shortest + 1)
-                 if k % chunks == 0 and k // chunks * step_bytes <= budget), 1)
-
-
-def packs_a(target: Target, block: Block, runs: list, entries: int, steps: int) -> bool:
-    """Whether a row of blocks copies its A panels (of the `entries` batch entries a sweep
-    runs) into the frame where ld_a is a multiple of the core's conflict pitch (decided at
-    run time): the 16-register blocks only (the 32-register ones ran slower copying), whole
-    vectors only (the copy reads no row past M), two column blocks or more, the copy within
-    PACK_FRAME_BYTES."""
-    return (target.registers == 16 and not block.tail and sum(blocks for blocks, _ in runs) >= 2
-            and block.vectors * target.vector_bits // 8 * steps * entries <= PACK_FRAME_BYTES)
-
-
-def complex_target(target: Target, m: int, dtype: str) -> Target:
-    """The target the kernel is generated for: on a core that runs 512-bit operations in
-    halves (Zen 4), an AVX-512 kernel with a masked zmm tail takes the AVX2 code (ymm, no
-    masks) where that ran faster there: a tail that leaves the zmm at least half empty, or
-    at most one whole zmm before the tail; otherwise `target`."""
-    per_vector = target.lanes(PARTS[dtype].bytes) // 2
-    tail = m % per_vector
-    if (target.masks and target.micro.passes(target.vector_bits) > 1 and tail
-            and (tail <= per_vector // 2 or m < 2 * per_vector)):
-        return replace(target, vector_bits=256, registers=16, masks=0)
-    return target
-
-
 def is_complex(dtype: str) -> bool:
     return dtype in PARTS
 
@@ -176,6 +124,58 @@ def column_runs(n: int, cols: int, vectors: int) -> list[tuple[int, int]]:
     wide, narrow = cols + left - (cols + left) // 2, (cols + left) // 2
     runs = [(whole - 1, cols)] if whole > 1 else []
     return runs + ([(2, wide)] if wide == narrow else [(1, wide), (1, narrow)])
+
+
+def batch_chunks(target: Target, block: Block, runs: list, k: int, br: int,
+                 element: int) -> int:
+    """How many equal chunks of batch entries a row of blocks runs (a divisor of br; 1: the
+    whole batch at once): a row of two column blocks or more reads its A panel of every
+    entry once per column block, from L1 only where the chunk's panels and B columns fit
+    the chunk budget (blocking.chunk_budget); the fewest chunks that fit, one entry at
+    least."""
+    if br == 1 or sum(blocks for blocks, _ in runs) < 2:
+        return 1
+    entry_bytes = k * (block.vectors * target.vector_bits // 8 + block.cols * element)
+    entries = max(1, chunk_budget(target) // entry_bytes)
+    return next(chunks for chunks in range(1, br + 1) if br % chunks == 0
+                and br // chunks <= entries)
+
+
+def k_chunks(target: Target, block: Block, runs: list, k: int, br: int, element: int) -> int:
+    """How many equal chunks of K a row of blocks runs without a batch (a divisor of K; 1: K
+    at once): where its A panel over K outgrows the chunk budget (as in batch_chunks), the
+    fewest whose panels and B columns fit it, of CoreRules.min_k_chunk steps or more; 1
+    where no divisor does. The 16-register blocks only (the 32-register ones kept their
+    speed over long K)."""
+    if br > 1 or target.registers != 16 or sum(blocks for blocks, _ in runs) < 2:
+        return 1
+    step_bytes = block.vectors * target.vector_bits // 8 + block.cols * element
+    budget, shortest = chunk_budget(target), rules(target).min_k_chunk
+    return next((chunks for chunks in range(1, k // shortest + 1)
+                 if k % chunks == 0 and k // chunks * step_bytes <= budget), 1)
+
+
+def packs_a(target: Target, block: Block, runs: list, entries: int, steps: int) -> bool:
+    """Whether a row of blocks copies its A panels (of the `entries` batch entries a sweep
+    runs) into the frame where ld_a is a multiple of the core's conflict pitch (decided at
+    run time): the 16-register blocks only (the 32-register ones ran slower copying), whole
+    vectors only (the copy reads no row past M), two column blocks or more, the copy within
+    PACK_FRAME_BYTES."""
+    return (target.registers == 16 and not block.tail and sum(blocks for blocks, _ in runs) >= 2
+            and block.vectors * target.vector_bits // 8 * steps * entries <= PACK_FRAME_BYTES)
+
+
+def complex_target(target: Target, m: int, dtype: str) -> Target:
+    """The target the kernel is generated for: on a core that runs 512-bit operations in
+    halves (Zen 4), an AVX-512 kernel with a masked zmm tail takes the AVX2 code (ymm, no
+    masks) where that ran faster there: a tail that leaves the zmm at least half empty, or
+    at most one whole zmm before the tail; otherwise `target`."""
+    per_vector = target.lanes(PARTS[dtype].bytes) // 2
+    tail = m % per_vector
+    if (target.masks and target.micro.passes(target.vector_bits) > 1 and tail
+            and (tail <= per_vector // 2 or m < 2 * per_vector)):
+        return replace(target, vector_bits=256, registers=16, masks=0)
+    return target
 
 
 class _ComplexGenerator:
