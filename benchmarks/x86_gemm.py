@@ -12,10 +12,12 @@ page boundary. Targets (each recorded in the run's verdict): 64x64x64 >= 90% of 
 over M, N >= 16 with K >= 64 >= 75%; M, N in 8..64 with K in {16, 64}: mean >= 90%, none
 below 75%; K = 1 >= 80% of the store bound; generation of a kernel under 2 ms. With float32
 the FP64 figures follow (64^3 and the mean over M, N >= 16, K >= 64 against the FP64 peak of
-a JIT'd vfmadd231pd loop, each shape paired with a peak measured right before it).
+a JIT'd vfmadd231pd loop, each shape paired with a peak measured right before it), then the
+complex BRGEMMs 64x64x64, batch 1 and 16, complex64 and complex128, against the FMA peak of
+their parts' dtype (target >= 85%; --complex-only: these alone).
 
     python -m benchmarks.x86_gemm [--variant avx2] [--sizes 8-64] [--k 1,16,64] [--dtype float64]
-                                  [--passes 4]
+                                  [--passes 4] [--complex-only]
 
 --dtype float64 times the FP64 kernels against the FP64 peak over the whole grid.
 """
@@ -68,6 +70,11 @@ SPLIT_SHAPE = (9, 8, 16)
 PITCH_SHAPE, PITCH_LD_A, PITCH_STEP = (128, 64, 256), (128, 256, 1024), 8
 
 
+# a complex kernel's FMA peak is its part's; a complex multiply-add counts 8 real flops
+REAL_PART = {"complex64": "float32", "complex128": "float64"}
+COMPLEX_SHAPES = ((64, 64, 64, 1), (64, 64, 64, 16))
+
+
 class GemmTimer:
     """GFLOPS of generated BRGEMM kernels on random operands."""
 
@@ -75,9 +82,11 @@ class GemmTimer:
         self.variant, self.dtype = variant, dtype
         self.driver = RepeatDriver()
         self.rng = np.random.default_rng(0)
+        self.flops_per_step = 8 if dtype in REAL_PART else 2
 
     def peak(self, seconds=0.02):
-        return fma_peak_gflops(self.variant, seconds=seconds, dtype=self.dtype)
+        return fma_peak_gflops(self.variant, seconds=seconds,
+                               dtype=REAL_PART.get(self.dtype, self.dtype))
 
     def gflops(self, m, n, k, br=1, seconds=0.001, repetitions=3, c_offset=C_OFFSET,
                ld_a=None):
@@ -88,17 +97,23 @@ class GemmTimer:
         kernel = JitFunction(code, 8)
         operands, args = self._operands(m, n, k, br, c_offset, ld_a)
         per_call = self.driver.seconds_per_call(kernel.memory.address, args, seconds, repetitions)
-        return 2.0 * m * n * k * br / per_call / 1e9
+        return self.flops_per_step * m * n * k * br / per_call / 1e9
 
     def _operands(self, m, n, k, br, c_offset=C_OFFSET, ld_a=None):
         """Random A and B and a zero C, each placed past a page boundary (see PAGE); A's
         columns ld_a elements apart (default M)."""
         ld_a = ld_a or m
-        a = placed(self.rng.uniform(-1, 1, br * ld_a * k).astype(self.dtype), A_OFFSET, PAGE)
-        b = placed(self.rng.uniform(-1, 1, br * k * n).astype(self.dtype), B_OFFSET, PAGE)
+        a = placed(self._random(br * ld_a * k), A_OFFSET, PAGE)
+        b = placed(self._random(br * k * n), B_OFFSET, PAGE)
         c = placed(np.zeros(m * n, self.dtype), c_offset, PAGE)
         return (a, b, c), (a.ctypes.data, b.ctypes.data, c.ctypes.data, ld_a, k, m, ld_a * k,
                            k * n)
+
+    def _random(self, count):
+        values = self.rng.uniform(-1, 1, count)
+        if self.dtype in REAL_PART:
+            values = values + 1j * self.rng.uniform(-1, 1, count)
+        return values.astype(self.dtype)
 
     def store_percent(self, m, n, seconds=0.001, repetitions=3):
         """M x N x 1 against the store bound: a JIT'd function with the kernels' arguments
@@ -265,6 +280,25 @@ def fp64_lines(variant, verdict=None):
             f"(target >= 75%)"]
 
 
+def complex_lines(variant, verdict=None, rounds=7):
+    """The complex BRGEMMs (COMPLEX_SHAPES, complex64 and complex128): GFLOPS, a complex
+    multiply-add counted as 8 flops, as a percentage of the FMA peak of the real part's
+    dtype, each the best of `rounds` rounds against the best peak measured right before each
+    (the machine is shared); their targets go to `verdict`."""
+    verdict = verdict or Verdict()
+    lines = []
+    for dtype in REAL_PART:
+        timer = GemmTimer(variant, dtype)
+        for m, n, k, br in COMPLEX_SHAPES:
+            percent = paired_percent(timer, m, n, k, br, rounds=rounds)
+            name = f"{dtype} BRGEMM {m}x{n}x{k} batch {br}"
+            lines.append(f"  {name}: {percent:.1f}% of the {REAL_PART[dtype]} FMA peak "
+                         f"(8 flops a complex multiply-add; best of {rounds} paired rounds; "
+                         f"target >= 85%)")
+            verdict.target(f"GEMM {variant} {name}, % of the FMA peak", percent, 85)
+    return lines
+
+
 def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, passes=2,
         verdict=None):
     """Measure the grid; return (summary lines, CSV text). The targets go to `verdict`."""
@@ -309,6 +343,7 @@ def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, pa
               for m, n, k, percent in batched]
     if dtype == "float32" and fp64:
         lines += fp64_lines(variant, verdict)
+        lines += complex_lines(variant, verdict)
     for shape in ((64, 64, 64, 1), (1024, 1024, 2048, 1024)) if dtype == "float32" else ():
         cold, warm = generation_ms(*shape, variant)
         name = f"{'x'.join(map(str, shape[:3]))} batch {shape[3]}"
@@ -334,13 +369,19 @@ def main(argv=None):
     parser.add_argument("--k", default=",".join(map(str, K_VALUES)), help="K values")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     parser.add_argument("--no-fp64", action="store_true",
-                        help="float32: skip the FP64 figures (about a minute)")
+                        help="float32: skip the FP64 and complex figures (about a minute)")
+    parser.add_argument("--complex-only", action="store_true",
+                        help="only the complex BRGEMM figures (64x64x64, batch 1 and 16)")
     parser.add_argument("--passes", type=int, default=2,
                         help="passes over the grid, each shape's best kept (a noisy machine: 4)")
     options = parser.parse_args(argv)
     variant = options.variant or cpu.variant()
     if options.passes < 1:
         parser.error(f"--passes {options.passes}: expected 1 or more")
+    if options.complex_only:
+        print(f"{variant} complex BRGEMM on {cpu.microarch().name}:")
+        print("\n".join(complex_lines(variant)))
+        return 0
     lines, table = run(variant, _values(options.sizes), _values(options.k), dtype=options.dtype,
                        fp64=not options.no_fp64, passes=options.passes)
     print("\n".join(lines))

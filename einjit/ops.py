@@ -88,6 +88,11 @@ CONTRACTION_OPS = tuple(CONTRACTION)
 
 # what the kernels, the IR (TensorOperation) and codegen compute on, on every ISA
 DTYPES = ("float32", "float64")
+# interleaved complex (numpy's layout): what a backend's brgemm may take besides DTYPES (it
+# lists the primitives that take them in its COMPLEX_PRIMITIVES)
+COMPLEX_DTYPES = ("complex64", "complex128")
+# the dtypes each primitive's public constructor accepts
+PRIMITIVE_DTYPES = {"brgemm": DTYPES + COMPLEX_DTYPES, "unary": DTYPES, "binary": DTYPES}
 
 
 def lookup(name: str) -> Op:

@@ -20,7 +20,7 @@ from .backends import Target, backend, resolve_target
 from .errors import KernelParameterError, KernelParameterTypeError
 from .kernel import Kernel, Layout, Signature
 from .limits import BRGEMM_LIMITS, ELTWISE_LIMITS
-from .ops import BINARY_OPS, DTYPES, UNARY_OPS
+from .ops import BINARY_OPS, COMPLEX_DTYPES, PRIMITIVE_DTYPES, UNARY_OPS
 from .runtime.cache import DEFAULT_KERNEL_CACHE_SIZE, BoundedCache, kernel_cache_size
 from .settings import at_import
 
@@ -39,7 +39,8 @@ def _check_size(primitive, name, value, limit):
 
 
 def _check_dtype(primitive, dtype) -> str:
-    """The canonical name ("float32" or "float64") of a supported dtype argument."""
+    """The canonical name ("float32", "float64", for brgemm also "complex64" or "complex128")
+    of a dtype argument the primitive takes."""
     if not isinstance(dtype, (str, type, np.dtype)):
         raise KernelParameterTypeError(f"{primitive}: dtype must be a dtype or its name; "
                                        f"got {dtype!r}")
@@ -47,17 +48,24 @@ def _check_dtype(primitive, dtype) -> str:
         name = np.dtype(dtype).name if np.dtype(dtype).isnative else None
     except TypeError:
         name = None
-    if name not in DTYPES:
+    if name not in PRIMITIVE_DTYPES[primitive]:
         raise KernelParameterError(f"{primitive}: dtype={dtype!r} is not supported; "
-                                   f"expected one of {DTYPES}")
+                                   f"expected one of {PRIMITIVE_DTYPES[primitive]}")
     return name
 
 
 def _check_backend_dtype(primitive: str, target: Target, dtype: str) -> None:
-    """float64 needs a backend whose generators take the dtype; name the ISA that lacks it."""
+    """float64 needs a backend whose generators take the dtype, a complex dtype one that lists
+    the primitive in its COMPLEX_PRIMITIVES; name the ISA that lacks it."""
     if dtype == "float32":
         return
-    generate = getattr(backend(target.isa), f"generate_{primitive}")
+    module = backend(target.isa)
+    if dtype in COMPLEX_DTYPES:
+        if primitive not in getattr(module, "COMPLEX_PRIMITIVES", ()):
+            raise KernelParameterError(f"{primitive}: dtype {dtype} is not supported by the "
+                                       f"{target.isa} {primitive} yet")
+        return
+    generate = getattr(module, f"generate_{primitive}")
     if "dtype" not in inspect.signature(generate).parameters:
         raise KernelParameterError(f"{primitive}: dtype={dtype!r} is not supported on "
                                    f"isa={target.isa!r} yet; expected 'float32' there")
@@ -104,7 +112,8 @@ def _kernel(target: Target, kind: str, params: tuple, signature: Signature, doc:
 
 def brgemm(m, n, k, br_size=1, *, dtype="float32", isa=None) -> Kernel:
     """C += sum_i A_i B_i for column-major matrices (A_i m×k, B_i k×n, C m×n) of `dtype`
-    ("float32", or "float64" where the ISA's backend generates it).
+    ("float32", or "float64", "complex64" and "complex128" where the ISA's backend generates
+    them; complex: interleaved, numpy's layout).
 
     The kernel is called as kern(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b);
     leading dimensions and batch strides are in elements.

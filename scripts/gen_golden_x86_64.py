@@ -338,7 +338,7 @@ def move_cases() -> None:
 ARITHMETIC = ("vaddps", "vsubps", "vmulps", "vdivps", "vminps", "vmaxps", "vandps", "vandnps",
               "vorps", "vxorps", "vunpcklps", "vunpckhps", "vunpcklpd", "vunpckhpd",
               "vfmadd132ps", "vfmadd213ps", "vfmadd231ps", "vfnmadd213ps", "vfnmadd231ps",
-              "vpaddd", "vpsubd")
+              "vfmaddsub213ps", "vpaddd", "vpsubd")
 AVX512_ONLY = ("vpermt2ps", "vpermi2ps", "vscalefps")
 
 
@@ -517,7 +517,7 @@ def compare_cases() -> None:
 
 DOUBLE_ARITHMETIC = ("vaddpd", "vsubpd", "vmulpd", "vdivpd", "vminpd", "vmaxpd", "vandpd",
                      "vandnpd", "vorpd", "vxorpd", "vfmadd132pd", "vfmadd213pd", "vfmadd231pd",
-                     "vfnmadd213pd", "vfnmadd231pd", "vpaddq", "vpsubq")
+                     "vfnmadd213pd", "vfnmadd231pd", "vfmaddsub213pd", "vpaddq", "vpsubq")
 DOUBLE_AVX512_ONLY = ("vpermt2pd", "vscalefpd")
 
 

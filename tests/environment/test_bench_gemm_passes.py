@@ -45,3 +45,27 @@ def test_no_passes_is_refused(capsys):
         x86_gemm.main(["--passes", "0"])
     assert stop.value.code == 2
     assert "--passes 0" in capsys.readouterr().err
+
+
+def test_complex_brgemm_lines_count_8_flops_against_the_real_parts_peak(monkeypatch):
+    """The complex BRGEMMs: 8 flops a complex multiply-add, the FMA peak of the part's dtype,
+    one line and one 85% target per dtype and shape."""
+    assert x86_gemm.GemmTimer("avx2", "complex64").flops_per_step == 8
+    assert x86_gemm.GemmTimer("avx2", "float32").flops_per_step == 2
+    peaks = []
+    monkeypatch.setattr(x86_gemm, "fma_peak_gflops",
+                        lambda variant, seconds, dtype: peaks.append(dtype) or 100.0)
+    timed = []
+
+    def paired(timer, m, n, k, br, rounds):
+        timed.append((timer.dtype, m, n, k, br))
+        timer.peak()
+        return 90.0
+    monkeypatch.setattr(x86_gemm, "paired_percent", paired)
+    verdict = x86_gemm.Verdict()
+    lines = x86_gemm.complex_lines("avx2", verdict)
+    assert set(peaks) == {"float32", "float64"}
+    assert timed == [(dtype, 64, 64, 64, br) for dtype in ("complex64", "complex128")
+                     for br in (1, 16)]
+    assert len(lines) == 4 and all("90.0% of the float" in line for line in lines)
+    assert [target.goal for target in verdict.targets] == [85] * 4

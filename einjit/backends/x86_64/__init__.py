@@ -30,6 +30,9 @@ VARIANTS = {
 }
 
 
+# the primitives whose generators take complex64 and complex128 (einjit.ops.COMPLEX_DTYPES)
+COMPLEX_PRIMITIVES = ("brgemm",)
+
 # x86 keeps instruction fetch coherent with stores: placed code needs no flush
 flush_icache = None
 
@@ -44,7 +47,8 @@ def missing_features(variant: str) -> tuple[str, ...]:
     return tuple(name for name in cpu.VARIANTS[variant] if name not in cpu.features())
 
 
-__all__ = ["VARIANTS", "default_variant", "missing_features", "emit_brgemm", "emit_unary",
-           "emit_binary", "generate_brgemm", "generate_unary", "generate_binary",
+__all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_features",
+           "emit_brgemm", "emit_unary", "emit_binary", "generate_brgemm", "generate_unary",
+           "generate_binary",
            "generate_loop_nest", "guard_entry", "flush_icache", "generate_worker_loop",
            "generate_run_tasks", "generate_spin"]

@@ -618,7 +618,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
 # block to the next: the K loop then runs in chunks whose A panel fits L1 (see CoreRules)
 
 
-def _chunk_budget(target: Target) -> int:
+def chunk_budget(target: Target) -> int:
     """Bytes of L1 a chunk's A panels and B columns may fill (CoreRules.l1_chunk_share)."""
     return int(target.micro.l1_bytes * rules(target).l1_chunk_share)
 
@@ -628,9 +628,9 @@ def _panel_step_bytes(target: Target, panels: tuple[Panel, ...], steps: int,
     """Bytes of A and B a k-step of the hungriest block row loads, or 0 if none needs chunks:
     a row of two or more column blocks that loads A faster than L2 refills L1
     (CoreRules.l2_refill_bytes a cycle) and whose A panel over `steps` k-steps outgrows the
-    chunk budget (_chunk_budget)."""
+    chunk budget (chunk_budget)."""
     micro, refill = target.micro, rules(target).l2_refill_bytes
-    budget = _chunk_budget(target)
+    budget = chunk_budget(target)
     vector_bytes = target.vector_bits // 8
     step_bytes = 0
     for panel in panels:
@@ -660,7 +660,7 @@ def k_chunks(target: Target, panels: tuple[Panel, ...], k: int, br: int,
         return 1
     unit = max([dot_steps(panel.mode.dot) for panel in panels if panel.mode.dot]
                + [PAIR_STEPS for panel in panels if panel.mode.pairs], default=1)
-    budget = _chunk_budget(target)
+    budget = chunk_budget(target)
     for chunks in range(-(-k * step_bytes // budget), k // rules(target).min_k_chunk + 1):
         if k % chunks == 0 and k // chunks % unit == 0:
             return chunks
@@ -683,7 +683,7 @@ def batch_chunks(target: Target, panel: Panel, k: int, br: int, element_bytes: i
     step_bytes = _panel_step_bytes(target, (panel,), k * br, element_bytes)
     if not step_bytes:
         return 1
-    entries = max(1, _chunk_budget(target) // (k * step_bytes))
+    entries = max(1, chunk_budget(target) // (k * step_bytes))
     return next(chunks for chunks in range(1, br + 1) if br % chunks == 0
                 and br // chunks <= entries)
 

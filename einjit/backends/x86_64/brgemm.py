@@ -26,6 +26,7 @@ from einjit.backends.x86_64.blocking import (
     packs_a,
     unmasked_target,
 )
+from einjit.backends.x86_64.complex_brgemm import emit_complex_brgemm, is_complex
 from einjit.backends.x86_64.encode import RSP, Mem
 from einjit.backends.x86_64.frame import (
     A_PTR,
@@ -388,7 +389,8 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
                 ld_b: int | None = None) -> Label:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
-    A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64). A leaf function: it keeps
+    A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64; complex64 and complex128
+    are complex_brgemm.py's kernel). A leaf function: it keeps
     data in the red zone (and, with a dot tail, in a stack frame of its own).
     accumulate=False: C := the sum, C never read (the accumulators start at +0: the bits
     C += gives on a zeroed C).
@@ -406,6 +408,8 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     if stream and accumulate:
         raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
                                    "is not read back)")
+    if is_complex(dtype):
+        return emit_complex_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream)
     elements = precision(dtype)
     unmasked = unmasked_target(target, m, elements.bytes, k)
     if OuterProduct.applies(unmasked, m, k, br_size, unmasked.lanes(elements.bytes)):
