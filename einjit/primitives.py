@@ -20,7 +20,7 @@ from .backends import Target, backend, resolve_target
 from .errors import KernelParameterError, KernelParameterTypeError
 from .kernel import Kernel, Layout, Signature
 from .limits import BRGEMM_LIMITS, ELTWISE_LIMITS
-from .ops import BINARY_OPS, COMPLEX_DTYPES, PRIMITIVE_DTYPES, UNARY_OPS
+from .ops import BINARY_OPS, COMPLEX_DTYPES, PRIMITIVE_DTYPES, UNARY_OPS, lookup
 from .runtime.cache import DEFAULT_KERNEL_CACHE_SIZE, BoundedCache, kernel_cache_size
 from .settings import at_import
 
@@ -52,6 +52,15 @@ def _check_dtype(primitive, dtype) -> str:
         raise KernelParameterError(f"{primitive}: dtype={dtype!r} is not supported; "
                                    f"expected one of {PRIMITIVE_DTYPES[primitive]}")
     return name
+
+
+def _check_op_dtype(primitive: str, op: str, dtype: str) -> None:
+    """A complex dtype only for the ops einjit.ops marks `complex`."""
+    if dtype in COMPLEX_DTYPES and not lookup(op).complex:
+        takes = tuple(name for name in (UNARY_OPS if primitive == "unary" else BINARY_OPS)
+                      if lookup(name).complex)
+        raise KernelParameterError(f"{primitive} {op} does not take {dtype}; the {primitive} "
+                                   f"ops that take complex dtypes are {takes}")
 
 
 def _check_backend_dtype(primitive: str, target: Target, dtype: str) -> None:
@@ -145,6 +154,8 @@ def brgemm(m, n, k, br_size=1, *, dtype="float32", isa=None) -> Kernel:
 
 def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
     """B := op(A) element-wise, A column-major m×n; B column-major, or row-major if trans_b.
+    dtype: "float32", "float64", or for zero and identity "complex64" and "complex128"
+    (interleaved, numpy's layout).
 
     The kernel is called as kern(a, b, ld_a, ld_b), leading dimensions in elements.
     """
@@ -152,6 +163,7 @@ def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
     m, n = (_check_size("unary", name, value, ELTWISE_LIMITS[name])
             for name, value in (("m", m), ("n", n)))
     dtype = _check_dtype("unary", dtype)
+    _check_op_dtype("unary", op, dtype)
     if not isinstance(trans_b, bool):
         raise KernelParameterTypeError(f"unary: trans_b must be a bool; got {trans_b!r}")
     target = resolve_target(isa)
@@ -175,8 +187,9 @@ def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
 
 
 def binary(op, m, n, *, dtype="float32", isa=None) -> Kernel:
-    """C := A op B element-wise for column-major m×n matrices of `dtype` (float32, or float64
-    where the ISA's backend generates it).
+    """C := A op B element-wise for column-major m×n matrices of `dtype` (float32, float64, or
+    for add, sub and mul complex64 and complex128: interleaved, numpy's layout; mul is the
+    complex product as numpy's arrays compute it, einjit.ops).
 
     The kernel is called as kern(a, b, c, ld_a, ld_b, ld_c), leading dimensions in elements.
     """
@@ -184,6 +197,7 @@ def binary(op, m, n, *, dtype="float32", isa=None) -> Kernel:
     m, n = (_check_size("binary", name, value, ELTWISE_LIMITS[name])
             for name, value in (("m", m), ("n", n)))
     dtype = _check_dtype("binary", dtype)
+    _check_op_dtype("binary", op, dtype)
     target = resolve_target(isa)
     _check_backend_dtype("binary", target, dtype)
     signature = Signature(
