@@ -19,7 +19,7 @@ PART_DTYPES = {"complex64": "float32", "complex128": "float64"}
 
 
 def is_complex(dtype: str) -> bool:
-    return dtype in PART_DTYPES
+    return isinstance(dtype, str) and dtype in PART_DTYPES
 
 
 @dataclass(frozen=True)
