@@ -5,8 +5,8 @@ Kernel ABI as unary.py: unary(a, b, ld_a, ld_b) in rdi, rsi, rdx, rcx, leading d
 shuffle: only the order of the moves. A's columns go in groups of four (the last group
 narrower); per row of a group, two neighbouring columns' elements are joined into a ymm (a load
 and a vinsertf128 from memory) and stored as 32 contiguous bytes of B's row, so a group writes
-64 bytes, a whole line, of each B row while reading its four columns downwards. VEX ymm code:
-the same for AVX2 and AVX-512.
+64 bytes, a whole line, of each B row while reading its four columns downwards, two rows a
+loop step. VEX ymm code: the same for AVX2 and AVX-512.
 """
 
 from __future__ import annotations
@@ -32,19 +32,29 @@ def _column(c: int) -> Mem:
     return Mem(A_ROWS, index=LD_A, scale=c)
 
 
-def _group(asm: Assembler, m: int, columns: int) -> None:
-    """`columns` (1..4) columns of A from A, all m rows, into B's rows from B."""
-    asm(enc.mov_rr(A_ROWS, A), enc.mov_rr(B_ROWS, B))
-    with asm.counted_loop(ROW_COUNT, m):
+def _rows(asm: Assembler, columns: int, count: int) -> None:
+    """`count` (1 or 2) rows of the group at A_ROWS, B_ROWS; both pointers move on."""
+    for row in range(count):
         for pair in range(0, columns, 2):
-            reg = pair // 2
-            asm(enc.vmovupd_load(reg, _column(pair), 128))
+            reg = 2 * row + pair // 2
+            asm(enc.vmovupd_load(reg, _column(pair).offset(ELEMENT_BYTES * row), 128))
             if pair + 1 < columns:
-                asm(enc.vinsertf128(reg, reg, _column(pair + 1), 1),
+                asm(enc.vinsertf128(reg, reg, _column(pair + 1).offset(ELEMENT_BYTES * row), 1),
                     enc.vmovupd_store(Mem(B_ROWS, disp=ELEMENT_BYTES * pair), reg, 256))
             else:
                 asm(enc.vmovupd_store(Mem(B_ROWS, disp=ELEMENT_BYTES * pair), reg, 128))
-        asm(enc.add_ri(A_ROWS, ELEMENT_BYTES), enc.add_rr(B_ROWS, LD_B))
+        asm(enc.add_rr(B_ROWS, LD_B))
+    asm(enc.add_ri(A_ROWS, ELEMENT_BYTES * count))
+
+
+def _group(asm: Assembler, m: int, columns: int) -> None:
+    """`columns` (1..4) columns of A from A, all m rows, into B's rows from B."""
+    asm(enc.mov_rr(A_ROWS, A), enc.mov_rr(B_ROWS, B))
+    pairs, single = divmod(m, 2)
+    with asm.counted_loop(ROW_COUNT, pairs):
+        _rows(asm, columns, 2)
+    if single:
+        _rows(asm, columns, 1)
 
 
 def emit_transpose128(asm: Assembler, target: Target, m: int, n: int) -> Label:
