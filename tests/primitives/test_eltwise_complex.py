@@ -251,6 +251,36 @@ def test_numpy_array_product_is_the_fused_formula():
     assert np.array_equal(product.imag, f32(ar * bi + f32(ai * br)))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m, n, ld_b", [(64, 300, 384), (65, 301, 384), (300, 129, 256),
+                                        (520, 600, 604)])
+def test_transposes_past_the_streaming_thresholds(m, n, ld_b, dtype):
+    """Outputs large enough for the transposed kernels' streaming path (ld_b a multiple of 2048
+    bytes, or the output past 4 MiB), with B at every element offset in a cache line: the
+    columns before the first line-aligned row start, the streamed groups and the columns
+    after them, in every width."""
+    kernel = einjit.unary("identity", m, n, trans_b=True, dtype=dtype)
+    ld_a = m + 1
+    a = canary_buffer((n - 1) * ld_a + m, dtype)
+    values = _values(np.random.default_rng(m + n), m * n, dtype).reshape(m, n)
+    column_major(a, m, n, ld_a)[...] = values
+    itemsize = np.dtype(dtype).itemsize
+    extent = (m - 1) * ld_b + n
+    for offset in range(64 // itemsize):
+        buffer = canary_buffer(extent + 2 * 64 // itemsize + PADDING, dtype)
+        start = (-buffer.ctypes.data % 64) // itemsize + offset
+        kernel(a, buffer[start:start + extent], ld_a, ld_b)
+        inside = np.zeros(buffer.size, dtype=bool)
+        column_major(inside[start:], n, m, ld_b)[...] = True
+        where = f"identity {dtype} {m}x{n} transposed, ld_b={ld_b}, B at element {offset}"
+        outside = np.flatnonzero(~inside & (bits(buffer).reshape(-1, 2) != canary(dtype))
+                                 .any(axis=-1))
+        assert outside.size == 0, f"{where}: wrote outside B at {outside[:10].tolist()}"
+        got = np.ascontiguousarray(column_major(buffer[start:], n, m, ld_b).T)
+        wrong = ~_same_bits(got, values)
+        assert not wrong.any(), f"{where}: {int(wrong.sum())} wrong elements"
+
+
 def test_kernels_are_generated_once():
     assert einjit.binary("mul", 7, 9, dtype="complex64") is \
         einjit.binary("mul", 7, 9, dtype="complex64")

@@ -7,6 +7,13 @@ narrower); per row of a group, two neighbouring columns' elements are joined int
 and a vinsertf128 from memory) and stored as 32 contiguous bytes of B's row, so a group writes
 64 bytes, a whole line, of each B row while reading its four columns downwards, two rows a
 loop step. VEX ymm code: the same for AVX2 and AVX-512.
+
+Large outputs (unary.py's rule for transposed kernels: stream_stride_mask) first try a
+streaming path, taken at run time when ld_b in bytes has no bit of the mask set and b is
+16-byte aligned: the 0..3 columns before the first whose B rows start on a cache line go as a
+narrow group with cached stores, then the groups of four store whole lines with non-temporal
+stores, then the 0..3 columns left, cached again; no line is written partly by non-temporal
+stores.
 """
 
 from __future__ import annotations
@@ -14,13 +21,29 @@ from __future__ import annotations
 from einjit.backends import Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
-from einjit.backends.x86_64.encode import R8, R9, R10, R11, RAX, RCX, RDI, RDX, RSI, Mem
+from einjit.backends.x86_64.eltwise import LINE_MASK, emit_streaming_or_static
+from einjit.backends.x86_64.encode import (
+    R8,
+    R9,
+    R10,
+    R11,
+    R12,
+    R13,
+    RAX,
+    RCX,
+    RDI,
+    RDX,
+    RSI,
+    Mem,
+    Reg,
+)
 
 ELEMENT_BYTES = 16
 SHIFT = 4
 GROUP_COLUMNS = 4
 A, B, LD_A, LD_B = RDI, RSI, RDX, RCX     # LD_A, LD_B in bytes after the entry
 LD_A3, A_ROWS, B_ROWS, ROW_COUNT, GROUP_COUNT = R8, R9, R10, R11, RAX
+NARROW, REST = R12, R13                   # streaming: the narrow groups' column counts
 
 
 def _column(c: int) -> Mem:
@@ -32,45 +55,94 @@ def _column(c: int) -> Mem:
     return Mem(A_ROWS, index=LD_A, scale=c)
 
 
-def _rows(asm: Assembler, columns: int, count: int) -> None:
+def _rows(asm: Assembler, columns: int, count: int, stream: bool) -> None:
     """`count` (1 or 2) rows of the group at A_ROWS, B_ROWS; both pointers move on."""
     for row in range(count):
         for pair in range(0, columns, 2):
             reg = 2 * row + pair // 2
             asm(enc.vmovupd_load(reg, _column(pair).offset(ELEMENT_BYTES * row), 128))
+            at = Mem(B_ROWS, disp=ELEMENT_BYTES * pair)
             if pair + 1 < columns:
+                store = enc.vmovntpd_store if stream else enc.vmovupd_store
                 asm(enc.vinsertf128(reg, reg, _column(pair + 1).offset(ELEMENT_BYTES * row), 1),
-                    enc.vmovupd_store(Mem(B_ROWS, disp=ELEMENT_BYTES * pair), reg, 256))
+                    store(at, reg, 256))
             else:
-                asm(enc.vmovupd_store(Mem(B_ROWS, disp=ELEMENT_BYTES * pair), reg, 128))
+                asm(enc.vmovupd_store(at, reg, 128))
         asm(enc.add_rr(B_ROWS, LD_B))
     asm(enc.add_ri(A_ROWS, ELEMENT_BYTES * count))
 
 
-def _group(asm: Assembler, m: int, columns: int) -> None:
+def _group(asm: Assembler, m: int, columns: int, stream: bool = False) -> None:
     """`columns` (1..4) columns of A from A, all m rows, into B's rows from B."""
     asm(enc.mov_rr(A_ROWS, A), enc.mov_rr(B_ROWS, B))
     pairs, single = divmod(m, 2)
     with asm.counted_loop(ROW_COUNT, pairs):
-        _rows(asm, columns, 2)
+        _rows(asm, columns, 2, stream)
     if single:
-        _rows(asm, columns, 1)
+        _rows(asm, columns, 1, stream)
 
 
-def emit_transpose128(asm: Assembler, target: Target, m: int, n: int) -> Label:
-    """Emit the function unary(a, b, ld_a, ld_b) copying the m x n column-major matrix of
-    16-byte elements A into row-major B (see the module doc); returns its entry."""
-    entry = asm.entry("transpose128")
-    asm.prologue((RAX, RCX, RDX, RSI, RDI, R8, R9, R10, R11))
-    asm(enc.shl_ri(LD_A, SHIFT), enc.shl_ri(LD_B, SHIFT),
-        enc.lea(LD_A3, Mem(LD_A, index=LD_A, scale=2)))
+def _advance(asm: Assembler, columns: int) -> None:
+    """A and B `columns` (1..4) columns on."""
+    step = (Mem(A, index=LD_A, scale=columns) if columns in (1, 2, 4)
+            else Mem(A, index=LD_A3))
+    asm(enc.lea(A, step), enc.add_ri(B, ELEMENT_BYTES * columns))
+
+
+def _narrow_group(asm: Assembler, m: int, columns: Reg) -> None:
+    """A group of the run-time count of columns in `columns` (0..3), then A and B past it."""
+    done = asm.label("narrow_done")
+    for width in range(1, GROUP_COLUMNS):
+        other = asm.label("narrow_other")
+        asm(enc.cmp_ri(columns, width))
+        asm.jcc("ne", other)
+        _group(asm, m, width)
+        _advance(asm, width)
+        asm.jmp(done)
+        asm.bind(other)
+    asm.bind(done)
+
+
+def _streaming(asm: Assembler, m: int, n: int, stride_mask: int, static: Label) -> None:
+    asm(enc.mov_rr(GROUP_COUNT, LD_B), enc.and_ri(GROUP_COUNT, stride_mask))
+    asm.jcc("ne", static)
+    asm(enc.mov_rr(GROUP_COUNT, B), enc.and_ri(GROUP_COUNT, ELEMENT_BYTES - 1))
+    asm.jcc("ne", static)
+    # NARROW := columns before the first whose B rows start on a cache line
+    asm(enc.mov_rr(NARROW, B), enc.neg(NARROW), enc.and_ri(NARROW, LINE_MASK),
+        enc.shr_ri(NARROW, SHIFT), enc.mov_ri(REST, n), enc.sub_rr(REST, NARROW))
+    _narrow_group(asm, m, NARROW)
+    asm(enc.mov_rr(NARROW, REST), enc.shr_ri(NARROW, 2), enc.and_ri(REST, GROUP_COLUMNS - 1))
+    with asm.counted_loop(GROUP_COUNT, NARROW):
+        _group(asm, m, GROUP_COLUMNS, stream=True)
+        _advance(asm, GROUP_COLUMNS)
+    _narrow_group(asm, m, REST)
+    asm(enc.sfence())
+
+
+def _static(asm: Assembler, m: int, n: int) -> None:
     groups, rest = divmod(n, GROUP_COLUMNS)
     if groups:
         with asm.counted_loop(GROUP_COUNT, groups):
             _group(asm, m, GROUP_COLUMNS)
-            asm(enc.lea(A, Mem(A, index=LD_A, scale=4)),
-                enc.add_ri(B, ELEMENT_BYTES * GROUP_COLUMNS))
+            _advance(asm, GROUP_COLUMNS)
     if rest:
         _group(asm, m, rest)
+
+
+def emit_transpose128(asm: Assembler, target: Target, m: int, n: int,
+                      stream_stride_mask: int | None = None) -> Label:
+    """Emit the function unary(a, b, ld_a, ld_b) copying the m x n column-major matrix of
+    16-byte elements A into row-major B (see the module doc); returns its entry.
+    stream_stride_mask: None (cached stores only), or the mask of ld_b in bytes below which
+    the streaming path is taken (a multiple of 64, minus 1)."""
+    entry = asm.entry("transpose128")
+    streams = stream_stride_mask is not None
+    asm.prologue((RAX, RCX, RDX, RSI, RDI, R8, R9, R10, R11) + ((R12, R13) if streams else ()))
+    asm(enc.shl_ri(LD_A, SHIFT), enc.shl_ri(LD_B, SHIFT),
+        enc.lea(LD_A3, Mem(LD_A, index=LD_A, scale=2)))
+    emit_streaming_or_static(asm, streams,
+                             lambda static: _streaming(asm, m, n, stream_stride_mask, static),
+                             lambda: _static(asm, m, n))
     asm.epilogue()
     return entry

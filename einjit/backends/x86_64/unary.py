@@ -350,7 +350,7 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int,
         return _emit_real(asm, target, op, m, n, trans_b, dtype, 0)
     form = unary_form(op, m, n, trans_b, dtype)
     if form is None:
-        return emit_transpose128(asm, target, m, n)
+        return emit_transpose128(asm, target, m, n, _stream_stride_mask(m, n, 16))
     return _emit_real(asm, target, op, form.m, form.n, form.trans_b, form.dtype, form.ld_shift)
 
 
