@@ -17,10 +17,11 @@ import numpy as np
 
 from . import log
 from .backends import Target, backend, resolve_target
+from .backends.complex_eltwise import check_complex_op
 from .errors import KernelParameterError, KernelParameterTypeError
 from .kernel import Kernel, Layout, Signature
 from .limits import BRGEMM_LIMITS, ELTWISE_LIMITS
-from .ops import BINARY_OPS, COMPLEX_DTYPES, PRIMITIVE_DTYPES, UNARY_OPS, lookup
+from .ops import BINARY_OPS, COMPLEX_DTYPES, PRIMITIVE_DTYPES, UNARY_OPS
 from .runtime.cache import DEFAULT_KERNEL_CACHE_SIZE, BoundedCache, kernel_cache_size
 from .settings import at_import
 
@@ -39,8 +40,8 @@ def _check_size(primitive, name, value, limit):
 
 
 def _check_dtype(primitive, dtype) -> str:
-    """The canonical name ("float32", "float64", for brgemm also "complex64" or "complex128")
-    of a dtype argument the primitive takes."""
+    """The canonical name ("float32", "float64", "complex64" or "complex128") of a dtype
+    argument the primitive takes (einjit.ops.PRIMITIVE_DTYPES)."""
     if not isinstance(dtype, (str, type, np.dtype)):
         raise KernelParameterTypeError(f"{primitive}: dtype must be a dtype or its name; "
                                        f"got {dtype!r}")
@@ -52,15 +53,6 @@ def _check_dtype(primitive, dtype) -> str:
         raise KernelParameterError(f"{primitive}: dtype={dtype!r} is not supported; "
                                    f"expected one of {PRIMITIVE_DTYPES[primitive]}")
     return name
-
-
-def _check_op_dtype(primitive: str, op: str, dtype: str) -> None:
-    """A complex dtype only for the ops einjit.ops marks `complex`."""
-    if dtype in COMPLEX_DTYPES and not lookup(op).complex:
-        takes = tuple(name for name in (UNARY_OPS if primitive == "unary" else BINARY_OPS)
-                      if lookup(name).complex)
-        raise KernelParameterError(f"{primitive} {op} does not take {dtype}; the {primitive} "
-                                   f"ops that take complex dtypes are {takes}")
 
 
 def _check_backend_dtype(primitive: str, target: Target, dtype: str) -> None:
@@ -163,7 +155,8 @@ def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
     m, n = (_check_size("unary", name, value, ELTWISE_LIMITS[name])
             for name, value in (("m", m), ("n", n)))
     dtype = _check_dtype("unary", dtype)
-    _check_op_dtype("unary", op, dtype)
+    if dtype in COMPLEX_DTYPES:
+        check_complex_op("unary", op, dtype)
     if not isinstance(trans_b, bool):
         raise KernelParameterTypeError(f"unary: trans_b must be a bool; got {trans_b!r}")
     target = resolve_target(isa)
@@ -197,7 +190,8 @@ def binary(op, m, n, *, dtype="float32", isa=None) -> Kernel:
     m, n = (_check_size("binary", name, value, ELTWISE_LIMITS[name])
             for name, value in (("m", m), ("n", n)))
     dtype = _check_dtype("binary", dtype)
-    _check_op_dtype("binary", op, dtype)
+    if dtype in COMPLEX_DTYPES:
+        check_complex_op("binary", op, dtype)
     target = resolve_target(isa)
     _check_backend_dtype("binary", target, dtype)
     signature = Signature(

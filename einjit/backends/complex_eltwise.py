@@ -14,12 +14,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from einjit.errors import KernelParameterError
+from einjit.ops import BINARY, UNARY
+
 # the real type of each complex dtype's parts
 PART_DTYPES = {"complex64": "float32", "complex128": "float64"}
 
 
 def is_complex(dtype: str) -> bool:
     return isinstance(dtype, str) and dtype in PART_DTYPES
+
+
+def check_complex_op(kind: str, op: str, dtype: str) -> None:
+    """KernelParameterError unless einjit.ops marks the `kind` ("unary" or "binary") op as
+    taking complex dtypes."""
+    table = UNARY if kind == "unary" else BINARY
+    if op not in table or not table[op].complex:
+        takes = tuple(name for name, entry in table.items() if entry.complex)
+        raise KernelParameterError(f"{kind} {op} does not take {dtype}; the {kind} ops that "
+                                   f"take complex dtypes are {takes}")
 
 
 @dataclass(frozen=True)

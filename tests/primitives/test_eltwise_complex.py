@@ -26,6 +26,8 @@ import numpy as np
 import pytest
 
 import einjit
+from einjit.backends import backend, resolve_target
+from einjit.errors import KernelParameterError
 from einjit.ops import BINARY_OPS as ALL_BINARY_OPS
 from einjit.ops import UNARY_OPS as ALL_UNARY_OPS
 
@@ -321,6 +323,16 @@ def test_no_access_past_the_last_element_of_any_operand(dtype):
 def test_ops_without_a_complex_form_raise_naming_op_and_dtype(primitive, op, dtype):
     with pytest.raises(ValueError, match=re.escape(f"{primitive} {op} does not take {dtype}")):
         getattr(einjit, primitive)(op, 4, 4, dtype=dtype)
+
+
+@pytest.mark.parametrize("isa", ("aarch64", "x86_64:avx2"))
+def test_backends_refuse_ops_without_a_complex_form(isa):
+    target = resolve_target(isa)
+    module = backend(target.isa)
+    with pytest.raises(KernelParameterError, match="unary relu does not take complex64"):
+        module.generate_unary(target, "relu", 3, 3, False, dtype="complex64")
+    with pytest.raises(KernelParameterError, match="binary div does not take complex128"):
+        module.generate_binary(target, "div", 3, 3, dtype="complex128")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -10,7 +10,8 @@ are the real ops; mul computes numpy's array product on each pair of lanes, re =
 -(ai bi)) and im = fma(ar, bi, ai br), the product of the second term rounded: the second
 terms as (ai, ai) times b's parts swapped with the real one negated (fneg on the pair, ext,
 trn2), then fmla adds (ar, ar) times b, fused. The formula and so the bits of numpy's own SIMD
-loop (FMUL and FMLA, no FCMLA: FCMLA would round each term's product into the sum).
+loop. FMUL and FMLA run on every AArch64 core; FCMLA (Armv8.3) computes the same terms, rot 90
+then rot 0, but from an accumulator of +0 it turns a product of -0 into +0.
 """
 
 from __future__ import annotations
@@ -30,7 +31,12 @@ from einjit.backends.aarch64.target import (
     check_sizes,
     check_target,
 )
-from einjit.backends.complex_eltwise import PART_DTYPES, binary_form, is_complex
+from einjit.backends.complex_eltwise import (
+    PART_DTYPES,
+    binary_form,
+    check_complex_op,
+    is_complex,
+)
 
 A, B, C, LD_A, LD_B, LD_C = 0, 1, 2, 3, 4, 5
 
@@ -97,8 +103,8 @@ def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int,
     check_sizes(m=m, n=n)
     suffix, ops, ld_shift = "" if dtype == FLOAT32.dtype else f"_{dtype}", None, 0
     if is_complex(dtype):
+        check_complex_op("binary", op, dtype)
         ops = COMPLEX_OPS_BY_DTYPE[dtype]
-        check_op(f"{dtype} binary", op, ops)
         form = binary_form(m, n, dtype)
         m, n, dtype, ld_shift = form.m, form.n, form.dtype, form.ld_shift
     element = check_dtype(dtype)

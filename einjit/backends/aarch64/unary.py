@@ -48,7 +48,7 @@ from einjit.backends.aarch64.target import (
 )
 from einjit.backends.aarch64.transpose64 import TransposedSweep64
 from einjit.backends.aarch64.transpose128 import emit_transpose128
-from einjit.backends.complex_eltwise import is_complex, unary_form
+from einjit.backends.complex_eltwise import check_complex_op, is_complex, unary_form
 from einjit.errors import KernelParameterError
 
 A, B, LD_A, LD_B = 0, 1, 2, 3
@@ -188,8 +188,6 @@ def _ops(element: Element) -> dict[str, VectorOp]:
 # dtype -> op name -> VectorOp; OPS are the FP32 ones (every dtype has the same names)
 OPS_BY_DTYPE = {FLOAT32.dtype: _ops(FLOAT32), FLOAT64.dtype: _ops(FLOAT64)}
 OPS = OPS_BY_DTYPE[FLOAT32.dtype]
-# the ops complex64 and complex128 run, on real kernels (einjit.backends.complex_eltwise)
-COMPLEX_OPS = ("zero", "identity")
 
 
 def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b: bool,
@@ -203,7 +201,7 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b:
         raise KernelParameterError(f"trans_b={trans_b!r}: expected True or False")
     ld_shift, suffix = 0, "" if dtype == FLOAT32.dtype else f"_{dtype}"
     if is_complex(dtype):
-        check_op(f"{dtype} unary", op, COMPLEX_OPS)
+        check_complex_op("unary", op, dtype)
         form = unary_form(op, m, n, trans_b, dtype)
         if form is None:
             return emit_transpose128(asm, target, m, n)

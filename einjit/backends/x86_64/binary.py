@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from einjit.backends import Target
-from einjit.backends.complex_eltwise import binary_form, is_complex
+from einjit.backends.complex_eltwise import binary_form, check_complex_op, is_complex
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.eltwise import (
@@ -132,6 +132,7 @@ def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int,
     and return its entry: C := A op B, all column-major m x n of `dtype`."""
     ld_shift = 0
     if is_complex(dtype):
+        check_complex_op("binary", op, dtype)
         form = binary_form(m, n, dtype)
         m, n, dtype, ld_shift = form.m, form.n, form.dtype, form.ld_shift
         kernel = COMPLEX_BINARY_OPS[op]

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from einjit.backends import Target
-from einjit.backends.complex_eltwise import is_complex, unary_form
+from einjit.backends.complex_eltwise import check_complex_op, is_complex, unary_form
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.eltwise import (
@@ -348,6 +348,7 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int,
     real kernel of einjit.backends.complex_eltwise, or transpose128's copy."""
     if not is_complex(dtype):
         return _emit_real(asm, target, op, m, n, trans_b, dtype, 0)
+    check_complex_op("unary", op, dtype)
     form = unary_form(op, m, n, trans_b, dtype)
     if form is None:
         return emit_transpose128(asm, target, m, n, _stream_stride_mask(m, n, 16))
