@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import io
 import random
-import time
 import tracemalloc
 from typing import Callable
 

@@ -410,30 +410,28 @@ class SlicedPlan:
         self.dtype = whole.dtype
         # a plan to show: the first slice's
         self.shown = (layouts.result or layouts.dense)[layouts.keys[0]]
-        self._slices: list[tuple] | None = None
+        self._slices = self._prepared_slices()
 
     def _prepared_slices(self) -> list[tuple]:
         """Per slice: (operand indices, output index, shape key, first of its result part,
-        the accumulator's shape and byte strides)."""
-        if self._slices is None:
-            slicing = self.slicing
-            item = self.dtype.itemsize
-            seen = set()
-            slices = []
-            for number in range(slicing.count):
-                piece = slicing.slice(number)
-                key = tuple(stop - start for start, stop in piece.ranges.values())
-                region = tuple((r.start, r.stop) for r in piece.output)
-                sizes = _slice_sizes(self.whole.tree.sizes, slicing.dims, key)
-                strides = dense_strides(self.layouts.order, sizes)
-                shape = tuple(sizes[d] for d in slicing.output_axes)
-                byte_strides = tuple(item * strides.get(d, 0) if extent > 1 else 0
-                                     for d, extent in zip(slicing.output_axes, shape))
-                slices.append((piece.operands, piece.output + (Ellipsis,), key,
-                               region not in seen, shape, byte_strides))
-                seen.add(region)
-            self._slices = slices
-        return self._slices
+        the accumulator's shape and byte strides): made with the plan, not on each call."""
+        slicing = self.slicing
+        item = self.dtype.itemsize
+        seen = set()
+        slices = []
+        for number in range(slicing.count):
+            piece = slicing.slice(number)
+            key = tuple(stop - start for start, stop in piece.ranges.values())
+            region = tuple((r.start, r.stop) for r in piece.output)
+            sizes = _slice_sizes(self.whole.tree.sizes, slicing.dims, key)
+            strides = dense_strides(self.layouts.order, sizes)
+            shape = tuple(sizes[d] for d in slicing.output_axes)
+            byte_strides = tuple(item * strides.get(d, 0) if extent > 1 else 0
+                                 for d, extent in zip(slicing.output_axes, shape))
+            slices.append((piece.operands, piece.output + (Ellipsis,), key,
+                           region not in seen, shape, byte_strides))
+            seen.add(region)
+        return slices
 
     def run(self, leaves: Sequence[np.ndarray], out: np.ndarray,
             addresses: Any = None) -> None:
@@ -452,7 +450,7 @@ class SlicedPlan:
     def _run_serially(self, leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
         result, dense = self.layouts.result, self.layouts.dense
         scratch = None
-        for operands, output, key, first, shape, strides in self._prepared_slices():
+        for operands, output, key, first, shape, strides in self._slices:
             views = [leaf[index] for leaf, index in zip(leaves, operands)]
             region = out[output]
             if first:
@@ -467,7 +465,7 @@ class SlicedPlan:
     def _run_at_once(self, leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
         from einjit.runtime.threads import pool
         workers = self.slicing.workers
-        slices = self._prepared_slices()
+        slices = self._slices
         summed = self.slicing.summed
         result, dense = self.layouts.result, self.layouts.dense
         partials = [np.zeros(out.shape, self.dtype) for _ in range(workers)] if summed else []
