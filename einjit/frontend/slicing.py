@@ -146,6 +146,9 @@ class Slicing:
                        for dim in self.output_axes)
         return Slice(number, ranges, operands, output, self.summed)
 
+    def __str__(self) -> str:
+        return self.text()
+
     def text(self) -> str:
         """A paragraph for str(expr) and verbose mode."""
         cuts = []
