@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from einjit.frontend.errors import EinsumTypeError, EinsumValueError
+from einjit.frontend.long_sums import CHUNK, PARTIALS_LIMIT
 from einjit.frontend.plan import Plan
 from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree
@@ -169,9 +170,11 @@ class Slicing:
 
 class _Estimate:
     """A slicing's memory and flops from the tree alone: each intermediate node one dense
-    buffer, allocated when computed and dropped once its parent is."""
+    buffer, allocated when computed and dropped once its parent is; a node the whole plan
+    sums in chunks (`chunked`: ids of such nodes) also holds its partial sums meanwhile."""
 
-    def __init__(self, tree: EinsumTree, itemsize: int):
+    def __init__(self, tree: EinsumTree, itemsize: int, chunked: frozenset = frozenset()):
+        self.chunked = chunked
         self.sizes = tree.sizes
         self.itemsize = itemsize
         self.root = tree.root
@@ -208,6 +211,18 @@ class _Estimate:
         whole = self.elements(self.root.dims, {}) if workers > 1 else 0
         return (part + whole) * self.itemsize
 
+    def partials(self, node: Any, chunks: Mapping[int, int]) -> int:
+        """Bytes of a node's partial sums (frontend.long_sums: one per CHUNK terms of each
+        output element, PARTIALS_LIMIT elements at most), where the whole plan has them."""
+        if id(node) not in self.chunked:
+            return 0
+        reduced = set().union(*(c.dims for c in node.children)) - set(node.dims)
+        terms = self.elements(reduced, chunks)
+        out = self.elements(node.dims, chunks)
+        if terms <= CHUNK or 2 * out > PARTIALS_LIMIT:
+            return 0
+        return min(PARTIALS_LIMIT, out * -(-terms // CHUNK)) * self.itemsize
+
     def live(self, chunks: Mapping[int, int]) -> list[int]:
         """Bytes of intermediates held while each node is computed."""
         held = 0
@@ -215,7 +230,7 @@ class _Estimate:
         for node in self.nodes:
             if node is not self.root:
                 held += self.elements(node.dims, chunks) * self.itemsize
-            result.append(held)
+            result.append(held + self.partials(node, chunks))
             held -= sum(self.elements(c.dims, chunks) * self.itemsize
                         for c in node.children if not c.is_leaf)
         return result
@@ -375,7 +390,9 @@ def slice_plan(whole: Plan, limit: int, operand_axes: Sequence[Sequence[int]],
     unsliced_peak = whole.memory().peak_bytes
     if unsliced_peak <= limit:
         return None
-    estimate = _Estimate(whole.tree, whole.itemsize)
+    chunked = frozenset(id(step.node) for step in whole.steps
+                        if "partial sums of chunks" in step.part)
+    estimate = _Estimate(whole.tree, whole.itemsize, chunked)
     threads = whole.num_threads
     chunks, layouts, total = _fit(whole, estimate, limit, 1, threads)
     if layouts is None:

@@ -358,3 +358,20 @@ def test_traced_memory_stays_under_the_limit(network):
     # Python's own objects of a call (views, lists) are a few kB
     assert figures["sliced"] <= figures["limit"] + figures["result"] + (64 << 10), figures
     assert figures["whole"] > figures["limit"], figures
+
+
+def test_a_long_sums_partial_sums_are_sliced_too():
+    """A long reduction's partial sums (frontend.long_sums) are its plan's intermediates: the
+    slicer cuts the dims they grow with."""
+    rng = np.random.default_rng(4)
+    for equation, shape, ratio in (("ij->i", (64, 200000), 2), ("i->", (3 * 10 ** 6,), 4)):
+        peak = _whole_peak(equation, [shape])
+        assert peak > 0
+        expression = einjit.contract_expression(equation, shape, dtype="float64",
+                                                memory_limit=peak // ratio)
+        slicing = expression.slicing
+        assert slicing is not None and slicing.peak_bytes <= peak // ratio
+        a = rng.uniform(-1, 1, shape)
+        want = a.sum(axis=-1)
+        np.testing.assert_allclose(expression(a), want, rtol=1e-12,
+                                   atol=1e-12 * np.abs(a).sum(axis=-1).max())
