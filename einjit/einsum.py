@@ -195,8 +195,10 @@ class _Prepared:
             limit = limit_bytes(memory_limit, shapes, self.dtype.itemsize)
             sliced = slice_plan(plan, limit, operand_axes, shapes, output_axes)
             if sliced is None:
+                # compiled, steps that run at once hold their buffers together
                 plan.finish()
-            else:
+                sliced = slice_plan(plan, limit, operand_axes, shapes, output_axes)
+            if sliced is not None:
                 plan, self.slicing, self.shown = sliced, sliced.slicing, sliced.shown
                 sliced_plan(self.slicing)
         self.plan = plan

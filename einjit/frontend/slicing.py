@@ -372,7 +372,11 @@ def _fit(whole: Plan, estimate: _Estimate, limit: int, workers: int, threads: in
                            not all(d in estimate.output for d in dims), workers)
         total = workers * (layouts.peak() + estimate.extra(chunks, workers))
         if total <= limit and fits:
-            return chunks, layouts, total
+            # compiled, steps that run at once hold their buffers together: measured again
+            layouts.finish()
+            total = workers * (layouts.peak() + estimate.extra(chunks, workers))
+            if total <= limit:
+                return chunks, layouts, total
         if not fits:
             return chunks, None, total
         # the plans hold more than the tree's nodes: aim lower by what they add
@@ -383,7 +387,7 @@ def _fit(whole: Plan, estimate: _Estimate, limit: int, workers: int, threads: in
 def slice_plan(whole: Plan, limit: int, operand_axes: Sequence[Sequence[int]],
                operand_shapes: Sequence[Sequence[int]], output_axes: Sequence[int]
                ) -> "SlicedPlan | None":
-    """The sliced form of `whole` (built, not compiled: its memory is read) whose
+    """The sliced form of `whole` (built, compiled or not: its memory is read) whose
     intermediates fit `limit` bytes, None where the whole plan's own peak fits; raises
     EinsumValueError naming the limit and the smallest peak reached where none fits.
     operand_axes: per operand the dim id of each of its axes; output_axes the result's."""
@@ -415,7 +419,6 @@ def slice_plan(whole: Plan, limit: int, operand_axes: Sequence[Sequence[int]],
         estimate.count(chunks), workers, total, unsliced_peak, limit, estimate.flops(chunks),
         tree.flops(), not all(d in estimate.output for d in dims),
         tuple(map(tuple, operand_axes)), tuple(map(tuple, operand_shapes)), tuple(output_axes))
-    layouts.finish()
     return SlicedPlan(slicing, layouts, whole)
 
 
