@@ -375,3 +375,18 @@ def test_a_long_sums_partial_sums_are_sliced_too():
         want = a.sum(axis=-1)
         np.testing.assert_allclose(expression(a), want, rtol=1e-12,
                                    atol=1e-12 * np.abs(a).sum(axis=-1).max())
+
+
+def test_a_broadcast_operand_is_read_whole_along_its_size_1_axis():
+    a, b, c, d = _operands([(1, 300), (200, 300), (300, 100), (100, 2)])
+    equation = "ij,ij,jk,kl->il"
+    limit = _whole_peak(equation, [a.shape, b.shape, c.shape, d.shape]) // 6
+    expression = einjit.contract_expression(equation, a.shape, b.shape, c.shape, d.shape,
+                                            dtype="float64", memory_limit=limit)
+    slicing = expression.slicing
+    assert slicing is not None
+    for number in range(slicing.count):
+        assert slicing.slice(number).operands[0][0] == slice(None)
+    want = _numpy(equation, a, b, c, d)
+    np.testing.assert_allclose(expression(a, b, c, d), want, rtol=1e-12,
+                               atol=1e-12 * np.abs(want).max())
