@@ -7,13 +7,15 @@ piece's offset through the operand's own strides. A slice over output dims only 
 own part of the result; slices over a contracted dim are summed into it (the first slice of
 each part of the result writes it, the others go through an accumulator and are added).
 
-choose: which dims, in how many pieces (cotengra's idea, done greedily): each round halves
-the chunk of the one dim whose slicing lowers the intermediate memory above the limit most
-per extra flop (a dim contracted inside the big intermediates usually; an output dim present
-in every contraction costs no extra flops), until the sliced plan's peak, its accumulator
-and, where slices run at once, every thread's share of them fit the limit. The estimate is
-the tree's node sizes; the Plans built for the chosen slice shapes then give the exact peak
-(a long sum's partial sums, permutation copies), and the search goes on where they exceed it.
+slice_plan chooses which dims, in how many pieces (cotengra's idea, done greedily): each
+round halves the chunk of the one dim whose slicing lowers the intermediate memory above the
+limit most per extra flop (a dim contracted inside the big intermediates usually; an output
+dim present in every contraction costs no extra flops), until the sliced plan's peak, its
+accumulator and, where slices run at once, every thread's share of them fit the limit; then
+dims cut early are cut less where the later ones made that needless. The estimate is the
+tree's node sizes (and the partial sums of the nodes the whole plan sums in chunks); the
+Plans built for the chosen slice shapes, compiled, then give the exact peak, and the search
+goes on where they exceed it.
 
 SlicedPlan runs them: one Plan per distinct slice shape (at most two sizes per sliced dim).
 Slices are independent: with at least as many slices as threads and memory for that many at
