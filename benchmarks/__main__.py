@@ -5,7 +5,8 @@ headline sizes (HEADLINE_SIZES, every K) of the host's best code variant against
 peak and the element-wise kernels against numpy's bandwidth; on any host the seeds'
 TensorOperation configurations with the call overhead, and every einsum case in float32
 against numpy, opt_einsum, torch and TBLIS (the peers timed in one window), and an einsum on
-dask arrays of more than 4 GB against dask.array.einsum (the dask extra). --full runs
+dask arrays of more than 4 GB against dask.array.einsum (the dask extra) and a tensor network
+contracted in slices under memory_limit = its peak / 8 (the "dask" section). --full runs
 everything: the whole GEMM grid (M, N in 1..64) for each code variant the host runs, the
 static (llvm-mca) throughput of the generated A64 kernels and of the x86-64 BRGEMM inner
 loops on Intel and AMD cores (checked against this host), the TensorOperation optimizer and
@@ -34,7 +35,7 @@ import time
 from einjit.backends.x86_64 import cpu
 from einjit.runtime.host import host_isa
 
-from . import aarch64_mca, einsum, matmul, tensor_operation, x86_eltwise, x86_gemm, x86_mca
+from . import aarch64_mca, einsum, matmul, slicing, tensor_operation, x86_eltwise, x86_gemm, x86_mca
 from . import dask as dask_einsum
 from .output import RESULTS_ENV, machine_name, results_dir, update_reference, write_result
 from .verdict import Verdict, WrongResult
@@ -199,8 +200,10 @@ def main(argv=None):
                 written(dask_einsum.CSV_NAME, dask_einsum.run(quick, verdict=verdict))
                 if _have_dask() else ["skipped: dask is not installed (pip install -e "
                                       "'.[dask]'; scripts/setup installs it)"])
-        # LEAD: the sliced tensor network under memory_limit (benchmarks/slicing.py) is
-        # called here, as a section of its own within "dask"
+        section("a tensor network under memory_limit = its peak / 8: einjit sliced against "
+                "einjit whole and opt_einsum + numpy", lambda: written(
+                    slicing.CSV_NAME, slicing.run(lambda line: print(line, flush=True),
+                                                  verdict=verdict)))
     closing = ["", "== VERDICT", *verdict.lines(),
                f"total time {time.perf_counter() - started:.0f} s ({mode} run)"]
     summary.extend(closing)

@@ -15,6 +15,12 @@ Client, on its workers; unregister() puts back what was there.
 Chunks of one index that differ between operands are rechunked to common chunks, as
 dask.array.blockwise does (unify_chunks); an operand with unknown (nan) chunk sizes is refused
 with its number and axis.
+
+contract_sliced(subscripts, *arrays, memory_limit=, client=) contracts numpy operands whose
+intermediates outgrow one worker: the contraction is sliced as einjit.einsum's memory_limit
+slices it (einjit.frontend.slicing), and groups of slices run as tasks on a dask.distributed
+Client, each worker contracting its slices with einjit; the slices of one part of the result
+are added in a fixed tree on the cluster, and the parts written into the result as they come.
 """
 
 from __future__ import annotations
@@ -41,8 +47,9 @@ from einjit.frontend.errors import EinsumTypeError, EinsumValueError
 from einjit.frontend.parser import check_subscripts, from_sublists
 from einjit.frontend.subscripts import resolve
 from einjit.numpy_api import einsum_path
+from einjit.ops import DTYPES
 
-__all__ = ["einsum", "register", "unregister", "registered"]
+__all__ = ["einsum", "register", "unregister", "registered", "contract_sliced"]
 
 _LETTERS = string.ascii_letters
 # the numpy keywords passed on to each block's einsum, when given
@@ -274,3 +281,82 @@ def unregister(client: Any = None) -> None:
         dask.config.set({_INITIALIZER_KEY: current.args[0] if current.args else None})
     if client is not None:
         client.unregister_worker_plugin(_PLUGIN_NAME)
+
+
+# -- a sliced contraction's slices as tasks on a cluster ------------------------------------
+
+#: groups of slices per worker thread: enough tasks to balance uneven workers, few enough
+#: that each carries many slices
+TASKS_PER_THREAD = 4
+
+
+def _contract_slices(subscripts: str, path: list, dtype: np.dtype, slicing: Any,
+                     numbers: list[int], *arrays: np.ndarray) -> np.ndarray:
+    """One task: the sum of slices `numbers` (all of one part of the result), each an
+    einjit.einsum on the operands' views along the contraction order the client planned."""
+    total = None
+    for number in numbers:
+        piece = slicing.slice(number)
+        part = np.asarray(_einjit_einsum(
+            subscripts, *(a[index] for a, index in zip(arrays, piece.operands)),
+            optimize=path, dtype=dtype))
+        total = part if total is None else np.add(total, part, out=total)
+    return total
+
+
+def _sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Two partial sums in a new array (the scheduler may hold either for a retry)."""
+    return a + b
+
+
+def contract_sliced(subscripts: str, *operands: Any, memory_limit: Any, client: Any = None,
+                    optimize: Any = True, dtype: Any = None) -> np.ndarray:
+    """numpy.einsum(subscripts, *operands) of numpy operands, computed on a dask.distributed
+    cluster in slices whose intermediates stay under `memory_limit` bytes (or "max_input")
+    per task, as einjit.einsum(..., memory_limit=) slices on one machine: each task
+    contracts a group of slices with einjit on a worker, the operands sent to every worker
+    once. Returns the result as a numpy array. client: the Client to use (default: the
+    current one, distributed.get_client()). dtype: the computing dtype (default numpy's
+    promotion of the operands), one einjit's kernels take. A slice that fails, or a worker
+    that dies, raises dask's error: no partial result is returned."""
+    from distributed import as_completed, get_client
+
+    from einjit.einsum import contract_expression
+    client = client if client is not None else get_client()
+    arrays = [np.asarray(a) for a in operands]
+    compute = np.dtype(dtype) if dtype is not None else np.result_type(*arrays)
+    if compute.name not in DTYPES:
+        raise EinsumTypeError(f"contract_sliced computes in one of {DTYPES}; the operands "
+                              f"(or dtype=) give {compute}")
+    expression = contract_expression(subscripts, *arrays, optimize=optimize, dtype=compute,
+                                     memory_limit=memory_limit)
+    path = einsum_path(subscripts, *[a.astype(compute, copy=False) for a in arrays],
+                       optimize=optimize)[0]
+    slicing = expression.slicing
+    scattered = client.scatter(arrays, broadcast=True)
+    if slicing is None:           # the whole contraction fits: one task
+        future = client.submit(_einjit_einsum, subscripts, *scattered, optimize=path,
+                               dtype=compute, pure=False)
+        return np.asarray(future.result())
+    # the slices of each part of the result (consecutive numbers: output dims vary slowest)
+    parts: dict[tuple, tuple] = {}
+    for number in range(slicing.count):
+        output = slicing.slice(number).output
+        key = tuple((index.start, index.stop) for index in output)
+        parts.setdefault(key, (output, []))[1].append(number)
+    threads = sum(client.nthreads().values())
+    per_task = max(1, math.ceil(slicing.count / (TASKS_PER_THREAD * threads)))
+    pending = {}
+    for output, numbers in parts.values():
+        futures = [client.submit(_contract_slices, subscripts, path, compute, slicing,
+                                 numbers[start:start + per_task], *scattered, pure=False)
+                   for start in range(0, len(numbers), per_task)]
+        while len(futures) > 1:          # a fixed pairing: the same sums on every run
+            futures = [client.submit(_sum, *futures[i:i + 2], pure=False)
+                       if i + 1 < len(futures) else futures[i]
+                       for i in range(0, len(futures), 2)]
+        pending[futures[0]] = output
+    result = np.empty(expression.shape, compute)
+    for future in as_completed(list(pending)):
+        result[pending[future]] = future.result()
+    return result

@@ -25,6 +25,7 @@ class Calls:
         monkeypatch.setattr(job.einsum, "run", self.einsum)
         monkeypatch.setattr(job.matmul, "run", self.matmul)
         monkeypatch.setattr(job.dask_einsum, "run", self.dask)
+        monkeypatch.setattr(job.slicing, "run", self.slicing)
         monkeypatch.setattr(job, "_have_dask", lambda: True)
         monkeypatch.setattr(job, "_plots", lambda: None)
 
@@ -68,6 +69,10 @@ class Calls:
         self.seen["dask"] = quick
         return self._table("dask", verdict)
 
+    def slicing(self, progress=print, verdict=None):
+        self.seen["slicing"] = True
+        return self._table("slicing", verdict)
+
 
 def _run(tmp_path, *argv):
     return job.main([*argv, "--results", str(tmp_path)])
@@ -82,6 +87,7 @@ def test_the_default_run_is_representative(tmp_path, monkeypatch, capsys):
         "tensorop": (False, True),                  # the seeds' configurations alone
         "einsum": [(False, "float32", 1)],         # the peers timed in one window
         "dask": False,
+        "slicing": True,
     }
     assert "mca" not in calls.seen and "matmul" not in calls.seen
     assert "x86_mca" not in calls.seen
@@ -102,6 +108,7 @@ def test_full_runs_everything(tmp_path, monkeypatch, capsys):
         "einsum": [(False, "float32", 2), (False, "float64", 2)],
         "matmul": [("float32", len(job.matmul.grid())), ("float64", len(job.matmul.grid()))],
         "dask": False,
+        "slicing": True,
     }
     summary = (tmp_path / "summary.txt").read_text()
     assert "(--full run)" in summary and "== VERDICT" in summary
@@ -122,14 +129,14 @@ def test_each_table_is_printed_once_and_the_verdict_closes_the_run(tmp_path, mon
     out = capsys.readouterr().out
     for section in ("gemm avx512", "gemm avx2", "eltwise", "mca", "tensorop",
                     "einsum float32", "einsum float64", "matmul float32", "matmul float64",
-                    "dask"):
+                    "dask", "slicing"):
         assert out.count(f"TABLE-LINE {section}\n") == 1, section
         assert f"  MISSED {section} figure: 50.0% (target >= 90%)" in out
     assert out.count("TABLE-LINE x86_mca\n") == 1          # it states no target
     verdict = out[out.rindex("== VERDICT"):].splitlines()
-    assert verdict[1] == ("0 of 10 targets met, 10 missed; every result checked against numpy "
+    assert verdict[1] == ("0 of 11 targets met, 11 missed; every result checked against numpy "
                           "is right")
-    assert verdict[-1].startswith("total time") and len(verdict) == 2 + 10 + 1
+    assert verdict[-1].startswith("total time") and len(verdict) == 2 + 11 + 1
     assert out.count("einsum float64: 1/1 a case") == 1
 
 
@@ -191,10 +198,12 @@ def test_the_dask_section_runs_when_named_and_says_when_dask_is_missing(tmp_path
                                                                        capsys):
     calls = Calls(monkeypatch)
     assert _run(tmp_path, "dask", "--quick") == 0
-    assert calls.seen == {"dask": True}
+    # the sliced network under memory_limit is part of the section
+    assert calls.seen == {"dask": True, "slicing": True}
     assert (tmp_path / "dask.csv").read_text() == "a,b\n1,2\n"
+    assert (tmp_path / "slicing.csv").read_text() == "a,b\n1,2\n"
     calls = Calls(monkeypatch)
     monkeypatch.setattr(job, "_have_dask", lambda: False)
     assert _run(tmp_path, "dask") == 0
-    assert calls.seen == {}
+    assert calls.seen == {"slicing": True}       # slicing needs no dask
     assert "skipped: dask is not installed" in capsys.readouterr().out
