@@ -2,8 +2,9 @@
 numpy in complex128 arithmetic.
 
 Through the public einjit.brgemm with isa=None: on an x86-64 host the kernels of the host's
-variant (and AVX2 in the run that forces it), in the aarch64 lane the FCMLA kernels. The shapes pair every M in 1..40 (every remainder of a vector of
-either width) and every N in 1..40 with several partners, K up to the limit, batches of 1
+variant (and AVX2 in the run that forces it), in the aarch64 lane the FCMLA kernels. The
+shapes pair every M in 1..40 (every remainder of a vector of either width) and every N in
+1..40 with several partners, K up to the limit, batches of 1
 and more with strides, leading dimensions past the rows; every operand's gaps and a padding
 around C hold a NaN-payload canary (a read of a gap turns C into NaN, a write outside the
 M x N sub-matrix changes a canary's bits), and a guard page ends each operand in one test.
