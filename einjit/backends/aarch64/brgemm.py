@@ -31,6 +31,9 @@ A with 2 or 4 pointers in turn, so that no chain of pointer adds paces the loop.
 
 block_counts() and k_loop_code() expose the block plan and one block's K loop to the static
 throughput benchmark (benchmarks/aarch64_mca.py).
+
+complex64 and complex128 are complex_brgemm.py's kernel: these blocks and loops (emit_blocks,
+_Microkernel) with a complex element and FCMLA.
 """
 
 from __future__ import annotations
@@ -438,8 +441,9 @@ def _batch_loop(asm: Assembler, kernel) -> None:
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32", accumulate: bool = True, stream: bool = False,
                 ld_b: int | None = None) -> Label:
-    """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (see the
-    module docstring) at the current position of `asm`; returns the Label of its entry.
+    """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (float32,
+    float64, or complex64 and complex128: complex_brgemm.py; see the module docstring) at
+    the current position of `asm`; returns the Label of its entry.
     accumulate=False: C := sum_i A_i B_i, C never read (the bits C += gives on a zeroed C).
     stream (the contract's hint that C is far larger than the caches): accepted with
     accumulate=False; this backend stores C as usual (STNP pairs are not generated).
