@@ -347,10 +347,10 @@ class _DotMicrokernel:
             asm(enc.ldr_v(letter, row, self.walks[step]))
             for j, acc in enumerate(self.sets[0]):
                 asm(enc.ldr_v(letter, self.b_regs[j], B_COLUMNS[j], done + size * step),
-                    enc.fmla(acc, row, self.b_regs[j], self.element.arr))
+                    self._multiply_add(acc, row, self.b_regs[j]))
 
     def _chunks(self, asm: Assembler, count: int) -> None:
-        letter, arr = self.element.letter, self.element.arr
+        letter = self.element.letter
         shift = len(self.walks).bit_length() - 1
         for chunk in range(count):
             columns = (A_REGS + B_REGS)[4 * (chunk % 2):4 * (chunk % 2) + 4]
@@ -364,7 +364,11 @@ class _DotMicrokernel:
                 asm(enc.zip1(columns[0], columns[0], columns[1], "2d"))
             for j, acc in enumerate(self.sets[chunk % len(self.sets)]):
                 asm(enc.ldr_v("q", self.b_regs[j], B_COLUMNS[j], 16 * chunk),
-                    enc.fmla(acc, columns[0], self.b_regs[j], arr))
+                    self._multiply_add(acc, columns[0], self.b_regs[j]))
+
+    def _multiply_add(self, acc: int, a: int, b: int) -> int | list[int]:
+        """acc += a * b, lane by lane."""
+        return enc.fmla(acc, a, b, self.element.arr)
 
 
 def _microkernel(pieces: tuple, ncols: int, k: int, br_size: int, element: Element,

@@ -15,8 +15,10 @@ B's pair 0 against every pair of A; complex128: the vector form). Every lane is 
 multiply-add per rotation: re(C) gets ... + re a * re b, then - im a * im b, rounded after
 each; im(C) gets + re a * im b, then + im a * re b (docs/brgemm.md compares this with numpy).
 
-Remainder rows: q pieces, then for an odd complex64 count one d piece (64-bit loads and
-stores; its FCMLAs run on the full register, the upper pair zero and never stored).
+Remainder rows: q pieces; complex64's last row of an odd M along k instead (the real
+kernel's DOT row, _ComplexRowMicrokernel): two k steps in one register, A's two elements
+zipped, B's two as one q load, vector FCMLAs, the register's two pairs added at the end, so
+no FCMLA computes a half-empty register. C's row moves as 64-bit loads and stores.
 Remainder columns: the same blocks with fewer columns. Small blocks alternate between
 accumulator sets over k as the real kernel's do (two FCMLAs a step wait on each other).
 """
@@ -30,9 +32,16 @@ from einjit.backends.aarch64.asm import Assembler, Label
 from einjit.backends.aarch64.brgemm import (
     A_REGS,
     BLOCK_COLS,
+    C_BLOCK,
+    DOT,
+    LD_C,
     MAX_PIECES,
+    WALK,
+    _batch_loop,
     _column_shapes,
+    _DotMicrokernel,
     _Microkernel,
+    _pairwise_sums,
     emit_blocks,
 )
 from einjit.backends.aarch64.target import Element
@@ -55,14 +64,15 @@ def complex_element(dtype: str) -> Element:
     return element
 
 
-def row_groups(m: int, element: Element) -> list[tuple[int, tuple[int, ...]]]:
-    """[(repeat count, pieces)] covering M complex rows: full blocks of MAX_PIECES q
-    registers, then the rest as q pieces and (complex64, odd) one d piece of one row."""
+def row_groups(m: int, element: Element) -> list[tuple[int, tuple]]:
+    """[(repeat count, pieces or DOT)] covering M complex rows: full blocks of MAX_PIECES q
+    registers, then the rest as q pieces, then (complex64, M odd) the last row as DOT."""
     lanes = element.lanes
     full, rest = divmod(m, MAX_PIECES * lanes)
     groups = [(full, (lanes,) * MAX_PIECES)] if full else []
-    pieces = (lanes,) * (rest // lanes) + ((1,) if rest % lanes else ())
-    return groups + ([(1, pieces)] if pieces else [])
+    if rest // lanes:
+        groups.append((1, (lanes,) * (rest // lanes)))
+    return groups + ([(1, DOT)] if rest % lanes else [])
 
 
 class _ComplexMicrokernel(_Microkernel):
@@ -77,14 +87,55 @@ class _ComplexMicrokernel(_Microkernel):
                 for rotate in ROTATIONS for p, acc in enumerate(column)]
 
     def _arrangement(self, rows: int) -> str:
-        return self.element.arr      # a complex64 d piece: the upper pair zero, never stored
+        return self.element.arr
+
+
+class _ComplexRowMicrokernel(_DotMicrokernel):
+    """brgemm._DotMicrokernel for complex64's last row: a chunk is two k steps, one complex
+    each in a register's two pairs (A's two elements zipped, B's loaded as one q), vector
+    FCMLAs #0 and #90; a last odd step loads one complex of each (the upper pairs zero).
+    C starts in set 0's lower pair (a 64-bit load; accumulate=False: +0); after the batch
+    the sets are summed and each accumulator's upper pair added to its lower one (K >= 2),
+    which is stored as 64 bits."""
+
+    def _multiply_add(self, acc: int, a: int, b: int) -> list[int]:
+        return [enc.fcmla(acc, a, b, rotate, self.element.arr) for rotate in ROTATIONS]
+
+    def emit(self, asm: Assembler) -> None:
+        arr, letter, scratch = self.element.arr, self.element.letter, A_REGS[0]
+        asm(enc.mov_reg(WALK, C_BLOCK))
+        for j, acc in enumerate(self.sets[0]):
+            if not self.accumulate:
+                asm(enc.movi_zero(acc))
+                continue
+            if j:
+                asm(enc.add_reg(WALK, WALK, LD_C))
+            asm(enc.ldr_v(letter, acc, WALK))
+        asm([enc.movi_zero(reg) for column in self.sets[1:] for reg in column])
+        _batch_loop(asm, self)
+        for total, addend in _pairwise_sums(len(self.sets)):
+            asm([enc.fadd(t, t, e, arr) for t, e in zip(self.sets[total], self.sets[addend])])
+        asm(enc.mov_reg(WALK, C_BLOCK))
+        for j, acc in enumerate(self.sets[0]):
+            if self.k >= 2:     # K = 1 never wrote the upper pair: C keeps its zeros' signs
+                asm(enc.ext(scratch, acc, acc, 8, "16b"), enc.fadd(acc, acc, scratch, "2s"))
+            if j:
+                asm(enc.add_reg(WALK, WALK, LD_C))
+            asm(enc.str_v(letter, acc, WALK))
+
+
+def _microkernel(pieces: tuple, ncols: int, k: int, br_size: int, element: Element,
+                 accumulate: bool = True):
+    if pieces == DOT:
+        return _ComplexRowMicrokernel(ncols, k, br_size, element, accumulate)
+    return _ComplexMicrokernel(pieces, ncols, k, br_size, element, accumulate)
 
 
 def _microkernels(m: int, n: int, k: int, br_size: int, element: Element, accumulate: bool):
     groups = row_groups(m, element)
     column_groups = {ncols: groups for ncols in _column_shapes(n)}
-    microkernels = {(pieces, ncols): _ComplexMicrokernel(pieces, ncols, k, br_size, element,
-                                                         accumulate)
+    microkernels = {(pieces, ncols): _microkernel(pieces, ncols, k, br_size, element,
+                                                  accumulate)
                     for ncols in column_groups for _, pieces in groups}
     return column_groups, microkernels
 
@@ -116,6 +167,7 @@ def k_loop_code(pieces: tuple, ncols: int, k: int, dtype: str) -> tuple[bytes, i
     """The code of one C block's K loop alone, as in the kernels, and the k steps of one pass
     through the loop (for static analysis)."""
     asm = Assembler()
-    kernel = _ComplexMicrokernel(pieces, ncols, k, 1, complex_element(dtype))
+    element = complex_element(dtype)
+    kernel = _microkernel(pieces, ncols, k, 1, element)
     kernel._k_loop(asm)
-    return asm.finish(), kernel.unroll
+    return asm.finish(), kernel.unroll * (element.lanes if pieces == DOT else 1)

@@ -3,10 +3,11 @@ for real in the aarch64 lane against numpy.
 
 The choices (einjit/backends/aarch64/complex_brgemm.py): blocks of 4 q registers of rows (8
 complex64, 4 complex128) by 6 columns; remainder rows as q pieces and, for an odd complex64
-count, a d piece; column remainders 1..5; accumulator sets over k for small blocks (the real
-kernel's rule). Operands hold small integers in both parts, so every partial sum is exact in
-any order and C must equal numpy's result bit for bit; gaps (ld > rows, batch stride gaps) and
-a padding around C hold NaN-payload canaries.
+count, the last row along k (DOT: two k steps a register); column remainders 1..5;
+accumulator sets over k for small blocks (the real kernel's rule). Operands hold small
+integers in both parts, so every partial sum is exact in any order and C must equal numpy's
+result bit for bit; gaps (ld > rows, batch stride gaps) and a padding around C hold
+NaN-payload canaries.
 """
 
 from __future__ import annotations
@@ -42,20 +43,25 @@ def element(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_blocks_tile_c_exactly_one_register_per_column_and_lane_pair(dtype):
+    """Full q pieces only: complex64's last row of an odd M is a DOT row, which fills both
+    pairs of its registers with two k steps."""
     lanes = element(dtype).lanes
     for m, n in itertools.product(range(1, 65), range(1, 65)):
         blocks = complex_brgemm.block_counts(m, n, dtype)
-        assert sum(sum(pieces) * ncols * count
+        assert sum(brgemm._rows(pieces) * ncols * count
                    for (pieces, ncols), count in blocks.items()) == m * n, (m, n)
         for pieces, ncols in blocks:
-            assert 1 <= ncols <= brgemm.BLOCK_COLS and 1 <= len(pieces) <= brgemm.MAX_PIECES
-            # full q pieces, then at most one half (complex64's last odd row)
-            assert all(rows == lanes for rows in pieces[:-1]) and 1 <= pieces[-1] <= lanes
-            kernel = complex_brgemm._ComplexMicrokernel(pieces, ncols, 64, 1, element(dtype))
+            assert 1 <= ncols <= brgemm.BLOCK_COLS
+            kernel = complex_brgemm._microkernel(pieces, ncols, 64, 1, element(dtype))
+            if pieces == brgemm.DOT:
+                assert dtype == "complex64" and m % 2 == 1
+                assert ncols * (len(kernel.sets) + 1) <= len(brgemm.ACC_REGS)
+                continue
+            assert 1 <= len(pieces) <= brgemm.MAX_PIECES and set(pieces) == {lanes}
             assert len(pieces) * ncols * len(kernel.sets) <= len(brgemm.ACC_REGS)
         registers = sum(len(pieces) * count for (pieces, _), count in
-                        complex_brgemm.block_counts(m, 1, dtype).items())
-        assert registers == -(-m // lanes), (m, dtype)
+                        complex_brgemm.block_counts(m, 1, dtype).items() if pieces != brgemm.DOT)
+        assert registers == m // lanes, (m, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -70,20 +76,32 @@ def test_the_kernels_k_loops_are_the_blocks_k_loops(m, n, dtype):
         assert loop in code and 64 % steps < steps <= 64, (pieces, ncols)
         text = disassemble(loop, "aarch64")
         emitted = steps + 64 % steps            # the loop's steps, then the rest's
+        if pieces == brgemm.DOT:     # a register of two k steps: A's zipped, B's one q
+            loads, letter = emitted // 2, "q"
+            assert len(re.findall(r"\bzip1 v\d+\.2d", text)) == loads
+        else:
+            loads, letter = emitted, "d" if dtype == "complex64" else "q"
         for rotation in ("0", "0x5a"):
             assert len(re.findall(rf"\bfcmla\b.*#{rotation}$", text, re.M)) == \
-                len(pieces) * ncols * emitted
+                (1 if pieces == brgemm.DOT else len(pieces)) * ncols * loads
         assert not re.search(r"\bfml[as]\b", text)
-        letter = "d" if dtype == "complex64" else "q"
         assert len(re.findall(rf"\bldr {letter}\d+, \[x(17|19|2[0-3])", text)) == \
-            ncols * emitted
+            ncols * loads
 
 
-def test_an_odd_complex64_row_moves_64_bits_of_c():
+def test_an_odd_complex64_row_runs_along_k_and_moves_64_bits_of_c():
+    """M = 3: a q piece, then the last row as DOT: C's row element by ldr d / str d (x16
+    walks C), its two pairs added before the store, vector FCMLAs (no by-element ones)."""
     text = disassemble(generate_brgemm(NEON, 3, 2, 4, 1, "complex64"), "aarch64")
-    assert re.search(r"\bldr d\d+, \[x16, #0x10\]", text), "C's third complex: 64-bit load"
-    assert re.search(r"\bstr d\d+, \[x16, #0x10\]", text), "and a 64-bit store"
-    assert not re.search(r"\b(ldr|str|ldur|stur) q\d+, \[x16, #0x10\]", text)
+    dot = text[text.index("add x12, x12, #0x10"):]        # C_BLOCK on to the third row
+    loaded = [int(r) for r in re.findall(r"\bldr d(\d+), \[x16\]", dot)]
+    stored = [int(r) for r in re.findall(r"\bstr d(\d+), \[x16\]", dot)]
+    # C into accumulators (v8 up; x16 also walks A, into v0..v7), and out of the same
+    assert [r for r in loaded if r >= 8] == stored and len(stored) == 2
+    assert not re.search(r"\b(ldr|str|ldp|stp|ldur|stur) q\d+, \[x16", dot)
+    assert re.search(r"\bext v\d+\.16b, v\d+\.16b, v\d+\.16b, #8", dot)
+    assert re.search(r"\bfcmla v\d+\.4s, v\d+\.4s, v\d+\.4s, #0x5a", dot)
+    assert not re.search(r"\.s\[0\]", dot)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
