@@ -33,7 +33,7 @@ block_counts() and k_loop_code() expose the block plan and one block's K loop to
 throughput benchmark (benchmarks/aarch64_mca.py).
 
 complex64 and complex128 are complex_brgemm.py's kernel: these blocks and loops (emit_blocks,
-_Microkernel) with a complex element and FCMLA.
+_Microkernel, _DotMicrokernel) with a complex element and FCMLA.
 """
 
 from __future__ import annotations
