@@ -10,27 +10,20 @@ pytest.importorskip("distributed", reason="this interpreter has no dask.distribu
                                           "the host")
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
+from dask_support import SECONDS, local_client  # noqa: E402
 from distributed.scheduler import KilledWorker  # noqa: E402
 
 import einjit.dask as ed  # noqa: E402
 
 pytestmark = pytest.mark.slow
-SECONDS = 120        # any wait on the cluster: a hang fails the test instead
 
 
 @pytest.fixture(scope="module")
 def client():
     # a task whose worker dies once is not retried: the death test fails at once
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                               host="127.0.0.1", dashboard_address=None)
-    try:
-        with Client(cluster, timeout=SECONDS) as connected:
-            connected.wait_for_workers(2, timeout=SECONDS)
+        with local_client() as connected:
             yield connected
-    finally:
-        cluster.close(timeout=SECONDS)
 
 
 def operands(shapes, seed=0):

@@ -8,28 +8,20 @@ import pytest
 pytest.importorskip("distributed", reason="this interpreter has no dask.distributed (the "
                                           "aarch64 lane's python): einjit.dask is tested on "
                                           "the host")
-from distributed import Client, LocalCluster  # noqa: E402
+from dask_support import local_client  # noqa: E402
 
 import einjit  # noqa: E402
 import einjit.dask as ed  # noqa: E402
 from einjit.frontend.errors import EinsumTypeError  # noqa: E402
 
 pytestmark = pytest.mark.slow
-SECONDS = 120                   # any wait on the cluster: a hang fails the test instead
 WORKER_BYTES = 400 << 20        # each worker's memory limit (its nanny restarts it beyond)
 
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                           host="127.0.0.1", dashboard_address=None,
-                           memory_limit=WORKER_BYTES)
-    try:
-        with Client(cluster, timeout=SECONDS) as connected:
-            connected.wait_for_workers(2, timeout=SECONDS)
-            yield connected
-    finally:
-        cluster.close(timeout=SECONDS)
+    with local_client(memory_limit=WORKER_BYTES) as connected:
+        yield connected
 
 
 def operands(shapes, seed=0):
