@@ -172,8 +172,9 @@ def operation_html(op: "TensorOperation", title: str | None = None) -> str:
 
 # -- a compiled expression's plan -------------------------------------------------------------
 def plan_of(expr: Any) -> Any:
-    """The frontend Plan behind a ContractExpression (einjit.frontend.plan.Plan)."""
-    return expr._prepared.plan
+    """The frontend Plan behind a ContractExpression (einjit.frontend.plan.Plan; a sliced
+    expression's first slice)."""
+    return expr._prepared.shown
 
 
 def node_flops(tree: "EinsumTree", node: "Node") -> int:
@@ -272,6 +273,10 @@ def expression_html(expr: Any) -> str:
              f"<div>dims: {legend}</div>",
              f"<div>tree: <code>{_esc(tree)}</code></div>",
              expression_svg(expr)]
+    slicing = getattr(expr, "slicing", None)
+    if slicing is not None:
+        parts.insert(2, f'<pre class="einjit-slicing">{_esc(slicing.text())}\n'
+                        f'each slice (the first shown below)</pre>')
     for number, step in enumerate(plan.steps):
         where = "result" if step.sources[2] == ("out",) else \
             f"intermediate buffer {step.sources[2][1]}"

@@ -45,8 +45,10 @@ from einjit.frontend.numpy_rules import (
 from einjit.frontend.parser import check_subscripts, from_sublists
 from einjit.frontend.plan import Plan
 from einjit.frontend.rewrite import dense_strides, optimize_tree
+from einjit.frontend.slicing import check_memory_limit, limit_bytes, slice_plan
 from einjit.frontend.subscripts import Resolved, resolve
 from einjit.frontend.tree import EinsumTree
+from einjit.log import sliced_plan
 from einjit.plan_cache import PlanCache
 from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty, data_address
 from einjit.runtime.host import host_isa
@@ -125,7 +127,7 @@ class _Prepared:
     def __init__(self, subscripts: str, shapes: Sequence[tuple[int, ...]],
                  strides: Sequence[tuple[int, ...]], out_strides: tuple[int, ...] | None,
                  optimize: Any, order: str, optimize_ops: bool = True,
-                 dtype: np.dtype = _FLOAT32):
+                 dtype: np.dtype = _FLOAT32, memory_limit: Any = None):
         self.dtype = np.dtype(dtype)
         resolved = _resolved(subscripts, tuple(shapes))
         self.resolved = resolved
@@ -150,13 +152,14 @@ class _Prepared:
             root = {d: out_strides[p] for p, d in enumerate(resolved.full_output) if sizes[d] > 1}
             self.tree = optimize_tree(tree, leaf_strides=leaf_strides, out_strides=root)
         root = {d: out_strides[p] for p, d in enumerate(resolved.full_output) if sizes[d] > 1}
-        self._finish(Plan(self.tree, leaf_strides, root, optimize_ops=optimize_ops,
-                          dtype=self.dtype.name), out_strides)
+        plan = Plan(self.tree, leaf_strides, root, optimize_ops=optimize_ops,
+                    dtype=self.dtype.name, compile=memory_limit is None)
+        self._finish(plan, out_strides, memory_limit, shapes, resolved.axes, resolved.full_output)
 
     @classmethod
     def for_tree(cls, tree: EinsumTree, strides: Sequence[tuple[int, ...]],
                  out_strides: tuple[int, ...] | None, optimize: bool,
-                 dtype: np.dtype = _FLOAT32) -> "_Prepared":
+                 dtype: np.dtype = _FLOAT32, memory_limit: Any = None) -> "_Prepared":
         """The plan of a bracket-notation tree: operands are its leaves (strides per leaf in
         its dims order), the result has the root's dims (dense row-major unless out_strides).
         optimize: rewrite the tree for the primitives first (OPT), or lower it as written
@@ -174,10 +177,30 @@ class _Prepared:
         root = {d: s for d, s in zip(tree.root.dims, out_strides)}
         self.tree = optimize_tree(tree, leaf_strides=leaf_strides, out_strides=root) \
             if optimize else tree
-        self._finish(Plan(self.tree, leaf_strides, root, dtype=self.dtype.name), out_strides)
+        plan = Plan(self.tree, leaf_strides, root, dtype=self.dtype.name,
+                    compile=memory_limit is None)
+        leaves = [leaf.dims for leaf in tree.leaves]
+        self._finish(plan, out_strides, memory_limit, [[sizes[d] for d in dims] for dims in leaves],
+                     leaves, tree.root.dims)
         return self
 
-    def _finish(self, plan: Plan, out_strides: tuple[int, ...]) -> None:
+    def _finish(self, plan: Plan, out_strides: tuple[int, ...], memory_limit: Any = None,
+                shapes: Sequence[Sequence[int]] = (), operand_axes: Sequence[Sequence[int]] = (),
+                output_axes: Sequence[int] = ()) -> None:
+        # plan: what runs (a SlicedPlan where the limit asks for slices); whole: the plan of
+        # the whole contraction; shown: the plan str(expr) and the displays show
+        self.whole = self.shown = plan
+        self.slicing = None
+        if memory_limit is not None:
+            limit = limit_bytes(memory_limit, shapes, self.dtype.itemsize)
+            sliced = slice_plan(plan, limit, operand_axes, shapes, output_axes)
+            if sliced is None:
+                # compiled, steps that run at once hold their buffers together
+                plan.finish()
+                sliced = slice_plan(plan, limit, operand_axes, shapes, output_axes)
+            if sliced is not None:
+                plan, self.slicing, self.shown = sliced, sliced.slicing, sliced.shown
+                sliced_plan(self.slicing)
         self.plan = plan
         self.out_strides = tuple(out_strides)
         # how a result is allocated: C order, else a buffer viewed with strides
@@ -208,7 +231,9 @@ class _Prepared:
             letters = self.resolved.letters
             legend = ", ".join(f"{d}={name}({size})" for d, (name, size) in
                                enumerate(zip(letters, self.resolved.sizes)))
-        return f"dims: {legend}\n{self.plan.describe(ops)}"
+        sliced = "" if self.slicing is None else \
+            f"{self.slicing.text()}\neach slice (the first shown):\n"
+        return f"dims: {legend}\n{sliced}{self.shown.describe(ops)}"
 
     def __str__(self) -> str:
         return self.describe()
@@ -306,7 +331,8 @@ def _check_out(out: np.ndarray, shape: tuple[int, ...], subscripts: str,
 
 
 def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJITS_CHOICE,
-           dtype: Any = None, order: Any = "K", casting: Any = _SAFE) -> Any:
+           dtype: Any = None, order: Any = "K", casting: Any = _SAFE,
+           memory_limit: Any = None) -> Any:
     """numpy.einsum's signature and semantics (subscripts string or interleaved sublists,
     ellipsis broadcasting, diagonals, implicit output, out=, dtype=, order=, casting=).
 
@@ -318,12 +344,16 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     cached plan, after numpy's checks of dtype=, casting= and out=. Every other call goes to
     numpy.einsum with exactly the caller's arguments (optimize= only if given): other dtypes,
     zero-size operands, casts the casting rule refuses (numpy raises its error), and the calls
-    numpy answers with a view (one operand, nothing summed: "ii->i", "ij->ji")."""
+    numpy answers with a view (one operand, nothing summed: "ii->i", "ij->ji").
+
+    memory_limit: bytes (or "max_input": the largest operand's) that einjit's intermediates
+    may hold at once (operands and result not counted); where the plan would exceed it, the
+    contraction runs in slices (einjit.frontend.slicing). None: no limit."""
     path = True if optimize is _EINJITS_CHOICE else optimize
     # the common repeated call: float32 or float64 arrays of one dtype, default options, a
     # plan in the cache
     if out is None and dtype is None and order == "K" and casting is _SAFE \
-            and len(operands) > 1 and type(operands[0]) is str \
+            and memory_limit is None and len(operands) > 1 and type(operands[0]) is str \
             and type(optimize) in _PLAIN_OPTIMIZE and type(operands[1]) is np.ndarray:
         arrays = operands[1:]
         kind = arrays[0].dtype
@@ -341,6 +371,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
                 result = prepared.allocate("K")
                 prepared.plan.run(arrays, result)
                 return result if result.ndim else result[()]
+    memory_limit = check_memory_limit(memory_limit)
     operands = with_dlpack_converted(operands)
     subscripts, raw = _split(operands)
     arrays = [np.asarray(a) for a in raw]
@@ -367,19 +398,22 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     # plans are made for the thread count: a changed EINJIT_NUM_THREADS makes new ones
     key = (subscripts, tuple(zip(shapes, (a.strides for a in originals))), _hashable(path),
            letter, _HOST, compute, threads_setting())
+    if memory_limit is not None:
+        key += (("memory_limit", memory_limit),)
     try:
         hash(key)
     except TypeError:
         raise EinsumTypeError(f"optimize must be a bool, a path name or an explicit path, "
                               f"got {optimize!r}") from None
     prepared, _ = _PLANS.get_or_build(key, lambda: (_Prepared(
-        subscripts, shapes, strides, None, path, letter, dtype=compute),
-        copies if any(copies) else None))
+        subscripts, shapes, strides, None, path, letter, dtype=compute,
+        memory_limit=memory_limit), copies if any(copies) else None))
     if out is not None and _in_place(out, arrays, compute):
         out_strides = _element_strides(out)
         if out_strides != prepared.out_strides:
             prepared, _ = _PLANS.get_or_build(key + (out_strides,), lambda: (_Prepared(
-                subscripts, shapes, strides, out_strides, path, letter, dtype=compute), None))
+                subscripts, shapes, strides, out_strides, path, letter, dtype=compute,
+                memory_limit=memory_limit), None))
     return _result(_run(prepared, arrays, out, letter), out)
 
 
@@ -442,7 +476,8 @@ class ContractExpression:
     no generated code)."""
 
     def __init__(self, subscripts: str | EinsumTree, shapes: Sequence[Sequence[int]],
-                 optimize: Any, dtype: Any):
+                 optimize: Any, dtype: Any, memory_limit: Any = None):
+        self.memory_limit = check_memory_limit(memory_limit)
         self._source = subscripts if isinstance(subscripts, EinsumTree) else None
         self.subscripts = str(subscripts)
         shapes = tuple(_operand_shape(s, i) for i, s in enumerate(shapes))
@@ -489,9 +524,10 @@ class ContractExpression:
     def _plan(self, strides: tuple, out_strides: tuple | None, dtype: np.dtype) -> _Prepared:
         if self._source is not None:
             return _Prepared.for_tree(self._source, strides, out_strides,
-                                      optimize=self.optimize is not False, dtype=dtype)
+                                      optimize=self.optimize is not False, dtype=dtype,
+                                      memory_limit=self.memory_limit)
         return _Prepared(self.subscripts, self.shapes, strides, out_strides, self.optimize, "C",
-                         dtype=dtype)
+                         dtype=dtype, memory_limit=self.memory_limit)
 
     @property
     def tree(self) -> EinsumTree:
@@ -503,6 +539,13 @@ class ContractExpression:
     @property
     def shape(self) -> tuple[int, ...]:
         return self._shape
+
+    @property
+    def slicing(self) -> Any:
+        """How memory_limit= sliced the contraction (einjit.frontend.slicing.Slicing: the
+        sliced dims, chunks, slice count, peak bytes, flops overhead, each slice's index
+        ranges), None where it runs whole."""
+        return None if self._prepared is None else self._prepared.slicing
 
     def __call__(self, *arrays: Any, out: np.ndarray | None = None) -> Any:
         fast = self._fast
@@ -617,7 +660,7 @@ class ContractExpression:
                                    f"zero-size dimension, and numpy evaluates it")
         from einjit.frontend.profile import profile_plan
         from einjit.runtime.threads import default_threads
-        return profile_plan(self._prepared.plan,
+        return profile_plan(self._prepared.shown,
                             default_threads() if num_threads is None else num_threads,
                             repr(self.subscripts))
 
@@ -646,7 +689,8 @@ class ContractExpression:
 
 
 def contract_expression(subscripts: str | EinsumTree, *shapes: Any,
-                        optimize: Any = "auto", dtype: Any = "float32") -> ContractExpression:
+                        optimize: Any = "auto", dtype: Any = "float32",
+                        memory_limit: Any = None) -> ContractExpression:
     """Plan `subscripts` once for operands of `shapes` (opt_einsum's contract_expression),
     generating all code now. Each shape is a sequence of integer sizes (Python or numpy
     integers; 2.5 is refused with a TypeError naming it), or an array, which stands for its
@@ -657,8 +701,11 @@ def contract_expression(subscripts: str | EinsumTree, *shapes: Any,
     `subscripts` may be an EinsumTree (e.g. EinsumTree("[[8,4],[7,3,8]->[7,3,4]],...",
     sizes)): shapes are then the leaves' (optional; if given they must match), and
     optimize=False runs the tree as written, anything else rewrites it for the primitives
-    first (einjit.frontend.rewrite)."""
+    first (einjit.frontend.rewrite).
+
+    memory_limit: bytes, or "max_input" (the largest operand's bytes), that the intermediates
+    may hold at once; a plan over it is sliced (expr.slicing says how; einjit.einsum)."""
     if not isinstance(subscripts, (str, EinsumTree)):
         raise EinsumTypeError(f"subscripts must be a str or an EinsumTree, got "
                               f"{type(subscripts).__name__}")
-    return ContractExpression(subscripts, shapes, optimize, dtype)
+    return ContractExpression(subscripts, shapes, optimize, dtype, memory_limit)

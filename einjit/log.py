@@ -94,6 +94,12 @@ def plan_built(plan: Any) -> None:
                     plan.tree.flops() / 1e6)
 
 
+def sliced_plan(slicing: Any) -> None:
+    """A plan was sliced to fit memory_limit (einjit.frontend.slicing.Slicing)."""
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("%s", slicing.text().replace("\n", "; "))
+
+
 def cache_miss(cache: str, key: Any) -> None:
     if logger.isEnabledFor(logging.INFO):
         logger.info("%s cache miss: %s", cache, _key_text(key))

@@ -53,6 +53,14 @@ class Step:
     part: str = ""      # which part of a node's sum in chunks this step computes, if any
 
 
+@dataclass(frozen=True)
+class PlanMemory:
+    """A plan's intermediate memory in bytes (operands and result not counted): its largest
+    buffer, and the most its buffers hold at once while it runs."""
+    largest_bytes: int
+    peak_bytes: int
+
+
 def _optimizer():
     """(optimize, peel), or None where the optimizer is not there (ops stay undefined)."""
     try:
@@ -194,9 +202,35 @@ class Plan:
         self._direct: Callable | None = None
         self._direct_addresses: Callable | None = None
         if compile:
-            if all(step.lowered.op.is_defined for step in self.steps):
-                self.compile()
-            plan_built(self)
+            self.finish()
+
+    def finish(self) -> "Plan":
+        """What the constructor does with compile=True: compile where every step's
+        operation is defined, and report the plan (verbose mode)."""
+        if all(step.lowered.op.is_defined for step in self.steps):
+            self.compile()
+        plan_built(self)
+        return self
+
+    def memory(self) -> PlanMemory:
+        """The largest intermediate buffer and the peak of the live ones, walking the steps
+        as run_addresses does: a buffer is allocated when first written (a concurrent group
+        allocates all its members' buffers before any of them runs) and dropped after the
+        step (group) listing it in its frees."""
+        groups = self.groups or tuple((index,) for index in range(len(self.steps)))
+        sizes = [size * self.itemsize for size in self.buffer_sizes]
+        written: set[int] = set()
+        live = peak = 0
+        for group in groups:
+            for index in group:
+                target = self.steps[index].sources[2]
+                if target[0] == "buf" and target[1] not in written:
+                    written.add(target[1])
+                    live += sizes[target[1]]
+            peak = max(peak, live)
+            for index in group:
+                live -= sum(sizes[buffer] for buffer in self.steps[index].frees)
+        return PlanMemory(max(sizes, default=0), peak)
 
     def for_threads(self, num_threads: int) -> "Plan":
         """The same tree planned for `num_threads` threads (the cache blocks, the shared
