@@ -5,7 +5,8 @@ brgemm). `reference` computes it with numpy on arrays of the operation's dtype; 
 oracle of the tests and of the IR's reference executor. `exact` says whether einjit's kernels
 match the reference bit for bit (NaN payloads aside); the others state their accuracy in
 `tolerance` (absolute, float32; float64 kernels meet the tighter bounds in
-FLOAT64_TOLERANCE).
+FLOAT64_TOLERANCE). `complex` says whether the op also takes complex64 and complex128 (the
+one record of which op takes which dtype).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Op:
     reference: Callable | None      # numpy function of 1 or 2 arrays (None for contractions)
     exact: bool = True
     tolerance: float = 0.0          # absolute, where not exact
+    complex: bool = False           # takes COMPLEX_DTYPES besides DTYPES
 
 
 def _relu(a):
@@ -54,8 +56,8 @@ def _quiet(function):
 
 
 UNARY = {op.name: op for op in (
-    Op("zero", "unary", np.zeros_like),
-    Op("identity", "unary", np.copy),
+    Op("zero", "unary", np.zeros_like, complex=True),
+    Op("identity", "unary", np.copy, complex=True),
     Op("relu", "unary", _relu),
     Op("square", "unary", _quiet(np.square)),
     Op("reciprocal", "unary", _recip, exact=False, tolerance=0.0),  # within 1 ulp (relative)
@@ -65,9 +67,10 @@ UNARY = {op.name: op for op in (
 )}
 
 BINARY = {op.name: op for op in (
-    Op("add", "binary", _quiet(np.add)),
-    Op("sub", "binary", _quiet(np.subtract)),
-    Op("mul", "binary", _quiet(np.multiply)),
+    Op("add", "binary", _quiet(np.add), complex=True),
+    Op("sub", "binary", _quiet(np.subtract), complex=True),
+    # complex: numpy's array product, re = fma(ar, br, -(ai bi)), im = fma(ar, bi, ai br)
+    Op("mul", "binary", _quiet(np.multiply), complex=True),
     Op("div", "binary", _div),
     Op("min", "binary", _quiet(np.minimum)),
     Op("max", "binary", _quiet(np.maximum)),
@@ -75,7 +78,7 @@ BINARY = {op.name: op for op in (
 
 CONTRACTION = {op.name: op for op in (
     Op("gemm", "contraction", None),
-    Op("brgemm", "contraction", None),
+    Op("brgemm", "contraction", None, complex=True),
 )}
 
 # float64 accuracy of the ops that are not exact: sigmoid within 1e-15 absolute of a
@@ -88,11 +91,13 @@ CONTRACTION_OPS = tuple(CONTRACTION)
 
 # what the kernels, the IR (TensorOperation) and codegen compute on, on every ISA
 DTYPES = ("float32", "float64")
-# interleaved complex (numpy's layout): what a backend's brgemm may take besides DTYPES (it
-# lists the primitives that take them in its COMPLEX_PRIMITIVES)
+# interleaved complex (numpy's layout): what a backend's primitives may take besides DTYPES,
+# for the ops marked `complex` (a backend lists the primitives whose generators take them in
+# its COMPLEX_PRIMITIVES)
 COMPLEX_DTYPES = ("complex64", "complex128")
-# the dtypes each primitive's public constructor accepts
-PRIMITIVE_DTYPES = {"brgemm": DTYPES + COMPLEX_DTYPES, "unary": DTYPES, "binary": DTYPES}
+# the dtypes each primitive's public constructor accepts (complex: for its `complex` ops)
+PRIMITIVE_DTYPES = {"brgemm": DTYPES + COMPLEX_DTYPES, "unary": DTYPES + COMPLEX_DTYPES,
+                    "binary": DTYPES + COMPLEX_DTYPES}
 
 
 def lookup(name: str) -> Op:

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import log
 from .backends import Target, backend, resolve_target
+from .backends.complex_eltwise import check_complex_op
 from .errors import KernelParameterError, KernelParameterTypeError
 from .kernel import Kernel, Layout, Signature
 from .limits import BRGEMM_LIMITS, ELTWISE_LIMITS
@@ -39,8 +40,8 @@ def _check_size(primitive, name, value, limit):
 
 
 def _check_dtype(primitive, dtype) -> str:
-    """The canonical name ("float32", "float64", for brgemm also "complex64" or "complex128")
-    of a dtype argument the primitive takes."""
+    """The canonical name ("float32", "float64", "complex64" or "complex128") of a dtype
+    argument the primitive takes (einjit.ops.PRIMITIVE_DTYPES)."""
     if not isinstance(dtype, (str, type, np.dtype)):
         raise KernelParameterTypeError(f"{primitive}: dtype must be a dtype or its name; "
                                        f"got {dtype!r}")
@@ -145,6 +146,8 @@ def brgemm(m, n, k, br_size=1, *, dtype="float32", isa=None) -> Kernel:
 
 def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
     """B := op(A) element-wise, A column-major m×n; B column-major, or row-major if trans_b.
+    dtype: "float32", "float64", or for zero and identity "complex64" and "complex128"
+    (interleaved, numpy's layout).
 
     The kernel is called as kern(a, b, ld_a, ld_b), leading dimensions in elements.
     """
@@ -152,6 +155,8 @@ def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
     m, n = (_check_size("unary", name, value, ELTWISE_LIMITS[name])
             for name, value in (("m", m), ("n", n)))
     dtype = _check_dtype("unary", dtype)
+    if dtype in COMPLEX_DTYPES:
+        check_complex_op("unary", op, dtype)
     if not isinstance(trans_b, bool):
         raise KernelParameterTypeError(f"unary: trans_b must be a bool; got {trans_b!r}")
     target = resolve_target(isa)
@@ -175,8 +180,9 @@ def unary(op, m, n, *, trans_b=False, dtype="float32", isa=None) -> Kernel:
 
 
 def binary(op, m, n, *, dtype="float32", isa=None) -> Kernel:
-    """C := A op B element-wise for column-major m×n matrices of `dtype` (float32, or float64
-    where the ISA's backend generates it).
+    """C := A op B element-wise for column-major m×n matrices of `dtype` (float32, float64, or
+    for add, sub and mul complex64 and complex128: interleaved, numpy's layout; mul is the
+    complex product as numpy's arrays compute it, einjit.ops).
 
     The kernel is called as kern(a, b, c, ld_a, ld_b, ld_c), leading dimensions in elements.
     """
@@ -184,6 +190,8 @@ def binary(op, m, n, *, dtype="float32", isa=None) -> Kernel:
     m, n = (_check_size("binary", name, value, ELTWISE_LIMITS[name])
             for name, value in (("m", m), ("n", n)))
     dtype = _check_dtype("binary", dtype)
+    if dtype in COMPLEX_DTYPES:
+        check_complex_op("binary", op, dtype)
     target = resolve_target(isa)
     _check_backend_dtype("binary", target, dtype)
     signature = Signature(

@@ -28,20 +28,29 @@ SPECIALS64 = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, -5e-
                       dtype=np.float64)
 
 
+def part_dtype(dtype):
+    """The real dtype of a complex dtype's parts (a real dtype: itself)."""
+    dtype = np.dtype(dtype)
+    return np.empty(0, dtype).real.dtype
+
+
 def canary(dtype=np.float32):
-    """The canary bits of float32 or float64 buffers."""
-    return CANARY64 if np.dtype(dtype) == np.float64 else CANARY
+    """The canary bits of float32 or float64 buffers (complex: of each part)."""
+    return CANARY64 if part_dtype(dtype) == np.float64 else CANARY
 
 
 def bits(array):
-    """The array's elements as unsigned integers of their size (bit-exact comparisons)."""
-    return array.view(np.uint64 if array.itemsize == 8 else np.uint32)
+    """The array's elements as unsigned integers of their size (bit-exact comparisons; a
+    complex array: its parts, the last axis doubled)."""
+    return array.view(np.uint64 if part_dtype(array.dtype).itemsize == 8 else np.uint32)
 
 
 def canary_buffer(size, dtype=np.float32):
-    """A float32 (or float64) array of `size` canaries."""
+    """A float32 or float64 (or complex) array of `size` canaries (complex: in each part)."""
     dtype = np.dtype(dtype)
-    return np.full(size, canary(dtype), dtype=bits(np.empty(0, dtype)).dtype).view(dtype)
+    parts = 2 if dtype.kind == "c" else 1
+    return np.full(parts * size, canary(dtype),
+                   dtype=bits(np.empty(0, part_dtype(dtype))).dtype).view(dtype)
 
 
 def strided(buffer, shape, strides):
@@ -69,9 +78,11 @@ _mappings = []   # guarded mappings live as long as the test process (arrays may
 
 
 def guarded(count, dtype=np.float32):
-    """A float32 (or float64) array of `count` canaries ending right before a no-access page,
-    in shared memory (a forked child's writes are visible to the parent)."""
+    """A float32 or float64 (or complex) array of `count` canaries ending right before a
+    no-access page, in shared memory (a forked child's writes are visible to the parent)."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return guarded(2 * count, part_dtype(dtype)).view(dtype)
     page = mmap.PAGESIZE
     data_pages = -(-dtype.itemsize * count // page)
     mapping = mmap.mmap(-1, (data_pages + 1) * page)

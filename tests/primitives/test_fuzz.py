@@ -714,9 +714,8 @@ def _constructor_arguments(rng: np.random.Generator, kind: str) -> tuple[dict, l
             broken.append((TypeError, "trans_b"))
     roll = rng.random()
     if roll < 0.1:
-        # brgemm takes native complex (where its ISA's backend generates it: see below)
-        bad = ("float16", np.float16, "int32", ">c16" if kind == "brgemm" else "c16", ">f8",
-               ">f4")
+        # native complex is taken (where the op and its ISA's backend have it: see below)
+        bad = ("float16", np.float16, "int32", ">c16", ">f8", ">f4")
         kwargs["dtype"] = _pick(rng, bad)
         broken.append((ValueError, "dtype"))
     elif roll < 0.15:
@@ -739,6 +738,11 @@ def _constructor_arguments(rng: np.random.Generator, kind: str) -> tuple[dict, l
         isa = kwargs.get("isa")
         if (isa if isinstance(isa, str) else HOST).startswith("aarch64"):
             broken.append((ValueError, "is not supported by the aarch64 brgemm yet"))
+    if kind != "brgemm" and "dtype" not in kwargs and rng.random() < 0.1:
+        kwargs["dtype"] = _pick(rng, ("complex64", np.complex128, "c8", np.dtype("c16")))
+        op = kwargs["op"]
+        if isinstance(op, str) and op in ops and not ops[op].complex:
+            broken.append((ValueError, f"{kind} {op} does not take complex"))
     return kwargs, broken
 
 

@@ -22,6 +22,9 @@ from einjit.backends.aarch64.icache import flush_icache
 from einjit.backends.aarch64.target import VARIANTS
 from einjit.backends.aarch64.unary import emit_unary, generate_unary
 
+# the primitives whose generators take complex64 and complex128 (einjit.ops.COMPLEX_DTYPES)
+COMPLEX_PRIMITIVES = ("unary", "binary")
+
 
 def default_variant() -> str:
     return "neon"
@@ -34,7 +37,7 @@ def missing_features(variant: str) -> tuple[str, ...]:
 # last: the loop nests import the generators above
 from einjit.backends.aarch64.loops import generate_loop_nest  # noqa: E402
 
-__all__ = ["VARIANTS", "default_variant", "missing_features", "generate_brgemm", "generate_unary",
-           "generate_binary", "generate_loop_nest", "emit_brgemm", "emit_unary", "emit_binary",
-           "guard_entry", "flush_icache", "generate_worker_loop", "generate_run_tasks",
-           "generate_spin"]
+__all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_features",
+           "generate_brgemm", "generate_unary", "generate_binary", "generate_loop_nest",
+           "emit_brgemm", "emit_unary", "emit_binary", "guard_entry", "flush_icache",
+           "generate_worker_loop", "generate_run_tasks", "generate_spin"]

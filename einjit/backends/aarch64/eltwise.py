@@ -136,12 +136,16 @@ class ColumnSweep:
     inputs: one Stream per op input (op.arity of them); output: the result Stream;
     counters: two free general registers (column count, row-block count);
     scratch_gpr: a free general register for building constants;
-    element: the element type (op computes on its vectors).
+    element: the element type (op computes on its vectors);
+    ld_shift: the leading dimensions count 2**ld_shift elements (1: complex, see
+    einjit.backends.complex_eltwise).
     """
 
     def __init__(self, op: VectorOp, m: int, n: int, inputs: list[Stream], output: Stream,
-                 counters: tuple[int, int], scratch_gpr: int, element: Element = FLOAT32):
+                 counters: tuple[int, int], scratch_gpr: int, element: Element = FLOAT32,
+                 ld_shift: int = 0):
         self.op, self.m, self.n, self.element = op, m, n, element
+        self.ld_shift = ld_shift
         self.inputs, self.output = inputs, output
         self.column_counter, self.block_counter = counters
         self.scratch_gpr = scratch_gpr
@@ -171,7 +175,7 @@ class ColumnSweep:
         blocks = self.m // (self.element.lanes * self.step)
         if self.n > 1:
             for stream in streams:
-                asm(scale_to_bytes(stream.ld, self.element),
+                asm(enc.lsl_imm(stream.ld, stream.ld, self.element.shift + self.ld_shift),
                     subtract_constant(stream.ld, 16 * self.step * blocks))
         asm(self.op.load_constants(self.consts, self.scratch_gpr))
         with asm.counted_loop(self.column_counter, self.n, align=LOOP_ALIGN):

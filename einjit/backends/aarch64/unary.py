@@ -12,6 +12,9 @@ Without trans_b the matrix is streamed column by column (eltwise.ColumnSweep). W
 the transpose is done in registers: FP32 on 4x4 tiles (trn1/trn2 on 4s, then on 2d), see
 TransposedSweep; FP64 on 2x2 tiles (trn1/trn2 on 2d), see transpose64.py. zero ignores A, so
 its transposed form is the plain zero kernel on N x M.
+
+complex64 and complex128 (zero, identity) run the real kernels of
+einjit.backends.complex_eltwise; the complex128 transposing copy is transpose128.py's.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from einjit.backends.aarch64.target import (
     check_target,
 )
 from einjit.backends.aarch64.transpose64 import TransposedSweep64
+from einjit.backends.aarch64.transpose128 import emit_transpose128
+from einjit.backends.complex_eltwise import check_complex_op, is_complex, unary_form
 from einjit.errors import KernelParameterError
 
 A, B, LD_A, LD_B = 0, 1, 2, 3
@@ -194,9 +199,15 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b:
     check_sizes(m=m, n=n)
     if trans_b not in (True, False):
         raise KernelParameterError(f"trans_b={trans_b!r}: expected True or False")
+    ld_shift, suffix = 0, "" if dtype == FLOAT32.dtype else f"_{dtype}"
+    if is_complex(dtype):
+        check_complex_op("unary", op, dtype)
+        form = unary_form(op, m, n, trans_b, dtype)
+        if form is None:
+            return emit_transpose128(asm, target, m, n)
+        m, n, trans_b, dtype, ld_shift = form.m, form.n, form.trans_b, form.dtype, form.ld_shift
     element = check_dtype(dtype)
     vector_op = OPS_BY_DTYPE[dtype][op]
-    suffix = "" if element is FLOAT32 else f"_{dtype}"
     entry = asm.label(f"unary_{op}_{m}x{n}{'_t' if trans_b else ''}{suffix}")
     if op == "zero" and trans_b:
         m, n = n, m
@@ -207,7 +218,7 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b:
     else:
         inputs = [Stream(A, LD_A)] if vector_op.arity else []
         sweep = ColumnSweep(vector_op, m, n, inputs, Stream(B, LD_B), counters=(4, 5),
-                            scratch_gpr=6, element=element)
+                            scratch_gpr=6, element=element, ld_shift=ld_shift)
     asm.bind(entry)
     asm.prologue(sweep.general_registers, sweep.vector_registers)
     sweep.emit(asm)

@@ -31,7 +31,7 @@ VARIANTS = {
 
 
 # the primitives whose generators take complex64 and complex128 (einjit.ops.COMPLEX_DTYPES)
-COMPLEX_PRIMITIVES = ("brgemm",)
+COMPLEX_PRIMITIVES = ("brgemm", "unary", "binary")
 
 # x86 keeps instruction fetch coherent with stores: placed code needs no flush
 flush_icache = None

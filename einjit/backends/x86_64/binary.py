@@ -9,6 +9,12 @@ second source when either is NaN: x = A, y = B, lanes where x is NaN keep x (AVX
 max is merge-masked to the lanes where x is ordered; AVX2: blended back by an unordered
 compare), and the others get vmaxps(x, y), which is y when y is NaN. float64 uses the
 packed-double forms of the same instructions (precision.Precision).
+
+complex64 and complex128 run on the real rows of einjit.backends.complex_eltwise: add and sub
+are the real ops; mul computes numpy's array product on each pair of lanes, re = fma(ar, br,
+-(ai bi)) and im = fma(ar, bi, ai br), the product of the second term rounded (vshufps or
+vshufpd bring the pairs' parts into place, one vfmaddsub213 fuses the first terms): the
+formula and so the bits of numpy's own SIMD loop.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from einjit.backends import Target
+from einjit.backends.complex_eltwise import binary_form, check_complex_op, is_complex
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.eltwise import (
@@ -90,6 +97,31 @@ BINARY_OPS = {op.name: op for op in (
     BinaryOp("max", _nan_propagating("max"), temps=1),
 )}
 
+# vshufps/vshufpd immediates on the pairs of a complex vector: each pair's real part twice,
+# its imaginary part twice, the two parts swapped
+DUP_REAL = {4: 0xA0, 8: 0x00}
+DUP_IMAG = {4: 0xF5, 8: 0xFF}
+SWAP = {4: 0xB1, 8: 0x55}
+
+
+def _complex_product(asm: Assembler, vector: Vector, x: int, y: int, scratch: list[int],
+                     k: int) -> None:
+    """x := x y on interleaved pairs (see the module doc for the formula)."""
+    width, p = vector.width, vector.precision
+    shuffle = enc.vshufps if p.bytes == 4 else enc.vshufpd
+    fmaddsub = enc.vfmaddsub213ps if p.bytes == 4 else enc.vfmaddsub213pd
+    t, swapped = scratch
+    asm(shuffle(t, x, x, DUP_IMAG[p.bytes], width),          # (ai, ai)
+        shuffle(swapped, y, y, SWAP[p.bytes], width),        # (bi, br)
+        p.mul(t, t, swapped, width),                         # (ai bi, ai br), rounded
+        shuffle(x, x, x, DUP_REAL[p.bytes], width),          # (ar, ar)
+        fmaddsub(x, y, t, width))                            # (ar br - ai bi, ar bi + ai br)
+
+
+# complex64/complex128 on the real rows of einjit.backends.complex_eltwise
+COMPLEX_BINARY_OPS = {"add": BINARY_OPS["add"], "sub": BINARY_OPS["sub"],
+                      "mul": BinaryOp("mul", _complex_product, temps=2)}
+
 REGISTERS = ColumnRegisters(column_counter=R10, row_counter=RAX, row_index=R11, start=RBX,
                             groups=R12, singles=R13, scratch=RAX)
 
@@ -98,9 +130,16 @@ def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int,
                 dtype: str = "float32") -> Label:
     """Emit the function binary(a, b, c, ld_a, ld_b, ld_c) at the current position of `asm`
     and return its entry: C := A op B, all column-major m x n of `dtype`."""
+    ld_shift = 0
+    if is_complex(dtype):
+        check_complex_op("binary", op, dtype)
+        form = binary_form(m, n, dtype)
+        m, n, dtype, ld_shift = form.m, form.n, form.dtype, form.ld_shift
+        kernel = COMPLEX_BINARY_OPS[op]
+    else:
+        kernel = BINARY_OPS[op]
     elements = precision(dtype)
     vector = Vector(target, MEMORY_BOUND_WIDTH, elements)
-    kernel = BINARY_OPS[op]
     streaming = (m >= vector.line_elements
                  and elements.bytes * m * n >= COLUMN_STREAM_MIN_BYTES)
     spare = list(range(vector.registers))
@@ -124,7 +163,7 @@ def emit_binary(asm: Assembler, target: Target, op: str, m: int, n: int,
     asm.prologue((RAX, RBX, RCX, RDX, RSI, RDI, R8, R9, R10, R11, R12, R13)
                  + ((RBP,) if not vector.frame.empty else ()))
     vector.frame.enter(asm)
-    shift = elements.shift                                  # leading dimensions in bytes
+    shift = elements.shift + ld_shift                       # leading dimensions in bytes
     asm(enc.shl_ri(RCX, shift), enc.shl_ri(R8, shift), enc.shl_ri(R9, shift))
     sweep.emit()
     vector.frame.leave(asm)

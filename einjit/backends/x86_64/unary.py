@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from einjit.backends import Target
+from einjit.backends.complex_eltwise import check_complex_op, is_complex, unary_form
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.eltwise import (
@@ -69,6 +70,7 @@ from einjit.backends.x86_64.encode import (
     RSI,
 )
 from einjit.backends.x86_64.precision import FLOAT32, precision
+from einjit.backends.x86_64.transpose128 import emit_transpose128
 
 GREATER_EQUAL_OR_NAN = 0x15   # NLT_UQ: not (a < b), true for unordered
 
@@ -342,7 +344,20 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int,
                trans_b: bool, dtype: str = "float32") -> Label:
     """Emit the function unary(a, b, ld_a, ld_b) at the current position of `asm` and return
     its entry: B := op(A), A column-major m x n of `dtype`; B column-major, or row-major
-    (B[j + r ld_b] = op(A[r + j ld_a])) if trans_b."""
+    (B[j + r ld_b] = op(A[r + j ld_a])) if trans_b. Complex dtypes (zero, identity) run the
+    real kernel of einjit.backends.complex_eltwise, or transpose128's copy."""
+    if not is_complex(dtype):
+        return _emit_real(asm, target, op, m, n, trans_b, dtype, 0)
+    check_complex_op("unary", op, dtype)
+    form = unary_form(op, m, n, trans_b, dtype)
+    if form is None:
+        return emit_transpose128(asm, target, m, n, _stream_stride_mask(m, n, 16))
+    return _emit_real(asm, target, op, form.m, form.n, form.trans_b, form.dtype, form.ld_shift)
+
+
+def _emit_real(asm: Assembler, target: Target, op: str, m: int, n: int, trans_b: bool,
+               dtype: str, ld_shift: int) -> Label:
+    """emit_unary on real elements; the leading dimensions count 2**ld_shift of them."""
     elements = precision(dtype)
     kernel = (UNARY_OPS if elements is FLOAT32 else UNARY_OPS64)[op]
     transposed = trans_b and kernel.reads_input
@@ -361,7 +376,8 @@ def emit_unary(asm: Assembler, target: Target, op: str, m: int, n: int,
     entry = asm.entry(f"unary_{op}")
     asm.prologue(gprs + ((RBP,) if not vector.frame.empty else ()))
     vector.frame.enter(asm)
-    asm(enc.shl_ri(RDX, elements.shift), enc.shl_ri(RCX, elements.shift))   # ld in bytes
+    shift = elements.shift + ld_shift                                       # ld in bytes
+    asm(enc.shl_ri(RDX, shift), enc.shl_ri(RCX, shift))
     _load_register_constant(asm, vector, kernel, constant)
     sweep.emit()
     vector.frame.leave(asm)
