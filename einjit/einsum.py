@@ -33,7 +33,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from einjit.backends import backend
 from einjit.frontend.errors import EinsumTypeError, EinsumValueError
+from einjit.frontend.lower import PRIMITIVES
 from einjit.frontend.numpy_rules import (
     any_order_layout,
     casting_rule,
@@ -49,6 +51,7 @@ from einjit.frontend.slicing import check_memory_limit, limit_bytes, slice_plan
 from einjit.frontend.subscripts import Resolved, resolve
 from einjit.frontend.tree import EinsumTree
 from einjit.log import sliced_plan
+from einjit.ops import COMPLEX_DTYPES, DTYPES
 from einjit.plan_cache import PlanCache
 from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty, data_address
 from einjit.runtime.host import host_isa
@@ -57,8 +60,20 @@ from einjit.runtime.threads import threads_setting
 _PLANS = PlanCache()
 _FLOAT32 = np.dtype(np.float32)
 _FLOAT64 = np.dtype(np.float64)
-_NATIVE = (_FLOAT32, _FLOAT64)   # the dtypes einjit's kernels compute (einjit.ops.DTYPES)
 _HOST = host_isa()
+
+
+def _kernel_dtypes(isa: str | None) -> tuple[np.dtype, ...]:
+    """The dtypes a plan computes in on `isa`'s kernels: einjit.ops.DTYPES, and the complex
+    ones where the backend generates each primitive a plan calls in complex (its
+    COMPLEX_PRIMITIVES); elsewhere complex calls are numpy's, as for any other dtype."""
+    dtypes = [np.dtype(name) for name in DTYPES]
+    if isa is not None and set(PRIMITIVES) <= set(backend(isa).COMPLEX_PRIMITIVES):
+        dtypes += [np.dtype(name) for name in COMPLEX_DTYPES]
+    return tuple(dtypes)
+
+
+_NATIVE = _kernel_dtypes(_HOST)     # the dtypes einjit's kernels compute on this host
 
 
 class _NotGiven:
@@ -287,12 +302,13 @@ def _native(arrays: Sequence[np.ndarray], out: Any, dtype: Any, order: str | Non
     compute = computing_dtype(arrays, out, dtype, rule)
     if compute is None or compute not in _NATIVE:
         return None
-    return _FLOAT64 if compute == _FLOAT64 else _FLOAT32
+    return _NATIVE[_NATIVE.index(compute)]     # the one dtype object the fast paths compare
 
 
 def _converted(arrays: Sequence[np.ndarray], dtype: np.dtype) -> list[np.ndarray]:
-    """The operands in the computing dtype: those of another float dtype cast (numpy's cast,
-    which the casting rule allowed), the rest as they are."""
+    """The operands in the computing dtype: those of another dtype cast once, before any
+    contraction (numpy's cast, which the casting rule allowed: float32 to float64, a real
+    operand to complex), the rest as they are."""
     return [a if a.dtype == dtype else a.astype(dtype) for a in arrays]
 
 
@@ -363,7 +379,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
         else:
             entry = _PLANS.get((operands[0], tuple(map(_LAYOUT, arrays)), path, "K", _HOST,
                                 kind, threads_setting())) \
-                if kind is _FLOAT32 or kind is _FLOAT64 else None
+                if kind in _NATIVE else None
             if entry is not None:
                 prepared, copies = entry
                 if copies:
@@ -499,7 +515,7 @@ class ContractExpression:
         # the kernels' dtype: the expression's, or float32 for the plan that shows the tree of
         # an expression numpy evaluates
         native = self.dtype in _NATIVE and not self.empty
-        self._kind = (_FLOAT64 if self.dtype == _FLOAT64 else _FLOAT32) if native else None
+        self._kind = _NATIVE[_NATIVE.index(self.dtype)] if native else None
         strides = tuple(_dense(s, "C") for s in self.shapes)
         self._c_strides = strides
         self._variants = PlanCache(32)

@@ -77,7 +77,7 @@ BINARY = {op.name: op for op in (
 )}
 
 CONTRACTION = {op.name: op for op in (
-    Op("gemm", "contraction", None),
+    Op("gemm", "contraction", None, complex=True),
     Op("brgemm", "contraction", None, complex=True),
 )}
 
