@@ -59,7 +59,6 @@ from einjit.runtime.threads import threads_setting
 
 _PLANS = PlanCache()
 _FLOAT32 = np.dtype(np.float32)
-_FLOAT64 = np.dtype(np.float64)
 _HOST = host_isa()
 
 

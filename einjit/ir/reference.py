@@ -80,7 +80,8 @@ def execute_reference(op: TensorOperation, in0, in1, out) -> None:
 
 
 def _contract(op: TensorOperation, flat: dict, target: np.ndarray) -> np.ndarray:
-    """first_touch, then += the k-sum of in0 * in1 (float64), then last_touch."""
+    """first_touch, then += the k-sum of in0 * in1 (float64, complex128 for complex), then
+    last_touch."""
     dims = op.dims
     wide = np.promote_types(op.dtype, np.float64)     # float64, or complex128 for complex
     letters = dict(zip(range(len(dims)), string.ascii_letters))

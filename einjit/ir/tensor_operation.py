@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from einjit.backends import Target, resolve_target
+from einjit.backends import Target, backend, resolve_target
 from einjit.errors import OperandError, OperandValueError, OperationError, OperationTypeError
 from einjit.ir.dims import DIM_TYPES, EXEC_TYPES, Dim, check_int, check_name
 from einjit.ir.verify import KernelCall, check_operation, main_kind
@@ -70,7 +70,6 @@ def _check_complex(dtype: str, names: dict[str, str], target: Target) -> None:
     """A complex op needs every primitive it names to take complex (einjit.ops' `complex`)
     and the target's backend to generate that primitive in complex (its COMPLEX_PRIMITIVES);
     OperationError naming the op, the dtype and, where it is the backend, the ISA."""
-    from einjit.backends import backend
     offered = getattr(backend(target.isa), "COMPLEX_PRIMITIVES", ())
     for role, name in names.items():
         if name == "none":
