@@ -1,5 +1,5 @@
-"""Static throughput of the generated A64 BRGEMM inner loops (FP32 and FP64), and kernel
-generation times.
+"""Static throughput of the generated A64 BRGEMM inner loops (FP32, FP64, complex64 and
+complex128), and kernel generation times.
 
 Our machines only emulate AArch64, so A64 speed is judged with LLVM's machine-code analyser:
 each innermost loop of a generated BRGEMM (the K loop of one C block shape) is handed to
@@ -18,13 +18,19 @@ the worst sizes and the mean over N for each M.
 
 LLVM 16 models neoverse-v2 with its Neoverse N2 scheduling tables (two 128-bit FP pipes),
 so the model's peak is about 2 FMLA/cycle; the real V2 has four pipes.
+
+The complex kernels (FCMLA, complex_brgemm.py) are judged the same way on the Neoverse V1
+and V2 models (COMPLEX_CPUS): FCMLA per cycle of each K loop against 32 independent FCMLAs of
+the same form (by element for complex64, vector .2d for complex128), and the grid's useful
+complex multiply-adds (one FCMLA #0 and #90 pair per complex lane) at K = 64.
 """
 
+import itertools
 import re
 import sys
 
 from einjit.backends import aarch64
-from einjit.backends.aarch64 import brgemm
+from einjit.backends.aarch64 import brgemm, complex_brgemm
 from einjit.backends.aarch64.target import check_dtype
 
 from . import llvm_mca
@@ -43,6 +49,19 @@ SHAPES64 = [(64, 64, 64, 1), (64, 60, 256, 16), (8, 6, 64, 1), (7, 6, 64, 1), (6
             (8, 1, 64, 1), (31, 11, 64, 1), (1, 1, 64, 1)]
 
 
+# complex: the main block (4 q registers by 6 columns), then its remainder blocks (q pieces,
+# complex64's odd last row as a d piece, fewer columns)
+COMPLEX_SHAPES = {
+    "complex64": [(64, 64, 64, 1), (64, 60, 256, 16), (8, 6, 64, 1), (7, 6, 64, 1),
+                  (6, 6, 64, 1), (2, 6, 64, 1), (1, 6, 64, 1), (8, 5, 64, 1), (8, 3, 64, 1),
+                  (8, 1, 64, 1), (31, 11, 64, 1), (1, 1, 64, 1)],
+    "complex128": [(64, 64, 64, 1), (64, 60, 256, 16), (4, 6, 64, 1), (3, 6, 64, 1),
+                   (2, 6, 64, 1), (1, 6, 64, 1), (4, 5, 64, 1), (4, 3, 64, 1), (4, 1, 64, 1),
+                   (31, 11, 64, 1), (1, 1, 64, 1)],
+}
+COMPLEX_CPUS = ("neoverse-v1", "neoverse-v2")
+
+
 ELTWISE = [("unary", ("identity", 2048, 2048, False)), ("unary", ("relu", 2048, 2048, False)),
            ("unary", ("sigmoid", 2048, 2048, False)), ("unary", ("identity", 2048, 2048, True)),
            ("unary", ("relu", 2048, 2048, True)), ("unary", ("sigmoid", 2048, 2048, True)),
@@ -56,6 +75,90 @@ def cycles_per_iteration(body):
 
 def fmla_per_cycle(body):
     return sum(line.startswith("fmla") for line in body) / cycles_per_iteration(body)
+
+
+def mca_command(cpu):
+    return ["llvm-mca-16", "-mtriple=aarch64", f"-mcpu={cpu}"]
+
+
+def fcmla_per_cycle(body, cpu):
+    return (sum(line.startswith("fcmla") for line in body)
+            / llvm_mca.cycles_per_iteration(mca_command(cpu), body))
+
+
+def fcmla_peak(dtype, cpu):
+    """FCMLA/cycle of 32 independent FCMLAs in the kernel's form: by element (4s) for
+    complex64, vector (2d) for complex128."""
+    if dtype == "complex64":
+        body = [f"fcmla v{i}.4s, v{(i + 1) % 32}.4s, v{(i + 2) % 32}.s[0], #0"
+                for i in range(32)]
+    else:
+        body = [f"fcmla v{i}.2d, v{(i + 1) % 32}.2d, v{(i + 2) % 32}.2d, #0" for i in range(32)]
+    return fcmla_per_cycle(body, cpu)
+
+
+def complex_rows(dtype, cpu, peak):
+    """(name, FCMLA/iter, insns/iter, FCMLA/cycle, of peak) of each shape's distinct K loops
+    on `cpu`'s model."""
+    rows = []
+    for shape in COMPLEX_SHAPES[dtype]:
+        seen = set()
+        for body in innermost_loops(generate("brgemm", *shape, dtype), "fcmla"):
+            fcmlas = sum(t.startswith("fcmla") for t in body)
+            if fcmlas in seen:
+                continue
+            seen.add(fcmlas)
+            rate = fcmla_per_cycle(body, cpu)
+            rows.append((f"{shape[0]}x{shape[1]}x{shape[2]} br{shape[3]}", fcmlas,
+                         len(body) - 1, rate, rate / peak))
+    return rows
+
+
+def complex_grid(dtype, cpu, peak, progress=None):
+    """{(m, n): predicted share of the model's peak} at K = GRID_K, as grid() has it: the
+    useful complex multiply-adds (m * n per k step) over the cycles of every C block's
+    steady-state K loop at `peak` FCMLA/cycle, two FCMLAs a full register of complex lanes."""
+    lanes = complex_brgemm.complex_element(dtype).lanes
+    counts = {(m, n): complex_brgemm.block_counts(m, n, dtype)
+              for m in GRID_SIZES for n in GRID_SIZES}
+    shapes = sorted({shape for blocks in counts.values() for shape in blocks}, key=str)
+
+    def cycles_per_step(shape):
+        code, steps = complex_brgemm.k_loop_code(*shape, GRID_K, dtype)
+        (body,) = innermost_loops(code, "fcmla")
+        return llvm_mca.cycles_per_iteration(mca_command(cpu), body) / steps
+    steps = llvm_mca.map_parallel(cycles_per_step, shapes, progress,
+                                  f"{dtype} on {cpu}: llvm-mca on block shape")
+    cycles = dict(zip(shapes, steps))
+    return {size: size[0] * size[1] / (peak / 2 * lanes * sum(count * cycles[shape]
+                                                              for shape, count in blocks.items()))
+            for size, blocks in counts.items()}
+
+
+def complex_lines(verdict, progress=None):
+    """The complex kernels' tables on each of COMPLEX_CPUS; the 64x64x64 targets to
+    `verdict`."""
+    lines = []
+    for cpu, dtype in itertools.product(COMPLEX_CPUS, tuple(COMPLEX_SHAPES)):
+        peak = fcmla_peak(dtype, cpu)
+        rows = complex_rows(dtype, cpu, peak)
+        lines += ["", f"{dtype} (FCMLA #0 and #90 per complex lane), llvm-mca-16 -mcpu={cpu}: "
+                  f"model peak {peak:.2f} FCMLA/cycle (32 independent FCMLAs)",
+                  f"{'kernel':<22}{'FCMLA/iter':>11}{'insns/iter':>11}{'FCMLA/cycle':>12}"
+                  f"{'of peak':>9}"]
+        lines += [f"{name:<22}{fcmlas:>11}{insns:>11}{rate:>12.2f}{ratio:>9.1%}"
+                  for name, fcmlas, insns, rate, ratio in rows]
+        shares = complex_grid(dtype, cpu, peak, progress=progress)
+        values = sorted(shares.values())
+        worst = sorted(shares, key=shares.get)[:8]
+        lines += [f"every M, N in 1..64 at K = {GRID_K}: mean "
+                  f"{sum(values) / len(values):.1%} of the peak, min {values[0]:.1%}; "
+                  f">= 90%: {sum(v >= 0.9 for v in values)} sizes",
+                  "  worst (MxN): " + ", ".join(f"{m}x{n} {shares[m, n]:.0%}" for m, n in worst)]
+        main = rows[0]
+        verdict.target(f"A64 {dtype} BRGEMM {main[0]} K loop (llvm-mca {cpu}), % of the "
+                       f"FCMLA peak", 100 * main[4], 90)
+    return lines
 
 
 def stored_bytes(body):
@@ -170,7 +273,8 @@ def report(verdict=None):
     rows64 = brgemm_rows(SHAPES64, peak64, "float64")
     gen = [(f"brgemm {m}x{n}x{k} br{br}", generation_ms("brgemm", m, n, k, br))
            for m, n, k, br in [(64, 64, 64, 1), (16, 6, 1, 1), (1024, 1024, 2048, 1024)]]
-    gen += [("brgemm 64x64x64 br1 float64", generation_ms("brgemm", 64, 64, 64, 1, "float64"))]
+    gen += [(f"brgemm 64x64x64 br1 {dtype}", generation_ms("brgemm", 64, 64, 64, 1, dtype))
+            for dtype in ("float64", *tuple(COMPLEX_SHAPES))]
     gen += [(f"unary {op} 2048x2048{' trans' if t else ''}",
              generation_ms("unary", op, 2048, 2048, t))
             for op, t in [("identity", False), ("identity", True), ("sigmoid", True)]]
@@ -194,6 +298,7 @@ def report(verdict=None):
               f"K loop (the model's peak = {peak:.2f} full-vector FMLA/cycle)"]
     for dtype, dtype_peak in (("float32", peak), ("float64", peak64)):
         lines += grid_lines(dtype, dtype_peak, progress=llvm_mca.terminal_progress)
+    lines += complex_lines(verdict, progress=llvm_mca.terminal_progress)
     lines += ["", "element-wise kernels, 2048x2048: their main (most storing) inner loop",
               f"{'kernel':<26}{'insns/iter':>11}{'cycles/iter':>12}{'stored B/cycle':>15}"]
     for kind, params in ELTWISE:

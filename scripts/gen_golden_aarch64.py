@@ -508,9 +508,27 @@ def fp64_cases():
     return cases
 
 
+def complex_cases():
+    """FCMLA (FEAT_FCMA, Armv8.3): the vector form on every FP arrangement and rotation, and
+    the single-precision form by element (4s, pair index 0..1), as the complex BRGEMM emits
+    them among others."""
+    cases = []
+    for i, arr in enumerate(FP_ARRS):
+        for j, rotate in enumerate((0, 90, 180, 270)):
+            vd, vn, vm = ((0, 1, 2), (31, 30, 29), (16, 8, 24), (8, 0, 7))[(i + j) % 4]
+            cases.append((f"fcmla({vd}, {vn}, {vm}, {rotate}, '{arr}')",
+                          f"fcmla v{vd}.{arr}, v{vn}.{arr}, v{vm}.{arr}, #{rotate}"))
+    for index in range(2):
+        for j, rotate in enumerate((0, 90, 180, 270)):
+            vd, vn, vm = ((0, 1, 2), (31, 30, 29), (16, 8, 24), (8, 0, 31))[(index + j) % 4]
+            cases.append((f"fcmla_elem({vd}, {vn}, {vm}, {index}, {rotate})",
+                          f"fcmla v{vd}.4s, v{vn}.4s, v{vm}.s[{index}], #{rotate}"))
+    return cases
+
+
 def all_cases():
     return (base_cases() + branch_cases() + gpr_memory_cases() + simd_memory_cases()
-            + simd_arithmetic_cases() + scalar_fp_cases() + fp64_cases())
+            + simd_arithmetic_cases() + scalar_fp_cases() + fp64_cases() + complex_cases())
 
 
 def assemble(cases, assembler):
@@ -521,7 +539,8 @@ def assemble(cases, assembler):
         lines = []
         for _, text in cases:
             lines += [statement.strip() for statement in text.split(";")]
-        source.write_text("\n".join(lines) + "\n")
+        # Armv8.3-A: FCMLA (FEAT_FCMA); the directive emits no code
+        source.write_text(".arch armv8.3-a\n" + "\n".join(lines) + "\n")
         subprocess.run([assembler, "-o", f"{tmp}/cases.o", str(source)], check=True)
         subprocess.run([objcopy, "-O", "binary", "-j", ".text", f"{tmp}/cases.o",
                         f"{tmp}/cases.bin"], check=True)

@@ -2,9 +2,9 @@
 numpy in complex128 arithmetic.
 
 Through the public einjit.brgemm with isa=None: on an x86-64 host the kernels of the host's
-variant (and AVX2 in the run that forces it), in the aarch64 lane the clear error its brgemm
-gives for a complex dtype. The shapes pair every M in 1..40 (every remainder of a vector of
-either width) and every N in 1..40 with several partners, K up to the limit, batches of 1
+variant (and AVX2 in the run that forces it), in the aarch64 lane the FCMLA kernels. The
+shapes pair every M in 1..40 (every remainder of a vector of either width) and every N in
+1..40 with several partners, K up to the limit, batches of 1
 and more with strides, leading dimensions past the rows; every operand's gaps and a padding
 around C hold a NaN-payload canary (a read of a gap turns C into NaN, a write outside the
 M x N sub-matrix changes a canary's bits), and a guard page ends each operand in one test.
@@ -31,8 +31,10 @@ K_VALUES = (1, 2, 3, 16, 17, 64)
 BATCH_VALUES = (1, 3, 16)
 PARTNERS = (1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 40)
 
-x86_only = pytest.mark.skipif(host_isa() != "x86_64",
-                              reason="complex BRGEMM kernels are generated for x86-64 only")
+runs_here = pytest.mark.skipif(host_isa() not in ("x86_64", "aarch64"),
+                               reason="complex BRGEMM kernels run on x86-64 and AArch64 hosts")
+x86_only = pytest.mark.skipif(host_isa() != "x86_64", reason="the x86-64 kernel's grouping")
+aarch64_only = pytest.mark.skipif(host_isa() != "aarch64", reason="the FCMLA kernel's order")
 
 
 def canary_buffer(size, dtype):
@@ -162,21 +164,21 @@ def _case_id(case):
             f"{'int' if integers else 'float'}")
 
 
-@x86_only
+@runs_here
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", _sweep("m"), ids=_case_id)
 def test_every_m(case, dtype):
     check(*case, dtype)
 
 
-@x86_only
+@runs_here
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", _sweep("n"), ids=_case_id)
 def test_every_n(case, dtype):
     check(*case, dtype)
 
 
-@x86_only
+@runs_here
 @pytest.mark.parametrize("case", [
     (m, n, k, br, padded, False) for (m, n), k, br, padded in itertools.product(
         ((4, 3), (9, 7), (17, 6), (33, 13)), (1, 5, 300, 2048), (1, 2, 5), (False, True))])
@@ -185,7 +187,7 @@ def test_k_and_batch_grid(case, dtype):
     check(*case, dtype)
 
 
-@x86_only
+@runs_here
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", [(64, 64, 64, 16, True, False), (100, 70, 33, 2, True, True),
                                   (1024, 3, 5, 1, False, False), (5, 1024, 3, 1, True, False),
@@ -200,7 +202,7 @@ def test_large_shapes(case, dtype):
     check(*case, dtype)
 
 
-@x86_only
+@runs_here
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_batch_strides_may_overlap_and_repeat(dtype):
     """A stride of 0 sums the same A (or B) br times; a stride shorter than the matrix
@@ -229,7 +231,7 @@ def _with_specials(rng, dtype, fraction):
     return fill
 
 
-@x86_only
+@runs_here
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m, n, k, br, fraction", [
     (1, 1, 1, 1, 0.5), (3, 2, 1, 1, 0.3), (9, 5, 3, 2, 0.1), (17, 7, 16, 3, 0.02),
@@ -258,7 +260,7 @@ def test_specials_land_where_numpy_puts_them(dtype, m, n, k, br, fraction):
                           <= problem.tolerance[finite]), f"seed {seed}: finite {part} parts"
 
 
-@x86_only
+@runs_here
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_textbook_products_of_infinities(dtype):
     """One product each, C = 0, as numpy's textbook formula has them (not C99 Annex G's
@@ -285,7 +287,7 @@ def test_textbook_products_of_infinities(dtype):
 GUARD_CASES = [(m, n, 1 + (m + n) % 5, 2) for m, n in itertools.product(range(1, 18), (1, 5, 7))]
 
 
-@x86_only
+@runs_here
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_no_access_past_the_last_element_of_any_operand(dtype):
     """A, B and C each end right before a no-access page (tight layouts); the kernels run in
@@ -313,10 +315,20 @@ def test_x86_code_decodes_and_combines_the_sums_once(shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_aarch64_brgemm_names_the_complex_dtype_it_lacks(dtype):
-    with pytest.raises(KernelParameterError,
-                       match=f"dtype {dtype} is not supported by the aarch64 brgemm yet"):
-        einjit.brgemm(4, 4, 4, dtype=dtype, isa="aarch64")
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (9, 5, 3, 2), (64, 64, 64, 16),
+                                   (1024, 1024, 2048, 1024)], ids=lambda s: "x".join(map(str, s)))
+def test_aarch64_code_decodes_and_multiplies_with_both_rotations(shape, dtype):
+    kernel = einjit.brgemm(*shape, dtype=dtype, isa="aarch64")
+    assert_well_formed(kernel)
+    text = kernel.disassemble()
+    # complex64: by element in the blocks, the vector form in an odd M's last row (along k)
+    operand = r"v\d+\.(s\[0\]|4s)" if dtype == "complex64" else r"v\d+\.2d"
+    arrangement = "4s" if dtype == "complex64" else "2d"
+    for rotation in ("0", "0x5a"):
+        assert re.search(rf"\bfcmla v\d+\.{arrangement}, v\d+\.{arrangement}, {operand}, "
+                         rf"#{rotation}$", text, re.M), rotation
+    assert not re.search(r"\bfcmla .*#0x(b4|10e)$", text, re.M), "only the rotations #0 and #90"
+    assert len(kernel.code) < 16 * 1024, "loops, not unrolling, must keep the code small"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -329,7 +341,7 @@ def test_element_wise_kernels_refuse_complex_naming_it(make, dtype):
         make(dtype)
 
 
-@x86_only
+@runs_here
 def test_a_complex_kernel_takes_only_arrays_of_its_dtype():
     kernel = einjit.brgemm(2, 2, 2, dtype="complex64")
     a = np.zeros(4, np.complex128)
@@ -348,3 +360,34 @@ def test_a_zero_sum_is_positive_where_numpy_keeps_minus_zero(dtype):
     einjit.brgemm(1, 1, 1, 1, dtype=dtype)(a, b, c, 1, 1, 1, 0, 0)
     assert np.signbit(numpy_result[0].real) and not np.signbit(c[0].real)
     assert c[0] == numpy_result[0]
+
+
+@aarch64_only
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_single_product_keeps_numpys_signed_zeros(dtype):
+    """FCMLA adds re a * re b, then -im a * im b, into C itself: with one product the sum is
+    -0 exactly where numpy's c + a*b is (every term -0), so every sign of zero agrees."""
+    values = np.array([0.0, -0.0])
+    for bits in itertools.product(values, repeat=6):
+        c = np.array([complex(bits[0], bits[1])], dtype)
+        a = _complex(np.array([[bits[2]], [bits[3]]]), dtype)
+        b = _complex(np.array([[bits[4]], [bits[5]]]), dtype)
+        numpy_result = c + a * b
+        einjit.brgemm(1, 1, 1, 1, dtype=dtype)(a, b, c, 1, 1, 1, 0, 0)
+        assert np.array_equal(np.signbit(c.view(PART[dtype])),
+                              np.signbit(numpy_result.view(PART[dtype]))), bits
+
+
+@aarch64_only
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fcmla_adds_to_c_before_the_cross_term(dtype):
+    """The documented overflow difference: C = big, A = big + big i, B = 1 + 1j: numpy's
+    re(a*b) = big - big = 0 leaves C finite; FCMLA adds big to C first (inf), then -big."""
+    big = np.finfo(PART[dtype]).max / 2 * 1.5
+    a, b = np.array([complex(big, big)], dtype), np.array([1 + 1j], dtype)
+    c = np.array([complex(big, 0.0)], dtype)
+    with np.errstate(over="ignore"):
+        numpy_result = c + a * b
+    einjit.brgemm(1, 1, 1, 1, dtype=dtype)(a, b, c, 1, 1, 1, 0, 0)
+    assert np.isfinite(numpy_result[0].real) and c[0].real == np.inf
+    assert numpy_result[0].imag == c[0].imag == np.inf

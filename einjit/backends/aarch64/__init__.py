@@ -23,7 +23,7 @@ from einjit.backends.aarch64.target import VARIANTS
 from einjit.backends.aarch64.unary import emit_unary, generate_unary
 
 # the primitives whose generators take complex64 and complex128 (einjit.ops.COMPLEX_DTYPES)
-COMPLEX_PRIMITIVES = ("unary", "binary")
+COMPLEX_PRIMITIVES = ("brgemm", "unary", "binary")
 
 
 def default_variant() -> str:

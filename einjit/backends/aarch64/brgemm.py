@@ -31,6 +31,9 @@ A with 2 or 4 pointers in turn, so that no chain of pointer adds paces the loop.
 
 block_counts() and k_loop_code() expose the block plan and one block's K loop to the static
 throughput benchmark (benchmarks/aarch64_mca.py).
+
+complex64 and complex128 are complex_brgemm.py's kernel: these blocks and loops (emit_blocks,
+_Microkernel, _DotMicrokernel) with a complex element and FCMLA.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from einjit.backends.aarch64 import encode as enc
 from einjit.backends.aarch64.asm import Assembler, Label
 from einjit.backends.aarch64.target import Element, check_dtype, check_sizes, check_target
 from einjit.errors import KernelParameterError
+from einjit.ops import COMPLEX_DTYPES
 
 BLOCK_COLS = 6
 K_UNROLL = 4
@@ -227,11 +231,18 @@ class _Microkernel:
         shift = len(self.walks).bit_length() - 1
         self.load_a = [_transfer(enc.ldr_v, enc.ldp_v, pieces, A_REGS, walk, element, enc.ldur_v)
                        + [enc.add_reg(walk, walk, LD_A, lsl=shift)] for walk in self.walks]
-        self.fmlas = [[[enc.fmla_elem(acc, A_REGS[p], B_REGS[j % len(B_REGS)], 0,
-                                      _arrangement(element, rows))
-                        for p, (acc, rows) in enumerate(zip(column, pieces))]
+        self.fmlas = [[self._multiply_adds(column, B_REGS[j % len(B_REGS)])
                        for j, column in enumerate(accumulators)]
                       for accumulators in self.sets]
+
+    def _multiply_adds(self, column: Sequence[int], b: int) -> list[int]:
+        """One k step of one column: its accumulators += the A pieces times lane 0 of `b`."""
+        return [enc.fmla_elem(acc, A_REGS[p], b, 0, self._arrangement(rows))
+                for p, (acc, rows) in enumerate(zip(column, self.pieces))]
+
+    def _arrangement(self, rows: int) -> str:
+        """The arithmetic's arrangement on a piece of `rows` rows."""
+        return _arrangement(self.element, rows)
 
     def emit(self, asm: Assembler) -> None:
         first = 0
@@ -243,7 +254,7 @@ class _Microkernel:
         _batch_loop(asm, self)
         for total, addend in _pairwise_sums(len(self.sets)):
             for to, column in zip(self.sets[total], self.sets[addend]):
-                asm([enc.fadd(t, t, e, _arrangement(self.element, rows))
+                asm([enc.fadd(t, t, e, self._arrangement(rows))
                      for t, e, rows in zip(to, column, self.pieces)])
         self._walk_c(asm, enc.str_v, enc.stp_v, enc.stur_v)
 
@@ -336,10 +347,10 @@ class _DotMicrokernel:
             asm(enc.ldr_v(letter, row, self.walks[step]))
             for j, acc in enumerate(self.sets[0]):
                 asm(enc.ldr_v(letter, self.b_regs[j], B_COLUMNS[j], done + size * step),
-                    enc.fmla(acc, row, self.b_regs[j], self.element.arr))
+                    self._multiply_add(acc, row, self.b_regs[j]))
 
     def _chunks(self, asm: Assembler, count: int) -> None:
-        letter, arr = self.element.letter, self.element.arr
+        letter = self.element.letter
         shift = len(self.walks).bit_length() - 1
         for chunk in range(count):
             columns = (A_REGS + B_REGS)[4 * (chunk % 2):4 * (chunk % 2) + 4]
@@ -353,7 +364,11 @@ class _DotMicrokernel:
                 asm(enc.zip1(columns[0], columns[0], columns[1], "2d"))
             for j, acc in enumerate(self.sets[chunk % len(self.sets)]):
                 asm(enc.ldr_v("q", self.b_regs[j], B_COLUMNS[j], 16 * chunk),
-                    enc.fmla(acc, columns[0], self.b_regs[j], arr))
+                    self._multiply_add(acc, columns[0], self.b_regs[j]))
+
+    def _multiply_add(self, acc: int, a: int, b: int) -> int | list[int]:
+        """acc += a * b, lane by lane."""
+        return enc.fmla(acc, a, b, self.element.arr)
 
 
 def _microkernel(pieces: tuple, ncols: int, k: int, br_size: int, element: Element,
@@ -430,8 +445,9 @@ def _batch_loop(asm: Assembler, kernel) -> None:
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32", accumulate: bool = True, stream: bool = False,
                 ld_b: int | None = None) -> Label:
-    """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (see the
-    module docstring) at the current position of `asm`; returns the Label of its entry.
+    """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (float32,
+    float64, or complex64 and complex128: complex_brgemm.py; see the module docstring) at
+    the current position of `asm`; returns the Label of its entry.
     accumulate=False: C := sum_i A_i B_i, C never read (the bits C += gives on a zeroed C).
     stream (the contract's hint that C is far larger than the caches): accepted with
     accumulate=False; this backend stores C as usual (STNP pairs are not generated).
@@ -442,21 +458,35 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
                                    "is not read back)")
     check_target(target)
     check_sizes(m=m, n=n, k=k, br_size=br_size)
+    if dtype in COMPLEX_DTYPES:
+        # the complex kernel builds on this module's blocks (a late import: no cycle)
+        from einjit.backends.aarch64.complex_brgemm import emit_complex_brgemm
+        return emit_complex_brgemm(asm, m, n, k, br_size, dtype, accumulate)
     element = check_dtype(dtype)
     column_groups = {ncols: _row_groups(m, element, ncols) for ncols in _column_shapes(n)}
+    microkernels = {(pieces, ncols): _microkernel(pieces, ncols, k, br_size, element, accumulate)
+                    for ncols, groups in column_groups.items() for _, pieces in groups}
+    suffix = "" if element.dtype == "float32" else f"_{element.dtype}"
+    name = f"brgemm_{m}x{n}x{k}_br{br_size}{suffix}{'' if accumulate else '_set'}"
+    return emit_blocks(asm, name, n, element, column_groups, microkernels)
+
+
+def emit_blocks(asm: Assembler, name: str, n: int, element: Element,
+                column_groups: dict[int, list[tuple[int, tuple]]],
+                microkernels: dict[tuple[tuple, int], _Microkernel]) -> Label:
+    """Emit the function `name` over C's blocks: the column blocks of _column_shapes(n), each
+    the row groups of `column_groups[ncols]`, each block run by `microkernels[pieces, ncols]`;
+    leading dimensions and strides arrive in elements of `element`."""
     column_blocks, column_rest = divmod(n, BLOCK_COLS)
     column_shapes = _column_shapes(n)
     advances_columns = column_blocks > 1 or (column_blocks == 1 and column_rest > 0)
-    microkernels = {(pieces, ncols): _microkernel(pieces, ncols, k, br_size, element, accumulate)
-                    for ncols, groups in column_groups.items() for _, pieces in groups}
     gprs = set(range(0, WALK + 1)) | set(B_COLUMNS[:max(column_shapes)])
     if advances_columns:
         gprs |= {LD_B_BLOCK, LD_C_BLOCK}
     gprs = gprs.union(*(kernel.gprs for kernel in microkernels.values()))
     vregs = set().union(*(kernel.vregs for kernel in microkernels.values()))
 
-    suffix = "" if element.dtype == "float32" else f"_{element.dtype}"
-    entry = asm.label(f"brgemm_{m}x{n}x{k}_br{br_size}{suffix}{'' if accumulate else '_set'}")
+    entry = asm.label(name)
     asm.bind(entry)
     asm.prologue(gprs, vregs)
     # leading dimensions and strides arrive in elements

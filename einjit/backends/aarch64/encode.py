@@ -852,6 +852,18 @@ def fmls(vd: int, vn: int, vm: int, arr: str) -> int:
     return _fp_three_same(0x0EA0CC00, vd, vn, vm, arr)
 
 
+_ROTATIONS = {0: 0, 90: 1, 180: 2, 270: 3}
+
+
+def fcmla(vd: int, vn: int, vm: int, rotate: int, arr: str) -> int:
+    """fcmla vd.arr, vn.arr, vm.arr, #rotate (arr 2s, 4s, 2d: complex pairs, real part in the
+    even lane; FEAT_FCMA). #0 adds re(vn) * vm to each pair of vd, #90 adds im(vn) * i*vm:
+    both together vd += vn * vm, each lane one fused multiply-add per rotation."""
+    q, sz = _fp_arrangement(arr)
+    rot = _choice("rotate", rotate, _ROTATIONS)
+    return _three_same(0x2E00C400 | rot << 11, q, sz + 2, vd, vn, vm)
+
+
 def fadd(vd: int, vn: int, vm: int, arr: str) -> int:
     """fadd vd.arr, vn.arr, vm.arr"""
     return _fp_three_same(0x0E20D400, vd, vn, vm, arr)
@@ -1143,6 +1155,16 @@ def fmls_elem(vd: int, vn: int, vm: int, index: int, arr: str) -> int:
 def fmul_elem(vd: int, vn: int, vm: int, index: int, arr: str) -> int:
     """fmul vd.arr, vn.arr, vm.s|d[index]"""
     return _fp_by_element(0x0F809000, vd, vn, vm, index, arr)
+
+
+def fcmla_elem(vd: int, vn: int, vm: int, index: int, rotate: int, arr: str = "4s") -> int:
+    """fcmla vd.4s, vn.4s, vm.s[index], #rotate: vm's complex pair `index` (0..1) against each
+    pair of vn (only the 4s arrangement exists for single precision; FEAT_FCMA)."""
+    _arrangement(arr, ("4s",))
+    rot = _choice("rotate", rotate, _ROTATIONS)
+    i = _unsigned("index", index, 1)
+    return (0x6F801000 | rot << 13 | i << 11 | _vreg("vm", vm) << 16
+            | _vreg("vn", vn) << 5 | _vreg("vd", vd))
 
 
 # --------------------------------------------------------------------------------------------
