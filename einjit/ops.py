@@ -100,6 +100,11 @@ PRIMITIVE_DTYPES = {"brgemm": DTYPES + COMPLEX_DTYPES, "unary": DTYPES + COMPLEX
                     "binary": DTYPES + COMPLEX_DTYPES}
 
 
+def multiply_add_flops(dtype: str) -> int:
+    """Real flops of one multiply-add in `dtype`: 2, or 8 in complex (4 products, 4 sums)."""
+    return 8 if dtype in COMPLEX_DTYPES else 2
+
+
 def lookup(name: str) -> Op:
     """The operation called `name`, or KeyError."""
     for table in (UNARY, BINARY, CONTRACTION):

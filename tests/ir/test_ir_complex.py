@@ -189,3 +189,20 @@ def test_a_backend_without_a_complex_primitive_is_named(isa):
             with pytest.raises(OperationError, match=f"complex {primitive} kernel, which the "
                                                      f"{isa} backend does not generate"):
                 build(params)
+
+
+def test_a_complex_contraction_counts_its_real_flops_for_threads():
+    """A complex multiply-add is 8 real flops: an op too small for a second thread in float64
+    gets one in complex128 (codegen's least flops per thread), and its nest runs on both."""
+    from einjit.codegen.compile import MIN_FLOPS_PER_THREAD, worth_a_thread
+    from einjit.passes.balance import working_threads
+    size = MIN_FLOPS_PER_THREAD // 4          # 2 x size real flops: half a thread's least
+    shape = dict(dim_types=("n", "m", "n", "k"), exec_types=("shared", "prim", "prim", "prim"),
+                 dim_sizes=(size // (64 * 16 * 16), 64, 16, 16), strides_in0=(0, 1, 0, 64),
+                 strides_in1=(256, 0, 16, 1), strides_out=(1024, 1, 64, 0), num_threads=2)
+    real = TensorOperation("float64", "zero", "gemm", "none", **shape)
+    cplx = TensorOperation("complex128", "zero", "gemm", "none", **shape)
+    assert working_threads(real) == 1 and working_threads(cplx) == 2
+    assert not worth_a_thread(plan_nest(real, real.target))
+    assert worth_a_thread(plan_nest(cplx, cplx.target))
+    run(cplx, np.random.default_rng(9), threads=2)
