@@ -23,7 +23,7 @@ each CSV are written under benchmarks/results/ (git-ignored; --results DIR for a
 folder). --update-reference (a --full run) replaces benchmarks/reference/<machine kind>/
 with the run's summary and its einsum and GEMM pictures.
 
-    python -m benchmarks [SECTION ...] [--full | --quick] [--dtype float32|float64]
+    python -m benchmarks [SECTION ...] [--full | --quick] [--dtype DTYPE]
                          [--large] [--results DIR] [--update-reference]
 """
 
@@ -97,9 +97,10 @@ def parse(argv):
                            "TensorOperation case, einsum in float32 and float64")
     mode.add_argument("--quick", action="store_true",
                       help=f"a coarse GEMM grid (M, N in {QUICK_SIZES}), small einsum sizes")
-    parser.add_argument("--dtype", choices=einsum.DTYPES,
+    parser.add_argument("--dtype", choices=einsum.ALL_DTYPES,
                         help="einsum and matmul sections: only this dtype (default: einsum "
-                             "float32, matmul both; --full: float32, then float64)")
+                             "float32, matmul both; --full: float32, then float64; "
+                             "complex64, complex128: the einsum section only)")
     parser.add_argument("--large", action="store_true",
                         help=f"matmul section: add n = {matmul.LARGE_SIZE} to the grid")
     parser.add_argument("--results", metavar="DIR",
@@ -187,7 +188,9 @@ def main(argv=None):
                                    peer_windows=2 if full else 1)))
     if "matmul" in chosen:
         shapes = matmul.QUICK_GRID if quick else matmul.grid(options.large)
-        for dtype in [options.dtype] if options.dtype else list(matmul.DTYPES):
+        # a complex --dtype is the einsum section's alone (matmul times the real dtypes)
+        for dtype in [d for d in ([options.dtype] if options.dtype else matmul.DTYPES)
+                      if d in matmul.DTYPES]:
             section(f"matmul {dtype}{' (quick sizes)' if quick else ''}: einjit against "
                     f"numpy's @ and torch.matmul, 1 and 2 threads",
                     lambda dtype=dtype: written(

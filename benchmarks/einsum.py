@@ -28,9 +28,12 @@ small machine cannot measure.
 
 --dtype float64 runs the same cases with float64 operands for einjit and every peer (the
 percentage is of the FP64 peak, half the FP32 FMA flops), written to einsum_float64.csv.
+--dtype complex64 and complex128 likewise with complex operands (both parts uniform in
+[-1, 1)) for einjit and every peer (TBLIS takes complex too): a complex multiply-add counts as
+8 real flops, and the percentage is of the FMA peak of the real part's dtype.
 
-    python -m benchmarks einsum [--quick] [--filter TEXT] [--dtype float32|float64]
-    python -m benchmarks.einsum [--quick] [--filter TEXT] [--dtype float32|float64]
+    python -m benchmarks einsum [--quick] [--filter TEXT] [--dtype DTYPE]
+    python -m benchmarks.einsum [--quick] [--filter TEXT] [--dtype DTYPE]
 """
 
 from __future__ import annotations
@@ -77,9 +80,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 QUICK_FLOPS = 2e8        # --quick: every case's sizes shrunk to about this many flops
-DTYPES = ("float32", "float64")
-# relative Frobenius-norm error against numpy in float64, per dtype of the operands
-TOLERANCES = {"float32": 1e-4, "float64": 1e-10}
+DTYPES = ("float32", "float64")           # a --full run's (and the matmul section's)
+COMPLEX_DTYPES = ("complex64", "complex128")
+ALL_DTYPES = DTYPES + COMPLEX_DTYPES      # what --dtype may name
+# relative Frobenius-norm error against numpy in float64 (complex128), per dtype of the operands
+TOLERANCES = {"float32": 1e-4, "float64": 1e-10, "complex64": 1e-4, "complex128": 1e-10}
+# real flops per flop the tree counts (2 a multiply-add): a complex multiply-add is 4 real
+# multiplies and 4 real adds, 8 flops
+REAL_FLOPS = {"complex64": 4, "complex128": 4}
+# the real dtype whose all-core FMA peak a dtype's percentages are of (a complex number's part)
+PEAK_DTYPE = {"float32": "float32", "float64": "float64", "complex64": "float32",
+              "complex128": "float64"}
 LARGE_FLOPS = 1e9        # "large" cases, for the share-of-peak figure
 # the targets: geomean speed over the best peer, no case below LOWEST_RATIO, large cases'
 # share of the all-core peak, call overhead against np.einsum, the cold tensor train
@@ -292,8 +303,12 @@ def family_peers(family: str, equation: str, operands: list[np.ndarray],
 
 
 def operands_of(shapes: Sequence[tuple[int, ...]], dtype: str) -> list[np.ndarray]:
-    """The benchmark's operands: uniform in [-1, 1) from SEED, in `dtype`."""
+    """The benchmark's operands: uniform in [-1, 1) from SEED (complex: each part), in
+    `dtype`."""
     rng = np.random.default_rng(SEED)
+    if np.dtype(dtype).kind == "c":
+        return [(rng.uniform(-1, 1, s) + 1j * rng.uniform(-1, 1, s)).astype(dtype)
+                for s in shapes]
     return [rng.uniform(-1, 1, s).astype(dtype) for s in shapes]
 
 
@@ -337,8 +352,9 @@ def peer_seconds(equation: str, operands: list[np.ndarray], threads: int
 
 # -- measuring ---------------------------------------------------------------------------------
 def relative_error(result, reference) -> float:
-    result = np.asarray(result, np.float64)
-    reference = np.asarray(reference, np.float64)
+    wide = np.promote_types(np.asarray(result).dtype, np.float64)    # complex128 for complex
+    result = np.asarray(result, wide)
+    reference = np.asarray(reference, wide)
     if result.shape != reference.shape:
         return math.inf
     scale = np.linalg.norm(reference.ravel())
@@ -373,11 +389,12 @@ def _first(function: Callable) -> tuple[object, float]:
 
 
 def reference(case: Case, operands: list[np.ndarray], flops: float, elements: int):
-    """numpy's result (along opt_einsum's path): in float64 where cheap, else in float32."""
+    """numpy's result (along opt_einsum's path): in float64 (complex128) where cheap, else in
+    the operands' dtype."""
     path = good_path(case.equation, operands)
     if flops < 2e9 and elements < 2 ** 25:
-        return np.einsum(case.equation, *[o.astype(np.float64) for o in operands],
-                         optimize=path)
+        return np.einsum(case.equation, *[o.astype(np.promote_types(o.dtype, np.float64))
+                                          for o in operands], optimize=path)
     return np.einsum(case.equation, *operands, optimize=path)
 
 
@@ -388,7 +405,7 @@ def run_case(case: Case, peer_cache: dict, threads: int = 1, dtype: str = "float
     peak)."""
     operands = operands_of(case.shapes, dtype)
     expression = case.compile(dtype)
-    flops = float(expression.tree.flops())
+    flops = float(expression.tree.flops()) * REAL_FLOPS.get(dtype, 1)
     result, first = _first(lambda: expression(*operands))
     with one_blas_thread():
         expected = reference(case, operands, flops, int(np.size(result)))
@@ -499,14 +516,15 @@ def run(quick: bool = False, pattern: str | None = None,
     alone, printed once by the caller with the run's best peak. Targets and wrong results
     go to `verdict`. The peers are timed in `peer_windows` windows (1: the main job's default
     run, which trades some protection from a busy machine for half the peers' time)."""
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r}: expected one of {DTYPES}")
+    if dtype not in ALL_DTYPES:
+        raise ValueError(f"dtype {dtype!r}: expected one of {ALL_DTYPES}")
     verdict = verdict or Verdict()
     target = resolve_target(None)
     threads = default_threads()
 
     # x86-64: the all-core FMA peak (float64: the same loop in packed doubles, as many
-    # instructions, half the flops each) is measured before every case and the best of them
+    # instructions, half the flops each; complex: their part's) is measured before every
+    # case and the best of them
     # all is the reference: a busy spell of the machine's other tenants only ever slows a
     # measurement down
     peaks = []
@@ -514,7 +532,7 @@ def run(quick: bool = False, pattern: str | None = None,
     def measure_peak():
         if target.isa == "x86_64":
             peaks.append(all_core_peak_gflops(target.variant, threads)
-                         / (2 if dtype == "float64" else 1))
+                         / (2 if PEAK_DTYPE[dtype] == "float64" else 1))
     measure_peak()
     names = peer_names()
     lines = [f"{dtype} einsum: einjit on {target}, {threads} threads; "
@@ -546,9 +564,9 @@ def run(quick: bool = False, pattern: str | None = None,
                       f"({time.perf_counter() - started:.0f} s)", progress)
     peak = max(peaks, default=None)
     if peak is not None:
-        lines.append(f"all-core {dtype} FMA peak ({threads} cores, the best of {len(peaks)} "
-                     f"measurements, one before each case): {peak:.1f} GFLOPS (lowest "
-                     f"{min(peaks):.1f})")
+        lines.append(f"all-core {PEAK_DTYPE[dtype]} FMA peak ({threads} cores, the best of "
+                     f"{len(peaks)} measurements, one before each case): {peak:.1f} GFLOPS "
+                     f"(lowest {min(peaks):.1f})")
     for r in results:
         r["percent"] = None if peak is None else 100 * r["gflops"] / peak
         case = r["case"]
@@ -647,7 +665,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"every case shrunk to about {QUICK_FLOPS:.0e} flops")
     parser.add_argument("--filter", metavar="TEXT", help="only cases whose name contains TEXT")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32",
+    parser.add_argument("--dtype", choices=ALL_DTYPES, default="float32",
                         help="the operands' dtype for einjit and every peer (default float32)")
     options = parser.parse_args(argv)
     if options.peer:

@@ -1,16 +1,17 @@
 """einjit.einsum and einjit.contract_expression: numpy's einsum, computed by einjit's kernels.
 
-float32 and float64 run on einjit's JIT'd primitives: parse -> contraction tree (opt_einsum
-order) -> tree optimization -> one TensorOperation per node, in the dtype numpy would compute
-in: `dtype=` if given, else the operands' (and out's) promoted dtype, so float32 mixed with
-float64 computes in float64 (the float32 operands converted first, as numpy casts them). The
-casting rule is numpy's: inputs must cast to that dtype, and the result to out's, under
-`casting`, checked before any work. Integers, complex, float16 and every other dtype einjit
-has no kernels for (as operand, dtype= or out=), zero-size operands, a cast the rule forbids,
-an invalid numpy option, and the calls numpy answers with a view of the operand (one operand,
-nothing summed) are handed to numpy.einsum with exactly the caller's arguments (optimize= only
-if the caller gave it), so results, views, result dtypes and errors are numpy's and no
-precision is silently lost. The rules themselves are in einjit.frontend.numpy_rules.
+float32, float64, complex64 and complex128 (complex where the host's backend generates every complex
+primitive a plan calls) run on einjit's JIT'd primitives: parse -> contraction tree (opt_einsum
+order) -> tree optimization -> one TensorOperation per node, in the dtype numpy would compute in:
+`dtype=` if given, else the operands' (and out's) promoted dtype, so float32 mixed with float64
+computes in float64, float64 with complex64 in complex128 (the other operands converted first, as
+numpy casts them). The casting rule is numpy's: inputs must cast to that dtype, and the result to
+out's, under `casting`, checked before any work. Integers, float16 and every other dtype einjit has
+no kernels for (as operand, dtype= or out=), zero-size operands, a cast the rule forbids, an invalid
+numpy option, and the calls numpy answers with a view of the operand (one operand, nothing summed)
+are handed to numpy.einsum with exactly the caller's arguments (optimize= only if the caller gave
+it), so results, views, result dtypes and errors are numpy's and no precision is silently lost. The
+rules themselves are in einjit.frontend.numpy_rules.
 
 Operands are read in place through their strides (transposes, slices, diagonals and size-1
 broadcasting are views); only operands with negative strides or strides that are not a whole
@@ -33,7 +34,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from einjit.backends import backend
 from einjit.frontend.errors import EinsumTypeError, EinsumValueError
+from einjit.frontend.lower import PRIMITIVES
 from einjit.frontend.numpy_rules import (
     any_order_layout,
     casting_rule,
@@ -49,6 +52,7 @@ from einjit.frontend.slicing import check_memory_limit, limit_bytes, slice_plan
 from einjit.frontend.subscripts import Resolved, resolve
 from einjit.frontend.tree import EinsumTree
 from einjit.log import sliced_plan
+from einjit.ops import COMPLEX_DTYPES, DTYPES
 from einjit.plan_cache import PlanCache
 from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty, data_address
 from einjit.runtime.host import host_isa
@@ -56,9 +60,20 @@ from einjit.runtime.threads import threads_setting
 
 _PLANS = PlanCache()
 _FLOAT32 = np.dtype(np.float32)
-_FLOAT64 = np.dtype(np.float64)
-_NATIVE = (_FLOAT32, _FLOAT64)   # the dtypes einjit's kernels compute (einjit.ops.DTYPES)
 _HOST = host_isa()
+
+
+def _kernel_dtypes(isa: str | None) -> tuple[np.dtype, ...]:
+    """The dtypes a plan computes in on `isa`'s kernels: einjit.ops.DTYPES, and the complex
+    ones where the backend generates each primitive a plan calls in complex (its
+    COMPLEX_PRIMITIVES); elsewhere complex calls are numpy's, as for any other dtype."""
+    dtypes = [np.dtype(name) for name in DTYPES]
+    if isa is not None and set(PRIMITIVES) <= set(backend(isa).COMPLEX_PRIMITIVES):
+        dtypes += [np.dtype(name) for name in COMPLEX_DTYPES]
+    return tuple(dtypes)
+
+
+_NATIVE = _kernel_dtypes(_HOST)     # the dtypes einjit's kernels compute on this host
 
 
 class _NotGiven:
@@ -287,12 +302,13 @@ def _native(arrays: Sequence[np.ndarray], out: Any, dtype: Any, order: str | Non
     compute = computing_dtype(arrays, out, dtype, rule)
     if compute is None or compute not in _NATIVE:
         return None
-    return _FLOAT64 if compute == _FLOAT64 else _FLOAT32
+    return _NATIVE[_NATIVE.index(compute)]     # the one dtype object the fast paths compare
 
 
 def _converted(arrays: Sequence[np.ndarray], dtype: np.dtype) -> list[np.ndarray]:
-    """The operands in the computing dtype: those of another float dtype cast (numpy's cast,
-    which the casting rule allowed), the rest as they are."""
+    """The operands in the computing dtype: those of another dtype cast once, before any
+    contraction (numpy's cast, which the casting rule allowed: float32 to float64, a real
+    operand to complex), the rest as they are."""
     return [a if a.dtype == dtype else a.astype(dtype) for a in arrays]
 
 
@@ -340,8 +356,9 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     "auto" and "dp"; numpy's True is greedy, the order changes only rounding), a path name
     ("greedy", "optimal", "dp", "auto", "branch-2", ...), numpy's (name, memory limit) or an
     explicit path; left out, einjit chooses (as True). casting left out is numpy's "safe".
-    float32 and float64 (and their mix, computed in float64) run on einjit's kernels with a
-    cached plan, after numpy's checks of dtype=, casting= and out=. Every other call goes to
+    float32, float64, complex64 and complex128 (and their mixes, computed in numpy's promoted
+    dtype) run on einjit's kernels with a cached plan, after numpy's checks of dtype=,
+    casting= and out=. Every other call goes to
     numpy.einsum with exactly the caller's arguments (optimize= only if given): other dtypes,
     zero-size operands, casts the casting rule refuses (numpy raises its error), and the calls
     numpy answers with a view (one operand, nothing summed: "ii->i", "ij->ji").
@@ -363,7 +380,7 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
         else:
             entry = _PLANS.get((operands[0], tuple(map(_LAYOUT, arrays)), path, "K", _HOST,
                                 kind, threads_setting())) \
-                if kind is _FLOAT32 or kind is _FLOAT64 else None
+                if kind in _NATIVE else None
             if entry is not None:
                 prepared, copies = entry
                 if copies:
@@ -467,13 +484,12 @@ class ContractExpression:
     flops and intermediate sizes). Arrays with other strides than the C-contiguous ones the
     plan assumed get their own plan (cached).
 
-    dtype float32 or float64: the expression computes on einjit's kernels in its dtype
-    promoted with the operands' and out's as numpy promotes (float32 operands of a float64
+    dtype float32, float64, complex64 or complex128: the expression computes on einjit's kernels in
+    its dtype promoted with the operands' and out's as numpy promotes (float32 operands of a float64
     expression are converted; a float64 operand or out makes a float32 expression compute in
-    float64, with a plan of its own); out must take that dtype under numpy's "safe" rule
-    (TypeError, checked before any work). Other dtypes (of the expression, an operand or out)
-    and shapes with a zero size evaluate with numpy (a zero-size expression has no tree and
-    no generated code)."""
+    float64, with a plan of its own); out must take that dtype under numpy's "safe" rule (TypeError,
+    checked before any work). Other dtypes (of the expression, an operand or out) and shapes with a
+    zero size evaluate with numpy (a zero-size expression has no tree and no generated code)."""
 
     def __init__(self, subscripts: str | EinsumTree, shapes: Sequence[Sequence[int]],
                  optimize: Any, dtype: Any, memory_limit: Any = None):
@@ -499,7 +515,7 @@ class ContractExpression:
         # the kernels' dtype: the expression's, or float32 for the plan that shows the tree of
         # an expression numpy evaluates
         native = self.dtype in _NATIVE and not self.empty
-        self._kind = (_FLOAT64 if self.dtype == _FLOAT64 else _FLOAT32) if native else None
+        self._kind = _NATIVE[_NATIVE.index(self.dtype)] if native else None
         strides = tuple(_dense(s, "C") for s in self.shapes)
         self._c_strides = strides
         self._variants = PlanCache(32)
@@ -695,8 +711,9 @@ def contract_expression(subscripts: str | EinsumTree, *shapes: Any,
     generating all code now. Each shape is a sequence of integer sizes (Python or numpy
     integers; 2.5 is refused with a TypeError naming it), or an array, which stands for its
     own shape (contract_expression("ij,jk->ik", a, b) plans for a.shape and b.shape).
-    dtype float32 or float64 runs on einjit's kernels (see ContractExpression for mixed
-    dtypes); any other dtype, and shapes with a zero size, evaluate with numpy.
+    dtype float32, float64, complex64 or complex128 runs on einjit's kernels (see
+    ContractExpression for mixed dtypes); any other dtype, and shapes with a zero size,
+    evaluate with numpy.
 
     `subscripts` may be an EinsumTree (e.g. EinsumTree("[[8,4],[7,3,8]->[7,3,4]],...",
     sizes)): shapes are then the leaves' (optional; if given they must match), and

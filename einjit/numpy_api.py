@@ -5,8 +5,8 @@ With einsum, tensordot and transpose at the package's top level, `einjit` is a b
 libraries that dispatch by module name: opt_einsum's `contract(..., backend="einjit")`, and
 through autoray (`autoray.do("tensordot", x, y, like="einjit")`) cotengra and quimb.
 
-Operands einjit's kernels do not compute (not float32/float64, zero-size) get numpy's own
-functions, so results and errors are numpy's."""
+Operands einjit's kernels do not compute (other dtypes than einsum computes, zero-size) get
+numpy's own functions, so results and errors are numpy's."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from einjit.einsum import einsum
+from einjit.einsum import _NATIVE, einsum
 from einjit.frontend.errors import EinsumValueError
 from einjit.frontend.parser import check_subscripts, from_sublists
 from einjit.frontend.paths import contraction_path
 from einjit.frontend.subscripts import resolve
 from einjit.frontend.tree import EinsumTree, summed_leaves
 
-_COMPUTED = (np.dtype(np.float32), np.dtype(np.float64))   # the kernels' dtypes
+_COMPUTED = _NATIVE      # the dtypes the kernels compute on this host (complex included)
 _LETTERS = string.ascii_letters
 
 

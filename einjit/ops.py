@@ -77,7 +77,7 @@ BINARY = {op.name: op for op in (
 )}
 
 CONTRACTION = {op.name: op for op in (
-    Op("gemm", "contraction", None),
+    Op("gemm", "contraction", None, complex=True),
     Op("brgemm", "contraction", None, complex=True),
 )}
 
@@ -98,6 +98,11 @@ COMPLEX_DTYPES = ("complex64", "complex128")
 # the dtypes each primitive's public constructor accepts (complex: for its `complex` ops)
 PRIMITIVE_DTYPES = {"brgemm": DTYPES + COMPLEX_DTYPES, "unary": DTYPES + COMPLEX_DTYPES,
                     "binary": DTYPES + COMPLEX_DTYPES}
+
+
+def multiply_add_flops(dtype: str) -> int:
+    """Real flops of one multiply-add in `dtype`: 2, or 8 in complex (4 products, 4 sums)."""
+    return 8 if dtype in COMPLEX_DTYPES else 2
 
 
 def lookup(name: str) -> Op:

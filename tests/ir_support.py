@@ -66,13 +66,14 @@ def oracle(op, in0, in1, out):
     out_at = offsets(op, "stride_out", written)
     current = out[out_at]
     if op.kind == "contraction":
-        a = in0[offsets(op, "stride_in0")].astype(np.float64)
-        b = in1[offsets(op, "stride_in1")].astype(np.float64)
+        wide = np.promote_types(op.dtype, np.float64)    # complex128 for complex ops
+        a = in0[offsets(op, "stride_in0")].astype(wide)
+        b = in1[offsets(op, "stride_in1")].astype(wide)
         letters = string.ascii_letters[:len(op.dims)]
         kept = "".join(letter for letter, d in zip(letters, op.dims) if d.type != "k")
         total = np.einsum(f"{letters},{letters}->{kept}", a, b)
-        start = _apply(op.prim_first_touch, current).astype(np.float64)
-        result = _apply(op.prim_last_touch, (start + total).astype(np.float32))
+        start = _apply(op.prim_first_touch, current).astype(wide)
+        result = _apply(op.prim_last_touch, (start + total).astype(op.dtype))
     elif op.kind == "none":
         result = _apply(op.prim_last_touch, _apply(op.prim_first_touch, current))
     else:
@@ -85,10 +86,14 @@ def oracle(op, in0, in1, out):
 
 
 def buffers(op, rng, pad=5):
-    """Random in0, in1 and out buffers reaching the op's extents plus `pad` elements."""
+    """Random in0, in1 and out buffers of the op's dtype reaching its extents plus `pad`
+    elements (complex: both parts random)."""
     def make(name):
-        values = rng.uniform(-2.0, 2.0, op.extent(name) + pad).astype(np.float32)
-        return values
+        size = op.extent(name) + pad
+        values = rng.uniform(-2.0, 2.0, size)
+        if np.dtype(op.dtype).kind == "c":
+            values = values + 1j * rng.uniform(-2.0, 2.0, size)
+        return values.astype(op.dtype)
     return make("in0"), make("in1"), make("out")
 
 
@@ -118,8 +123,9 @@ def _layout(rng, dims_of_tensor, sizes, gaps):
 
 
 def random_operation(rng, main, first="none", last="none", ndims=None, max_elements=6000,
-                     gaps=True, broadcast=True):
-    """A random valid operation (all exec types "undefined") with prim_main `main`."""
+                     gaps=True, broadcast=True, dtype="float32"):
+    """A random valid operation of `dtype` (all exec types "undefined") with prim_main
+    `main`."""
     kind = ("contraction" if main in ("gemm", "brgemm") else
             "unary" if main in UNARY_OPS else "binary" if main in BINARY_OPS else "none")
     ndims = int(rng.integers(2, 8)) if ndims is None else ndims
@@ -146,7 +152,7 @@ def random_operation(rng, main, first="none", last="none", ndims=None, max_eleme
                "stride_out": list(dims)}
     strides = {field: _layout(rng, has[field], sizes, gaps) for field in FIELDS}
     columns = [tuple(strides[field].get(i, 0) for i in dims) for field in FIELDS]
-    return TensorOperation("float32", first, main, last, tuple(types), None, tuple(sizes),
+    return TensorOperation(dtype, first, main, last, tuple(types), None, tuple(sizes),
                            *columns)
 
 

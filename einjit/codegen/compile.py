@@ -24,6 +24,7 @@ from ..backends.nest_plan import NestPlan
 from ..disasm import disassemble
 from ..errors import IsaMismatchError
 from ..log import nest_generated
+from ..ops import multiply_add_flops
 from ..runtime.threads import check_threads, split_range, stack_suffices
 from .loop_nest import plan_nest
 from .workers import NestShares
@@ -48,13 +49,13 @@ def _least_work_per_thread(plan: NestPlan) -> int:
 
 
 def _work_per_iteration(plan: NestPlan) -> int:
-    """Flops of a GEMM nest's iteration, elements of an element-wise one's."""
+    """Real flops of a GEMM nest's iteration, elements of an element-wise one's."""
     if plan.main is None:
         return plan.first_touch.params[1] * plan.first_touch.params[2] if plan.first_touch else 1
     params = plan.main.params
     if plan.main.kind == "brgemm":
         m, n, k, batch = params[:4]
-        return 2 * m * n * k * batch
+        return multiply_add_flops(plan.main.dtype) * m * n * k * batch
     return params[1] * params[2]
 
 

@@ -12,7 +12,7 @@ core (Target.micro, an einjit.backends.Microarch):
 - A zero first touch before a BRGEMM with no k loop around it (every block gets one update)
   folds into the kernel: it sets C (accumulate False) instead of reading the zeros back; where
   out spans stream_out_bytes and no last touch reads C back, the kernel streams it
-  (non-temporal stores).
+  (non-temporal stores; real dtypes only: the complex BRGEMM stores through its caches).
 - BRGEMM kernels are generated for the ld_b the nest passes them (the backend may block for
   it).
 - A GEMM's A block whose columns lie a multiple of the core's conflict pitch apart (a batch's,
@@ -48,6 +48,7 @@ from ..backends.nest_plan import (
     Prefetch,
 )
 from ..limits import INTEGER_LIMIT
+from ..ops import DTYPES
 
 # a call this wide copies A's block however often in0 moves: the copy, m x k elements, is small
 # beside the call's m x n x k FMAs (a large contraction's calls, einjit.passes.block)
@@ -174,7 +175,8 @@ def plan_nest(op, target: Target) -> NestPlan:
             and first.params[0] == "zero" and not any(d.reduction for d in shared + seq)):
         # each block's one update follows its zeroing: the kernel sets C instead of adding;
         # where nothing reads C back and out is far larger than the caches, it streams C
-        stream = calls.get("last_touch") is None and _out_bytes(op) >= micro.stream_out_bytes
+        stream = (calls.get("last_touch") is None and op.dtype in DTYPES
+                  and _out_bytes(op) >= micro.stream_out_bytes)   # complex kernels never stream
         main = replace(main, params=main.params[:4] + (False, stream) + main.params[6:])
         first = None
     prefetch = None

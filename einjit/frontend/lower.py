@@ -19,6 +19,10 @@ from typing import Sequence
 
 from einjit.ir import Dim, TensorOperation
 
+#: the primitives the lowered operations run (gemm: brgemm; identity and the touches: unary;
+#: mul: binary): a dtype runs on the kernels where a backend generates all three in it
+PRIMITIVES = ("brgemm", "unary", "binary")
+
 
 @dataclass(frozen=True)
 class Tensor:

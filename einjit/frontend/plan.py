@@ -32,7 +32,7 @@ from einjit.frontend.lower import Lowered, Tensor, lower_contraction, lower_unar
 from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
 from einjit.log import plan_built
-from einjit.ops import DTYPES
+from einjit.ops import COMPLEX_DTYPES, DTYPES
 from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty, data_address
 from einjit.runtime.threads import default_threads
 
@@ -78,8 +78,9 @@ class Plan:
     def __init__(self, tree: EinsumTree, leaf_strides: Mapping[int, Mapping[int, int]],
                  out_strides: Mapping[int, int], *, num_threads: int | None = None,
                  optimize_ops: bool = True, dtype: str = "float32", compile: bool = True):
-        if dtype not in DTYPES:
-            raise ValueError(f"a plan's dtype is one of {DTYPES}, got {dtype!r}")
+        if dtype not in DTYPES + COMPLEX_DTYPES:
+            raise ValueError(f"a plan's dtype is one of {DTYPES + COMPLEX_DTYPES}, got "
+                             f"{dtype!r}")
         self.tree = tree
         self.leaf_strides = leaf_strides
         self.out_strides = out_strides

@@ -4,13 +4,14 @@ Each tensor is viewed over the whole index space with np.lib.stride_tricks.as_st
 op's element strides, 0 where a tensor lacks a dim), and the semantics of
 einjit.ir.tensor_operation are applied to those views:
 
-- gemm/brgemm: out := last_touch(float32(float64(first_touch(out)) + sum over the k dims of
-  float64(in0) * float64(in1))), the sum by np.einsum in float64;
+- gemm/brgemm: out := last_touch(dtype(wide(first_touch(out)) + sum over the k dims of
+  wide(in0) * wide(in1))), the sum by np.einsum in `wide`: float64 for the real dtypes,
+  complex128 for the complex ones;
 - unary u: out := last_touch(u(in0)); binary b: out := last_touch(b(in0, in1));
 - "none": out := last_touch(first_touch(out)).
 
 Element-wise functions are einjit.ops' `reference` functions (the same the primitives are
-tested against), in float32. Exec types do not change results, so any op works here,
+tested against), in the op's dtype. Exec types do not change results, so any op works here,
 including ops whose exec types are all "undefined".
 """
 
@@ -79,8 +80,10 @@ def execute_reference(op: TensorOperation, in0, in1, out) -> None:
 
 
 def _contract(op: TensorOperation, flat: dict, target: np.ndarray) -> np.ndarray:
-    """first_touch, then += the k-sum of in0 * in1 (float64), then last_touch."""
+    """first_touch, then += the k-sum of in0 * in1 (float64, complex128 for complex), then
+    last_touch."""
     dims = op.dims
+    wide = np.promote_types(op.dtype, np.float64)     # float64, or complex128 for complex
     letters = dict(zip(range(len(dims)), string.ascii_letters))
     if len(dims) > len(letters):
         raise OperandValueError(f"the reference executor handles up to {len(letters)} dims; "
@@ -91,7 +94,7 @@ def _contract(op: TensorOperation, flat: dict, target: np.ndarray) -> np.ndarray
         field = FIELD[name]
         present = [i for i, d in enumerate(dims) if getattr(d, field) != 0 and d.size > 1]
         view = _view(flat[name], [dims[i] for i in present], field, lambda d: True)
-        inputs.append(view.astype(np.float64))
+        inputs.append(view.astype(wide))
         subscripts.append("".join(letters[i] for i in present))
     seen = set("".join(subscripts))
     out_index = [i for i, d in enumerate(dims) if d.type != "k"]
@@ -105,6 +108,6 @@ def _contract(op: TensorOperation, flat: dict, target: np.ndarray) -> np.ndarray
     # back to the out view's axes: broadcast over the non-k dims no input has
     shape = [dims[i].size if letters[i] in seen else 1 for i in out_index]
     total = np.broadcast_to(total.reshape(shape), target.shape)
-    start = _apply(op.prim_first_touch, target.copy()).astype(np.float64)
+    start = _apply(op.prim_first_touch, target.copy()).astype(wide)
     result = (start + total).astype(target.dtype)
     return _apply(op.prim_last_touch, result)

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from einjit.backends import Target, resolve_target
+from einjit.backends import Target, backend, resolve_target
 from einjit.errors import OperandError, OperandValueError, OperationError, OperationTypeError
 from einjit.ir.dims import DIM_TYPES, EXEC_TYPES, Dim, check_int, check_name
 from einjit.ir.verify import KernelCall, check_operation, main_kind
 from einjit.limits import ADDRESS_LIMIT, MIN_ADDRESS
-from einjit.ops import BINARY_OPS, CONTRACTION_OPS, DTYPES, UNARY_OPS
+from einjit.ops import BINARY_OPS, COMPLEX_DTYPES, CONTRACTION_OPS, DTYPES, UNARY_OPS, lookup
 from einjit.runtime.arrays import data_address
 
 PRIM_MAINS = CONTRACTION_OPS + UNARY_OPS + BINARY_OPS + ("none",)
@@ -56,9 +56,33 @@ def _dtype(dtype) -> str:
         name = np.dtype(dtype).name
     except TypeError:
         name = None
-    if name not in DTYPES:
-        raise OperationError(f"dtype={dtype!r} is not supported; expected one of {DTYPES}")
+    if name not in DTYPES + COMPLEX_DTYPES:
+        raise OperationError(f"dtype={dtype!r} is not supported; expected one of "
+                             f"{DTYPES + COMPLEX_DTYPES}")
     return name
+
+
+# the primitive each kind of prim_main runs (touches are unary kernels)
+_PRIMITIVE = {"contraction": "brgemm", "unary": "unary", "binary": "binary"}
+
+
+def _check_complex(dtype: str, names: dict[str, str], target: Target) -> None:
+    """A complex op needs every primitive it names to take complex (einjit.ops' `complex`)
+    and the target's backend to generate that primitive in complex (its COMPLEX_PRIMITIVES);
+    OperationError naming the op, the dtype and, where it is the backend, the ISA."""
+    offered = getattr(backend(target.isa), "COMPLEX_PRIMITIVES", ())
+    for role, name in names.items():
+        if name == "none":
+            continue
+        entry = lookup(name)
+        if not entry.complex:
+            takes = tuple(op for op in PRIM_MAINS[:-1] if lookup(op).complex)
+            raise OperationError(f"{role}={name!r} does not take dtype {dtype}; the ops that "
+                                 f"take complex dtypes are {takes}")
+        primitive = _PRIMITIVE[main_kind(name)] if role == "prim_main" else "unary"
+        if primitive not in offered:
+            raise OperationError(f"{role}={name!r} in {dtype} needs the complex {primitive} "
+                                 f"kernel, which the {target.isa} backend does not generate")
 
 
 def _num_threads(value) -> int | None:
@@ -154,6 +178,10 @@ class TensorOperation:
         self._dims = tuple(dims)
         self._kernel_calls = check_operation(self._first, self._main, self._last, self._dims)
         self._target = resolve_target(isa)
+        if self._dtype in COMPLEX_DTYPES:
+            _check_complex(self._dtype, {"prim_first_touch": self._first,
+                                         "prim_main": self._main,
+                                         "prim_last_touch": self._last}, self._target)
         self._num_threads = _num_threads(num_threads)
         self._execution: _Execution | None = None      # set by the first execute
 

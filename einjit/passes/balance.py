@@ -20,6 +20,7 @@ from typing import Iterator
 
 from einjit.codegen.compile import MIN_FLOPS_PER_THREAD
 from einjit.ir import TensorOperation
+from einjit.ops import multiply_add_flops
 from einjit.passes import block
 
 #: the least share of the threads' time a plan keeps busy (ten tasks per thread or more
@@ -33,7 +34,7 @@ FLOOR_SIZES = {"m": 32, "n": 16}
 def working_threads(op: TensorOperation) -> int:
     """The threads a contraction's nest would run on: its num_threads, fewer where a thread
     would get less than codegen's MIN_FLOPS_PER_THREAD."""
-    flops = 2 * prod(dim.size for dim in op.dims)
+    flops = multiply_add_flops(op.dtype) * prod(dim.size for dim in op.dims)
     return max(1, min(op.num_threads or 1, flops // MIN_FLOPS_PER_THREAD))
 
 

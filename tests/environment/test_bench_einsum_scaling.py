@@ -33,3 +33,22 @@ def test_one_thread_runs_nothing_twice(monkeypatch):
     case = einsum.cases(quick=True, pattern="matrix chain")[0]
     result = einsum.run_case(case, {}, threads=1, peer_windows=1)
     assert result["scaling"]["measured"] == result["scaling"]["predicted"] == 1.0
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_cases_count_8_flops_a_multiply_add_on_complex_operands(monkeypatch, dtype):
+    """--dtype complex64/complex128: complex operands (both parts random) for einjit and the
+    peers, einjit's result checked against numpy's in complex128, and the flops of a complex
+    multiply-add counted as 8 real ones (4 times the tree's count)."""
+    monkeypatch.setattr(einsum, "peer_seconds", lambda *args: ({"np.einsum": 1.0}, []))
+    case = einsum.cases(quick=True, pattern="matrix chain")[0]
+    operands = einsum.operands_of(case.shapes, dtype)
+    assert all(o.dtype == dtype and (o.imag != 0).all() for o in operands)
+    result = einsum.run_case(case, {}, threads=1, dtype=dtype, peer_windows=1)
+    assert result["flops"] == 4 * case.compile(dtype).tree.flops()
+    assert 0 <= result["error"] < einsum.TOLERANCES[dtype]
+    assert einsum.PEAK_DTYPE[dtype] == {"complex64": "float32", "complex128": "float64"}[dtype]
+    # the error counts imaginary parts: a result off in them only is not within tolerance
+    exact = operands[0] @ operands[0].T
+    assert einsum.relative_error(exact.conj(), exact) > 0.1

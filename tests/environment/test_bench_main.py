@@ -122,6 +122,14 @@ def test_named_sections_and_dtype(tmp_path, monkeypatch):
     assert not (tmp_path / "summary.txt").exists()
 
 
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_a_complex_dtype_runs_the_einsum_section_alone(tmp_path, monkeypatch, dtype):
+    calls = Calls(monkeypatch)
+    assert _run(tmp_path, "einsum", "matmul", "--dtype", dtype, "--quick") == 0
+    assert calls.seen == {"einsum": [(True, dtype, 1)]}
+    assert (tmp_path / f"einsum_{dtype}.csv").exists()
+
+
 def test_each_table_is_printed_once_and_the_verdict_closes_the_run(tmp_path, monkeypatch,
                                                                      capsys):
     Calls(monkeypatch, slow=True)

@@ -9,12 +9,16 @@ from contextlib import contextmanager
 import numpy as np
 
 DTYPES = (np.float32, np.float64)
+COMPLEX_DTYPES = (np.complex64, np.complex128)
 # the reference a result is compared with: float32 against float64, float64 against long
-# double (80-bit on x86-64, 128-bit on AArch64)
-WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float64): np.longdouble}
+# double (80-bit on x86-64, 128-bit on AArch64); complex likewise, part by part
+WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float64): np.longdouble,
+         np.dtype(np.complex64): np.complex128, np.dtype(np.complex128): np.clongdouble}
 # (rtol, atol per element of the largest operand: the error bound grows with the summed
-# length); float64's are float32's scaled by about the ratio of the epsilons
-TOLERANCES = {np.dtype(np.float32): (1e-5, 1e-6), np.dtype(np.float64): (1e-13, 4e-15)}
+# length); float64's are float32's scaled by about the ratio of the epsilons; a complex
+# product adds two real products, so its sums carry twice the terms
+TOLERANCES = {np.dtype(np.float32): (1e-5, 1e-6), np.dtype(np.float64): (1e-13, 4e-15),
+              np.dtype(np.complex64): (2e-5, 2e-6), np.dtype(np.complex128): (2e-13, 8e-15)}
 
 
 def jit_available() -> bool:
@@ -28,6 +32,10 @@ def jit_available() -> bool:
 
 
 def random_operands(rng, shapes, dtype=np.float32):
+    """Uniform values in [-1, 1) (complex dtypes: in each part)."""
+    if np.dtype(dtype).kind == "c":
+        return [(rng.uniform(-1, 1, size=s) + 1j * rng.uniform(-1, 1, size=s)).astype(dtype)
+                for s in shapes]
     return [rng.uniform(-1, 1, size=s).astype(dtype) for s in shapes]
 
 
@@ -35,8 +43,9 @@ def assert_close(result, expected, dtype, summed: int = 1) -> None:
     """`result` (of `dtype`) against a wider reference, within `dtype`'s tolerance for sums
     of up to `summed` terms."""
     rtol, atol = TOLERANCES[np.dtype(dtype)]
-    np.testing.assert_allclose(np.asarray(result, np.longdouble),
-                               np.asarray(expected, np.longdouble), rtol=rtol,
+    wide = np.clongdouble if np.dtype(dtype).kind == "c" else np.longdouble
+    np.testing.assert_allclose(np.asarray(result, wide),
+                               np.asarray(expected, wide), rtol=rtol,
                                atol=atol * max(8, summed))
 
 

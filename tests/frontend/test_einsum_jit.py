@@ -1,6 +1,7 @@
 """The public path: einjit.einsum / contract_expression executing each TensorOperation with
 op.execute (einjit.optimize + the JIT'd loop nests) against numpy.einsum, for float32 and
-float64 (the `dtype` fixture); `check` forbids numpy.einsum during einjit's call, so every
+float64 (the `dtype` fixture), and the equation tables and random equations in complex64 and
+complex128 too (`any_dtype`); `check` forbids numpy.einsum during einjit's call, so every
 case here ran on einjit's kernels."""
 
 import threading
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.skipif(not jit_available(),
 
 
 @pytest.mark.parametrize("equation, shapes", EQUATIONS, ids=_ids())
-def test_equation_table(equation, shapes, dtype):
+def test_equation_table(equation, shapes, any_dtype):
     rng = np.random.default_rng(abs(hash((equation, str(shapes)))) % 2**32)
-    check(equation, random_operands(rng, shapes, dtype))
+    check(equation, random_operands(rng, shapes, any_dtype))
 
 
 @pytest.mark.parametrize("index", range(len(VIEWS)))
@@ -33,10 +34,10 @@ def test_views_and_transposes(index, dtype):
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_random_equations(seed, dtype):
+def test_random_equations(seed, any_dtype):
     rng = np.random.default_rng(5000 + seed)
     equation, shapes = _random_equation(rng)
-    check(equation, random_operands(rng, shapes, dtype),
+    check(equation, random_operands(rng, shapes, any_dtype),
           optimize=["greedy", "optimal", "dp"][seed % 3])
 
 
@@ -46,9 +47,9 @@ def test_random_equations(seed, dtype):
     ("af,fbg,gch,hdi,ie->abcde", [(7, 8), (8, 5, 9), (9, 6, 8), (8, 5, 7), (7, 6)]),
     ("ijk,jkl->il", [(20, 17, 19), (17, 19, 23)]),
 ])
-def test_larger_contractions(equation, shapes, dtype):
+def test_larger_contractions(equation, shapes, any_dtype):
     rng = np.random.default_rng(9)
-    check(equation, random_operands(rng, shapes, dtype))
+    check(equation, random_operands(rng, shapes, any_dtype))
 
 
 def test_plans_are_cached(dtype):
