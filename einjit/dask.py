@@ -47,7 +47,6 @@ from einjit.frontend.errors import EinsumTypeError, EinsumValueError
 from einjit.frontend.parser import check_subscripts, from_sublists
 from einjit.frontend.subscripts import resolve
 from einjit.numpy_api import einsum_path
-from einjit.ops import DTYPES
 
 __all__ = ["einsum", "register", "unregister", "registered", "contract_sliced"]
 
@@ -317,23 +316,26 @@ def contract_sliced(subscripts: str, *operands: Any, memory_limit: Any, client: 
     contracts a group of slices with einjit on a worker, the operands sent to every worker
     once. Returns the result as a numpy array. client: the Client to use (default: the
     current one, distributed.get_client()). dtype: the computing dtype (default numpy's
-    promotion of the operands), one einjit's kernels take. A slice that fails, or a worker
-    that dies, raises dask's error: no partial result is returned."""
+    promotion of the operands), one einjit's kernels take (einjit.einsum.kernel_dtypes()).
+    A slice that fails, or a worker that dies, raises dask's error: no partial result is
+    returned."""
     from distributed import as_completed, get_client
 
-    from einjit.einsum import contract_expression
+    from einjit.einsum import contract_expression, kernel_dtypes
     client = client if client is not None else get_client()
     arrays = [np.asarray(a) for a in operands]
     compute = np.dtype(dtype) if dtype is not None else np.result_type(*arrays)
-    if compute.name not in DTYPES:
-        raise EinsumTypeError(f"contract_sliced computes in one of {DTYPES}; the operands "
-                              f"(or dtype=) give {compute}")
+    if compute.name not in kernel_dtypes():
+        raise EinsumTypeError(f"contract_sliced computes in one of {kernel_dtypes()}; the "
+                              f"operands (or dtype=) give {compute}")
     expression = contract_expression(subscripts, *arrays, optimize=optimize, dtype=compute,
                                      memory_limit=memory_limit)
     path = einsum_path(subscripts, *[a.astype(compute, copy=False) for a in arrays],
                        optimize=optimize)[0]
     slicing = expression.slicing
-    scattered = client.scatter(arrays, broadcast=True)
+    # keys of their own (hash=False): a call with the same operands right after another
+    # would share the keys that call's futures are releasing
+    scattered = client.scatter(arrays, broadcast=True, hash=False)
     if slicing is None:           # the whole contraction fits: one task
         future = client.submit(_einjit_einsum, subscripts, *scattered, optimize=path,
                                dtype=compute, pure=False)

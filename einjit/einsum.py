@@ -76,6 +76,12 @@ def _kernel_dtypes(isa: str | None) -> tuple[np.dtype, ...]:
 _NATIVE = _kernel_dtypes(_HOST)     # the dtypes einjit's kernels compute on this host
 
 
+def kernel_dtypes() -> tuple[str, ...]:
+    """The dtypes einjit's kernels compute in on this host; einsum hands the others to
+    numpy.einsum."""
+    return tuple(dtype.name for dtype in _NATIVE)
+
+
 class _NotGiven:
     """A keyword the caller left out: einjit applies `meaning`; a call handed to numpy.einsum
     leaves the keyword out there too (numpy's optimized path treats casting="safe" given

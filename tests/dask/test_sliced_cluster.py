@@ -54,9 +54,13 @@ def test_a_network_larger_than_a_worker(client):
     ("ai,bj,ij->ab", [(2, 60), (3, 60), (60, 60)], 8_000, "float32"),
     # everything summed: a scalar
     ("ai,bi,ab->", [(40, 50), (30, 50), (40, 30)], 8_000, "float64"),
+    # complex, on einjit's complex kernels
+    ("ai,bj,ij->ab", [(2, 60), (3, 60), (60, 60)], 16_000, "complex128"),
 ])
 def test_sliced_results_equal_numpys(client, equation, shapes, limit, dtype):
     arrays = [a.astype(dtype) for a in operands(shapes, seed=len(equation))]
+    if dtype.startswith("complex"):
+        arrays = [a + 1j * b for a, b in zip(arrays, operands(shapes, seed=7))]
     path = [(0, 1), (0, 1)]
     expression = einjit.contract_expression(equation, *arrays, optimize=path, dtype=dtype,
                                             memory_limit=limit)
@@ -64,7 +68,7 @@ def test_sliced_results_equal_numpys(client, equation, shapes, limit, dtype):
     assert expression.slicing.summed == (equation != "ab,bc,cd->ad")
     result = ed.contract_sliced(equation, *arrays, memory_limit=limit, client=client,
                                 optimize=path)
-    reference = np.einsum(equation, *[a.astype(np.float64) for a in arrays])
+    reference = np.einsum(equation, *[a.astype(np.complex128) for a in arrays])
     assert result.dtype == dtype and result.shape == reference.shape
     tolerance = 1e-4 if dtype == "float32" else 1e-11
     scale = max(float(np.abs(reference).max()), 1.0)
