@@ -301,9 +301,11 @@ def test_no_access_past_the_last_element_of_any_operand(dtype):
 
 # --- the code, and the dtypes other kernels refuse ----------------------------------------
 
+# (m, n, k, batch) of the kernels whose code is read on every host
+CODE_SHAPES = [(1, 1, 1, 1), (9, 5, 3, 2), (64, 64, 64, 16), (1024, 1024, 2048, 1024)]
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (9, 5, 3, 2), (64, 64, 64, 16),
-                                   (1024, 1024, 2048, 1024)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", CODE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_x86_code_decodes_and_combines_the_sums_once(shape, dtype):
     kernel = einjit.brgemm(*shape, dtype=dtype, isa="x86_64")
     assert_well_formed(kernel)
@@ -315,8 +317,7 @@ def test_x86_code_decodes_and_combines_the_sums_once(shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (9, 5, 3, 2), (64, 64, 64, 16),
-                                   (1024, 1024, 2048, 1024)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", CODE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_aarch64_code_decodes_and_multiplies_with_both_rotations(shape, dtype):
     kernel = einjit.brgemm(*shape, dtype=dtype, isa="aarch64")
     assert_well_formed(kernel)
