@@ -1,6 +1,7 @@
 """Shared test setup. Tests live in one folder per layer (backends/<isa>, runtime, primitives,
-ir, passes, frontend, ...); helpers they share are in support.py beside this file, which pytest
-puts on sys.path because this conftest.py lives here.
+ir, passes, frontend, ...); helpers they share are in support.py beside this file (the
+primitives' test problems in brgemm_support.py and eltwise_support.py), which pytest puts on
+sys.path because this conftest.py lives here.
 
 Which tests run where (the one place this is decided; scripts/test applies it):
 

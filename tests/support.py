@@ -53,6 +53,14 @@ def canary_buffer(size, dtype=np.float32):
                    dtype=bits(np.empty(0, part_dtype(dtype))).dtype).view(dtype)
 
 
+def from_parts(parts, dtype):
+    """parts[0] + i parts[1] in a complex dtype, set part by part (1j * inf would be
+    nan+infj)."""
+    values = np.empty(np.shape(parts)[1:], dtype)
+    values.real, values.imag = parts
+    return values
+
+
 def strided(buffer, shape, strides):
     """A view of `buffer` with the given shape and strides in elements."""
     return np.lib.stride_tricks.as_strided(buffer, shape, [buffer.itemsize * s for s in strides])
@@ -117,6 +125,17 @@ def run_guarded(cases, problems, kernels, describe):
         pytest.fail(f"{describe(cases[progress[0]])} {what} (wait status {status:#x})")
     for problem in problems:
         problem.verify()
+
+
+def run_code(code, *args, entry=0):
+    """Run raw generated code once from its own executable mapping, as a function of
+    integer arguments (addresses, sizes), starting `entry` bytes in."""
+    from einjit.runtime.memory import ExecutableMemory
+    memory = ExecutableMemory(code)
+    try:
+        ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * len(args))(memory.address + entry)(*args)
+    finally:
+        memory.release()
 
 
 def assert_well_formed(kernel):

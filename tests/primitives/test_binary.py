@@ -23,23 +23,13 @@ import pytest
 
 import einjit
 
+from eltwise_support import BinaryProblem
 from support import SPECIALS as BASE_SPECIALS
-from support import (
-    SPECIALS64,
-    assert_well_formed,
-    bits,
-    canary,
-    canary_buffer,
-    column_major,
-    guarded,
-    mixed_data,
-    run_guarded,
-)
+from support import SPECIALS64, assert_well_formed, bits, guarded, run_guarded
 
 OPS = ("add", "sub", "mul", "div", "min", "max")
 NUMPY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
          "min": np.minimum, "max": np.maximum}
-PADDING = 19                      # canary elements before and after C's extent
 LD_GAPS = (3, 1, 6)               # ld - rows of A, B and C when padded
 
 DTYPES = ("float32", "float64")
@@ -50,68 +40,15 @@ SPECIALS = {
 
 
 
-def _operands(rng, m, n, dtype):
-    specials = SPECIALS[dtype]
-    a, b = mixed_data(rng, m * n, specials), mixed_data(rng, m * n, specials)
-    same = rng.random(m * n) < 0.1          # x op x, specials against themselves
-    b[same] = a[same]
-    negated = rng.random(m * n) < 0.05      # x - (-x) style: ±0 sums, inf - inf
-    b[negated] = -a[negated]
-    return a.reshape(m, n), b.reshape(m, n)
-
-
-
-
-class Problem:
-    """Operands of one binary call in canary-filled buffers."""
-
-    def __init__(self, op, m, n, padded, seed, allocate=canary_buffer, c_after=PADDING,
-                 dtype="float32"):
-        self.op, self.m, self.n, self.dtype = op, m, n, dtype
-        gaps = LD_GAPS if padded else (0, 0, 0)
-        self.ld_a, self.ld_b, self.ld_c = (m + gap for gap in gaps)
-        self.a = allocate((n - 1) * self.ld_a + m, dtype)
-        self.b = allocate((n - 1) * self.ld_b + m, dtype)
-        a, b = _operands(np.random.default_rng(seed), m, n, dtype)
-        column_major(self.a, m, n, self.ld_a)[...] = a
-        column_major(self.b, m, n, self.ld_b)[...] = b
-        self.input_bits = (bits(self.a).copy(), bits(self.b).copy())
-        c_extent = (n - 1) * self.ld_c + m
-        self.c_buffer = allocate(PADDING + c_extent + c_after, dtype)
-        self.c = self.c_buffer[PADDING:PADDING + c_extent]
-        self.in_c = np.zeros(self.c_buffer.size, dtype=bool)
-        column_major(self.in_c[PADDING:], m, n, self.ld_c)[...] = True
-
-    def call(self, kernel):
-        kernel(self.a, self.b, self.c, self.ld_a, self.ld_b, self.ld_c)
-
-    def verify(self):
-        where = (f"{self.op} {self.dtype} m={self.m} n={self.n} "
-                 f"ld_a={self.ld_a} ld_b={self.ld_b} ld_c={self.ld_c}")
-        outside = np.flatnonzero(~self.in_c & (bits(self.c_buffer) != canary(self.dtype)))
-        assert outside.size == 0, (f"{where}: wrote outside the sub-matrix of C at buffer "
-                                   f"offsets {(outside - PADDING)[:10].tolist()}")
-        assert np.array_equal(bits(self.a), self.input_bits[0]), f"{where}: A changed"
-        assert np.array_equal(bits(self.b), self.input_bits[1]), f"{where}: B changed"
-        a = column_major(self.a, self.m, self.n, self.ld_a)
-        b = column_major(self.b, self.m, self.n, self.ld_b)
-        got = np.ascontiguousarray(column_major(self.c, self.m, self.n, self.ld_c))
-        with np.errstate(all="ignore"):
-            expected = NUMPY[self.op](a, b)
-        same = (bits(got) == bits(expected)) | (np.isnan(got) & np.isnan(expected))
-        if self.op in ("min", "max"):   # both operands zeros: either zero
-            same |= (a == 0) & (b == 0) & (got == 0)
-        if not same.all():
-            r, j = np.argwhere(~same)[0]
-            pytest.fail(f"{where}: {int((~same).sum())} wrong elements; first at row {r}, "
-                        f"column {j}: {a[r, j]!r} {self.op} {b[r, j]!r} gave {got[r, j]!r} "
-                        f"(bits {bits(got[r:r + 1, j])[0]:#x}), expected {expected[r, j]!r}")
+def _problem(op, m, n, padded, seed, dtype, **buffers):
+    return BinaryProblem(op, m, n, padded, seed, dtype, SPECIALS[dtype], NUMPY[op],
+                         op in ("min", "max"), LD_GAPS, **buffers)
 
 
 def check(op, m, n, seed=0, dtype="float32"):
     kernel = einjit.binary(op, m, n, dtype=dtype)
     for padded in (False, True):
-        problem = Problem(op, m, n, padded, seed, dtype=dtype)
+        problem = _problem(op, m, n, padded, seed, dtype)
         problem.call(kernel)
         problem.verify()
 
@@ -187,8 +124,7 @@ GUARD_CASES = [("add", m, n) for m in range(1, 40) for n in (1, 2, 5)]
 def test_no_access_past_the_last_element_of_any_operand(dtype):
     """A, B and C each end right before a no-access page (tight layouts). The kernels run in a
     forked child, so a fault is reported as a failure of the case that caused it."""
-    problems = [Problem(*case, padded=False, seed=seed, allocate=guarded, c_after=0,
-                        dtype=dtype)
+    problems = [_problem(*case, False, seed, dtype, allocate=guarded, c_after=0)
                 for seed, case in enumerate(GUARD_CASES)]
     kernels = [einjit.binary(*case, dtype=dtype) for case in GUARD_CASES]
     run_guarded(GUARD_CASES, problems, kernels, lambda case: f"binary{case}")

@@ -20,15 +20,11 @@ import einjit
 from einjit.errors import KernelParameterError, OperandError
 from einjit.runtime.host import host_isa
 
-from support import assert_well_formed, canary, guarded, run_guarded, strided
+from brgemm_support import Layout, Problem, case_id, check, sweep
+from support import assert_well_formed, from_parts, guarded, run_guarded
 
 DTYPES = ("complex64", "complex128")
 PART = {"complex64": np.float32, "complex128": np.float64}
-UNIT_ROUNDOFF = {"complex64": 2.0 ** -24, "complex128": 2.0 ** -53}
-C_PADDING = 7                     # canary elements before and after C's extent
-
-K_VALUES = (1, 2, 3, 16, 17, 64)
-BATCH_VALUES = (1, 3, 16)
 PARTNERS = (1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 40)
 
 runs_here = pytest.mark.skipif(host_isa() not in ("x86_64", "aarch64"),
@@ -37,143 +33,16 @@ x86_only = pytest.mark.skipif(host_isa() != "x86_64", reason="the x86-64 kernel'
 aarch64_only = pytest.mark.skipif(host_isa() != "aarch64", reason="the FCMLA kernel's order")
 
 
-def canary_buffer(size, dtype):
-    """`size` complex elements whose parts are all the canary."""
-    part = np.dtype(PART[dtype])
-    words = np.full(2 * size, canary(part), dtype=np.uint64 if part.itemsize == 8 else np.uint32)
-    return words.view(part).view(dtype)
-
-
-def guarded_buffer(size, dtype):
-    """`size` complex canaries ending right before a no-access page."""
-    return guarded(2 * size, PART[dtype]).view(dtype)
-
-
-def part_bits(array):
-    parts = array.view(PART[array.dtype.name])
-    return parts.view(np.uint64 if parts.itemsize == 8 else np.uint32)
-
-
-class Layout:
-    def __init__(self, m, n, k, padded):
-        gap = (3, 2, 5) if padded else (0, 0, 0)
-        self.ld_a, self.ld_b, self.ld_c = m + gap[0], k + gap[1], m + gap[2]
-        stride_gap = (7, 11) if padded else (0, 0)
-        self.stride_a = self.ld_a * k + stride_gap[0]
-        self.stride_b = self.ld_b * n + stride_gap[1]
-
-
-def _random(rng, shape, integers, dtype):
-    if integers:   # small integer parts: every partial sum is exact, in any order
-        parts = rng.integers(-4, 5, size=(2, *shape)).astype(np.float64)
-    else:
-        parts = rng.uniform(-1.0, 1.0, size=(2, *shape))
-    return _complex(parts, dtype)
-
-
-def _complex(parts, dtype):
-    """parts[0] + i parts[1], set part by part (1j * inf would be nan+infj)."""
-    values = np.empty(parts.shape[1:], dtype)
-    values.real, values.imag = parts
-    return values
-
-
-class Problem:
-    """Operands of one call in canary-filled buffers, and the complex128 reference."""
-
-    def __init__(self, m, n, k, br, layout, integers, seed, dtype, allocate=canary_buffer,
-                 c_after=C_PADDING, values=None):
-        rng = np.random.default_rng(seed)
-        self.m, self.n, self.k, self.br, self.layout = m, n, k, br, layout
-        self.integers, self.dtype = integers, dtype
-        lay = layout
-        self.a = allocate((br - 1) * lay.stride_a + (k - 1) * lay.ld_a + m, dtype)
-        self.b = allocate((br - 1) * lay.stride_b + (n - 1) * lay.ld_b + k, dtype)
-        c_extent = (n - 1) * lay.ld_c + m
-        self.c_buffer = allocate(C_PADDING + c_extent + c_after, dtype)
-        self.c = self.c_buffer[C_PADDING:C_PADDING + c_extent]
-        a_view = strided(self.a, (br, m, k), (lay.stride_a, 1, lay.ld_a))
-        b_view = strided(self.b, (br, k, n), (lay.stride_b, 1, lay.ld_b))
-        c_view = strided(self.c, (m, n), (1, lay.ld_c))
-        fill = values or (lambda shape: _random(rng, shape, integers, dtype))
-        a_view[...], b_view[...], c_view[...] = fill((br, m, k)), fill((br, k, n)), fill((m, n))
-        a128, b128 = a_view.astype(np.complex128), b_view.astype(np.complex128)
-        c128 = c_view.astype(np.complex128)
-        with np.errstate(invalid="ignore", over="ignore"):
-            # no BLAS: the products one by one, as the textbook formula has them
-            self.expected = c128 + np.einsum("imk,ikn->mn", a128, b128, optimize=False)
-            # first-order bound of each part's rounding error, summed in any order (complex128:
-            # the reference's own error counts once more)
-            size = lambda z: np.abs(z.real) + np.abs(z.imag)     # noqa: E731
-            magnitude = size(c128) + np.einsum("imk,ikn->mn", size(a128), size(b128))
-        sums = 2 if dtype == "complex128" else 1
-        self.tolerance = sums * (2 * k * br + 3) * UNIT_ROUNDOFF[dtype] * magnitude
-        self.in_c = np.zeros(self.c_buffer.size, dtype=bool)
-        strided(self.in_c[C_PADDING:], (m, n), (1, lay.ld_c))[...] = True
-
-    def call(self, kernel):
-        lay = self.layout
-        kernel(self.a, self.b, self.c, lay.ld_a, lay.ld_b, lay.ld_c, lay.stride_a, lay.stride_b)
-
-    def got(self):
-        return strided(self.c, (self.m, self.n), (1, self.layout.ld_c)).astype(np.complex128)
-
-    def verify(self):
-        words = part_bits(self.c_buffer).reshape(-1, 2)
-        touched = np.flatnonzero(~self.in_c & (words != canary(PART[self.dtype])).any(axis=1))
-        assert touched.size == 0, (
-            f"wrote outside the {self.m}x{self.n} sub-matrix of C (ld_c={self.layout.ld_c}) at "
-            f"element offsets {(touched - C_PADDING)[:10].tolist()}")
-        got = self.got()
-        for part in ("real", "imag"):
-            have, want = getattr(got, part), getattr(self.expected, part)
-            if self.integers:
-                wrong = np.argwhere(have != want)
-            else:
-                wrong = np.argwhere(~(np.abs(have - want) <= self.tolerance))
-            if wrong.size:
-                r, j = wrong[0]
-                pytest.fail(f"{wrong.shape[0]} wrong {part} parts of C; first at row {r}, "
-                            f"column {j}: got {got[r, j]!r}, expected {self.expected[r, j]!r}")
-
-
-def check(m, n, k, br, padded, integers, dtype, seed=0):
-    problem = Problem(m, n, k, br, Layout(m, n, k, padded), integers, seed, dtype)
-    problem.call(einjit.brgemm(m, n, k, br, dtype=dtype))
-    problem.verify()
-
-
-def _sweep(dimension):
-    """Every value 1..40 of `dimension`, each with three partners for the other dimension and
-    rotating K, batch size, layout and data."""
-    cases = []
-    for value in range(1, 41):
-        for turn in range(3):
-            index = 3 * value + turn
-            other = PARTNERS[index % len(PARTNERS)]
-            m, n = (value, other) if dimension == "m" else (other, value)
-            cases.append((m, n, K_VALUES[index % len(K_VALUES)],
-                          BATCH_VALUES[(index // 2) % len(BATCH_VALUES)], index % 2 == 0,
-                          index % 3 == 0))
-    return cases
-
-
-def _case_id(case):
-    m, n, k, br, padded, integers = case
-    return (f"m{m}-n{n}-k{k}-br{br}-{'padded' if padded else 'tight'}-"
-            f"{'int' if integers else 'float'}")
-
-
 @runs_here
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", _sweep("m"), ids=_case_id)
+@pytest.mark.parametrize("case", sweep("m", 40, PARTNERS), ids=case_id)
 def test_every_m(case, dtype):
     check(*case, dtype)
 
 
 @runs_here
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", _sweep("n"), ids=_case_id)
+@pytest.mark.parametrize("case", sweep("n", 40, PARTNERS), ids=case_id)
 def test_every_n(case, dtype):
     check(*case, dtype)
 
@@ -197,7 +66,7 @@ def test_k_and_batch_grid(case, dtype):
                                   (64, 64, 64, 16, False, False), (32, 9, 20, 3, False, True),
                                   # K in chunks on AVX2
                                   (64, 20, 600, 1, False, False), (17, 7, 512, 1, True, True)],
-                         ids=_case_id)
+                         ids=case_id)
 def test_large_shapes(case, dtype):
     check(*case, dtype)
 
@@ -209,9 +78,9 @@ def test_batch_strides_may_overlap_and_repeat(dtype):
     overlaps the entries."""
     m, n, k, br = 6, 5, 4, 3
     for stride_a, stride_b in ((0, k * n), (m * k, 0), (m, 2)):
-        layout = Layout(m, n, k, False)
+        layout = Layout(m, n, k)
         layout.stride_a, layout.stride_b = stride_a, stride_b
-        problem = Problem(m, n, k, br, layout, True, 1, dtype)
+        problem = Problem(m, n, k, br, dtype, layout, True, 1)
         problem.call(einjit.brgemm(m, n, k, br, dtype=dtype))
         problem.verify()
 
@@ -227,7 +96,7 @@ def _with_specials(rng, dtype, fraction):
         parts = rng.uniform(-1.0, 1.0, size=(2, *shape))
         special = rng.random(parts.shape) < fraction
         parts[special] = rng.choice(SPECIAL_PARTS, int(special.sum()))
-        return _complex(parts, dtype)
+        return from_parts(parts, dtype)
     return fill
 
 
@@ -243,7 +112,7 @@ def test_specials_land_where_numpy_puts_them(dtype, m, n, k, br, fraction):
     the rounding bound; zeros compare equal whatever their sign (docs/brgemm.md)."""
     for seed in range(4):
         rng = np.random.default_rng(seed + 100 * m)
-        problem = Problem(m, n, k, br, Layout(m, n, k, seed % 2 == 1), False, seed, dtype,
+        problem = Problem(m, n, k, br, dtype, Layout.of(m, n, k, seed % 2 == 1), False, seed,
                           values=_with_specials(rng, dtype, fraction))
         problem.call(einjit.brgemm(m, n, k, br, dtype=dtype))
         got, want = problem.got(), problem.expected
@@ -292,8 +161,8 @@ GUARD_CASES = [(m, n, 1 + (m + n) % 5, 2) for m, n in itertools.product(range(1,
 def test_no_access_past_the_last_element_of_any_operand(dtype):
     """A, B and C each end right before a no-access page (tight layouts); the kernels run in
     a forked child, so a fault fails the case that caused it."""
-    problems = [Problem(m, n, k, br, Layout(m, n, k, False), True, seed, dtype,
-                        allocate=guarded_buffer, c_after=0)
+    problems = [Problem(m, n, k, br, dtype, Layout(m, n, k), True, seed, allocate=guarded,
+                        c_after=0)
                 for seed, (m, n, k, br) in enumerate(GUARD_CASES)]
     kernels = [einjit.brgemm(m, n, k, br, dtype=dtype) for m, n, k, br in GUARD_CASES]
     run_guarded(GUARD_CASES, problems, kernels, lambda case: f"kernel (m, n, k, br_size) = {case}")
@@ -371,8 +240,8 @@ def test_a_single_product_keeps_numpys_signed_zeros(dtype):
     values = np.array([0.0, -0.0])
     for bits in itertools.product(values, repeat=6):
         c = np.array([complex(bits[0], bits[1])], dtype)
-        a = _complex(np.array([[bits[2]], [bits[3]]]), dtype)
-        b = _complex(np.array([[bits[4]], [bits[5]]]), dtype)
+        a = from_parts(np.array([[bits[2]], [bits[3]]]), dtype)
+        b = from_parts(np.array([[bits[4]], [bits[5]]]), dtype)
         numpy_result = c + a * b
         einjit.brgemm(1, 1, 1, 1, dtype=dtype)(a, b, c, 1, 1, 1, 0, 0)
         assert np.array_equal(np.signbit(c.view(PART[dtype])),

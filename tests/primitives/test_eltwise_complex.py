@@ -31,6 +31,14 @@ from einjit.errors import KernelParameterError
 from einjit.ops import BINARY_OPS as ALL_BINARY_OPS
 from einjit.ops import UNARY_OPS as ALL_UNARY_OPS
 
+from eltwise_support import (
+    PADDING,
+    BinaryProblem,
+    UnaryProblem,
+    mixed_values,
+    same_bits,
+    same_or_nan,
+)
 from support import (
     SPECIALS,
     SPECIALS64,
@@ -39,14 +47,12 @@ from support import (
     canary,
     canary_buffer,
     column_major,
+    from_parts,
     guarded,
-    mixed_data,
-    part_dtype,
     run_guarded,
 )
 
 DTYPES = ("complex64", "complex128")
-PADDING = 7                        # canary elements before and after the output's extent
 LD_GAPS = (3, 1, 5)                # ld - rows of the operands when padded
 NAN_PAYLOADS = {                   # quiet and signalling NaNs with payloads, both signs
     "complex64": np.array([0x7FC0_1234, 0xFFC0_0042, 0x7F80_0001, 0xFFA0_5000],
@@ -63,120 +69,20 @@ BINARY_OPS = ("add", "sub", "mul")
 NUMPY = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
 
 
-def _complex(real, imag, dtype):
-    """real + i imag, set part by part (1j * inf would be nan+infj)."""
-    values = np.empty(np.shape(real), dtype)
-    values.real, values.imag = real, imag
-    return values
-
-
 def _values(rng, count, dtype):
-    specials = PART_SPECIALS[dtype]
-    return _complex(mixed_data(rng, count, specials), mixed_data(rng, count, specials), dtype)
+    return mixed_values(rng, count, PART_SPECIALS[dtype], dtype)
 
 
-def _same_bits(got, expected):
-    """Per element: both parts' bits equal."""
-    return (bits(got) == bits(expected)).reshape(*got.shape, 2).all(axis=-1)
+def _unary(op, m, n, trans_b, padded, seed, dtype, **buffers):
+    expect = (lambda a: np.zeros_like(a)) if op == "zero" else (lambda a: a)
+    return UnaryProblem(op, m, n, trans_b, padded, seed, dtype, PART_SPECIALS[dtype],
+                        lambda a, got: (~same_bits(got, expect(a)), expect(a)), LD_GAPS[:2],
+                        **buffers)
 
 
-def _same_or_nan(got, expected):
-    """Per element: each part's bits equal, or both parts NaN."""
-    parts = lambda x: x.view(part_dtype(x.dtype)).reshape(*x.shape, 2)   # noqa: E731
-    g, e = parts(got), parts(expected)
-    return ((bits(g) == bits(e)) | (np.isnan(g) & np.isnan(e))).all(axis=-1)
-
-
-def _fail_first(wrong, where, describe):
-    r, j = np.argwhere(wrong)[0]
-    pytest.fail(f"{where}: {int(wrong.sum())} wrong elements; first at row {r}, column {j}: "
-                f"{describe(r, j)}")
-
-
-def _check_canaries(buffer, inside, where):
-    outside = np.flatnonzero(~inside & (bits(buffer).reshape(-1, 2) != canary(buffer.dtype))
-                             .any(axis=-1))
-    assert outside.size == 0, (f"{where}: wrote outside the sub-matrix at buffer offsets "
-                               f"{(outside - PADDING)[:10].tolist()}")
-
-
-class UnaryProblem:
-    def __init__(self, op, m, n, trans_b, padded, seed, dtype, allocate=canary_buffer,
-                 b_after=PADDING):
-        self.op, self.m, self.n, self.trans_b, self.dtype = op, m, n, trans_b, dtype
-        gap_a, gap_b = LD_GAPS[:2] if padded else (0, 0)
-        self.b_rows, self.b_cols = (n, m) if trans_b else (m, n)
-        self.ld_a, self.ld_b = m + gap_a, self.b_rows + gap_b
-        self.a = allocate((n - 1) * self.ld_a + m, dtype)
-        column_major(self.a, m, n, self.ld_a)[...] = _values(
-            np.random.default_rng(seed), m * n, dtype).reshape(m, n)
-        self.a_bits = bits(self.a).copy()
-        extent = (self.b_cols - 1) * self.ld_b + self.b_rows
-        self.b_buffer = allocate(PADDING + extent + b_after, dtype)
-        self.b = self.b_buffer[PADDING:PADDING + extent]
-        self.in_b = np.zeros(self.b_buffer.size, dtype=bool)
-        column_major(self.in_b[PADDING:], self.b_rows, self.b_cols, self.ld_b)[...] = True
-
-    def call(self, kernel):
-        kernel(self.a, self.b, self.ld_a, self.ld_b)
-
-    def verify(self):
-        where = (f"unary {self.op} {self.dtype} m={self.m} n={self.n} trans_b={self.trans_b} "
-                 f"ld_a={self.ld_a} ld_b={self.ld_b}")
-        _check_canaries(self.b_buffer, self.in_b, where)
-        assert np.array_equal(bits(self.a), self.a_bits), f"{where}: A was modified"
-        a = np.ascontiguousarray(column_major(self.a, self.m, self.n, self.ld_a))
-        got = column_major(self.b, self.b_rows, self.b_cols, self.ld_b)
-        got = np.ascontiguousarray(got.T if self.trans_b else got)
-        expected = np.zeros_like(a) if self.op == "zero" else a
-        wrong = ~_same_bits(got, expected)
-        if wrong.any():
-            _fail_first(wrong, where, lambda r, j: f"got {got[r, j]!r} (bits "
-                        f"{[hex(x) for x in bits(got[r, j:j + 1])]}), expected "
-                        f"{expected[r, j]!r} (bits {[hex(x) for x in bits(expected[r, j:j + 1])]})")
-
-
-class BinaryProblem:
-    def __init__(self, op, m, n, padded, seed, dtype, allocate=canary_buffer,
-                 c_after=PADDING):
-        self.op, self.m, self.n, self.dtype = op, m, n, dtype
-        gaps = LD_GAPS if padded else (0, 0, 0)
-        self.ld_a, self.ld_b, self.ld_c = (m + gap for gap in gaps)
-        rng = np.random.default_rng(seed)
-        a, b = _values(rng, m * n, dtype), _values(rng, m * n, dtype)
-        same = rng.random(m * n) < 0.1           # x - x, specials against themselves
-        b[same] = a[same]
-        negated = rng.random(m * n) < 0.05       # ±0 sums, inf - inf
-        b[negated] = _complex(-a[negated].real, -a[negated].imag, dtype)
-        self.a = allocate((n - 1) * self.ld_a + m, dtype)
-        self.b = allocate((n - 1) * self.ld_b + m, dtype)
-        column_major(self.a, m, n, self.ld_a)[...] = a.reshape(m, n)
-        column_major(self.b, m, n, self.ld_b)[...] = b.reshape(m, n)
-        self.input_bits = (bits(self.a).copy(), bits(self.b).copy())
-        extent = (n - 1) * self.ld_c + m
-        self.c_buffer = allocate(PADDING + extent + c_after, dtype)
-        self.c = self.c_buffer[PADDING:PADDING + extent]
-        self.in_c = np.zeros(self.c_buffer.size, dtype=bool)
-        column_major(self.in_c[PADDING:], m, n, self.ld_c)[...] = True
-
-    def call(self, kernel):
-        kernel(self.a, self.b, self.c, self.ld_a, self.ld_b, self.ld_c)
-
-    def verify(self):
-        where = (f"binary {self.op} {self.dtype} m={self.m} n={self.n} ld_a={self.ld_a} "
-                 f"ld_b={self.ld_b} ld_c={self.ld_c}")
-        _check_canaries(self.c_buffer, self.in_c, where)
-        assert np.array_equal(bits(self.a), self.input_bits[0]), f"{where}: A changed"
-        assert np.array_equal(bits(self.b), self.input_bits[1]), f"{where}: B changed"
-        a = np.ascontiguousarray(column_major(self.a, self.m, self.n, self.ld_a))
-        b = np.ascontiguousarray(column_major(self.b, self.m, self.n, self.ld_b))
-        got = np.ascontiguousarray(column_major(self.c, self.m, self.n, self.ld_c))
-        with np.errstate(all="ignore"):
-            expected = NUMPY[self.op](a, b)
-        wrong = ~_same_or_nan(got, expected)
-        if wrong.any():
-            _fail_first(wrong, where, lambda r, j: f"{a[r, j]!r} {self.op} {b[r, j]!r} gave "
-                        f"{got[r, j]!r}, expected {expected[r, j]!r}")
+def _binary(op, m, n, padded, seed, dtype, **buffers):
+    return BinaryProblem(op, m, n, padded, seed, dtype, PART_SPECIALS[dtype], NUMPY[op],
+                         gaps=LD_GAPS, **buffers)
 
 
 def _pairs(shift, top=20):
@@ -202,7 +108,7 @@ def test_unary(case, dtype):
     op, m, n, trans_b = case
     kernel = einjit.unary(op, m, n, trans_b=trans_b, dtype=dtype)
     for padded in (False, True):
-        problem = UnaryProblem(op, m, n, trans_b, padded, seed=m * 31 + n, dtype=dtype)
+        problem = _unary(op, m, n, trans_b, padded, m * 31 + n, dtype)
         problem.call(kernel)
         problem.verify()
 
@@ -213,7 +119,7 @@ def test_binary(case, dtype):
     op, m, n = case
     kernel = einjit.binary(op, m, n, dtype=dtype)
     for padded in (False, True):
-        problem = BinaryProblem(op, m, n, padded, seed=m * 31 + n, dtype=dtype)
+        problem = _binary(op, m, n, padded, m * 31 + n, dtype)
         problem.call(kernel)
         problem.verify()
 
@@ -225,7 +131,7 @@ def test_every_pair_of_special_values(dtype):
     products), one kernel call per op, against numpy's arrays."""
     specials = PART_SPECIALS[dtype][::2]
     real, imag = (x.ravel() for x in np.meshgrid(specials, specials, indexing="ij"))
-    values = _complex(real, imag, dtype)
+    values = from_parts(np.stack([real, imag]), dtype)
     a, b = (x.ravel() for x in np.meshgrid(values, values, indexing="ij"))
     m = values.size
     for op in BINARY_OPS:
@@ -233,7 +139,7 @@ def test_every_pair_of_special_values(dtype):
         einjit.binary(op, m, m, dtype=dtype)(a, b, c, m, m, m)
         with np.errstate(all="ignore"):
             expected = NUMPY[op](a, b)
-        same = _same_or_nan(c, expected)
+        same = same_or_nan(c, expected)
         assert same.all(), (f"{op}: {a[~same][:3].tolist()} op {b[~same][:3].tolist()} gave "
                             f"{c[~same][:3].tolist()}, expected {expected[~same][:3].tolist()}")
 
@@ -244,7 +150,7 @@ def test_numpy_array_product_is_the_fused_formula():
     and its sum with one float32 rounds to float32 as the fused operation does on these
     values (no double-rounding tie among them, or the equality would fail here)."""
     rng = np.random.default_rng(7)
-    a, b = (_complex(rng.standard_normal(4096), rng.standard_normal(4096), "complex64")
+    a, b = (from_parts(rng.standard_normal((2, 4096)), "complex64")
             for _ in range(2))
     ar, ai, br, bi = (x.astype(np.float64) for x in (a.real, a.imag, b.real, b.imag))
     f32 = np.float32
@@ -279,7 +185,7 @@ def test_transposes_past_the_streaming_thresholds(m, n, ld_b, dtype):
                                  .any(axis=-1))
         assert outside.size == 0, f"{where}: wrote outside B at {outside[:10].tolist()}"
         got = np.ascontiguousarray(column_major(buffer[start:], n, m, ld_b).T)
-        wrong = ~_same_bits(got, values)
+        wrong = ~same_bits(got, values)
         assert not wrong.any(), f"{where}: {int(wrong.sum())} wrong elements"
 
 
@@ -303,13 +209,13 @@ BINARY_GUARD_CASES = [(op, m, n) for op in ("add", "mul") for m in range(1, 12)
 def test_no_access_past_the_last_element_of_any_operand(dtype):
     """Every operand ends right before a no-access page (tight layouts); the kernels run in a
     forked child, so a fault fails the case that caused it."""
-    problems = [UnaryProblem(*case, padded=False, seed=seed, dtype=dtype, allocate=guarded,
-                             b_after=0) for seed, case in enumerate(UNARY_GUARD_CASES)]
+    problems = [_unary(*case, False, seed, dtype, allocate=guarded, b_after=0)
+                for seed, case in enumerate(UNARY_GUARD_CASES)]
     kernels = [einjit.unary(op, m, n, trans_b=trans_b, dtype=dtype)
                for op, m, n, trans_b in UNARY_GUARD_CASES]
     run_guarded(UNARY_GUARD_CASES, problems, kernels, lambda case: f"unary{case} {dtype}")
-    problems = [BinaryProblem(*case, padded=False, seed=seed, dtype=dtype, allocate=guarded,
-                              c_after=0) for seed, case in enumerate(BINARY_GUARD_CASES)]
+    problems = [_binary(*case, False, seed, dtype, allocate=guarded, c_after=0)
+                for seed, case in enumerate(BINARY_GUARD_CASES)]
     kernels = [einjit.binary(*case, dtype=dtype) for case in BINARY_GUARD_CASES]
     run_guarded(BINARY_GUARD_CASES, problems, kernels, lambda case: f"binary{case} {dtype}")
 

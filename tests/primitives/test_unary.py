@@ -25,22 +25,12 @@ import pytest
 
 import einjit
 
+from eltwise_support import UnaryProblem
 from support import SPECIALS as BASE_SPECIALS
-from support import (
-    SPECIALS64,
-    assert_well_formed,
-    bits,
-    canary,
-    canary_buffer,
-    column_major,
-    guarded,
-    mixed_data,
-    run_guarded,
-)
+from support import SPECIALS64, assert_well_formed, bits, guarded, run_guarded
 
 OPS = ("zero", "identity", "relu", "square", "reciprocal", "increment", "decrement",
        "sigmoid")
-PADDING = 19                      # canary elements before and after B's extent
 LD_GAPS = (3, 5)                  # ld - rows of A and B when padded
 SIGMOID_TOLERANCE = {"float32": 1e-6, "float64": 1e-15}
 DTYPES = ("float32", "float64")
@@ -104,53 +94,22 @@ def _sigmoid_mismatch(a, got):
     return ~ok, expected
 
 
-class Problem:
-    """Operands of one unary call in canary-filled buffers."""
+def _mismatch(op):
+    """The check of op's results: (a, got) -> (mask of wrong elements, expected)."""
+    if op == "sigmoid":
+        return _sigmoid_mismatch
+    return lambda a, got: _expected_bits_mismatch(op, a, got)
 
-    def __init__(self, op, m, n, trans_b, padded, seed, allocate=canary_buffer,
-                 b_after=PADDING, dtype="float32"):
-        self.op, self.m, self.n, self.trans_b, self.dtype = op, m, n, trans_b, dtype
-        gap_a, gap_b = LD_GAPS if padded else (0, 0)
-        self.b_rows, self.b_cols = (n, m) if trans_b else (m, n)
-        self.ld_a, self.ld_b = m + gap_a, self.b_rows + gap_b
-        self.a = allocate((n - 1) * self.ld_a + m, dtype)
-        values = mixed_data(np.random.default_rng(seed), m * n, SPECIALS[dtype])
-        column_major(self.a, m, n, self.ld_a)[...] = values.reshape(m, n)
-        self.a_bits = bits(self.a).copy()
-        b_extent = (self.b_cols - 1) * self.ld_b + self.b_rows
-        self.b_buffer = allocate(PADDING + b_extent + b_after, dtype)
-        self.b = self.b_buffer[PADDING:PADDING + b_extent]
-        self.in_b = np.zeros(self.b_buffer.size, dtype=bool)
-        column_major(self.in_b[PADDING:], self.b_rows, self.b_cols, self.ld_b)[...] = True
 
-    def call(self, kernel):
-        kernel(self.a, self.b, self.ld_a, self.ld_b)
-
-    def verify(self):
-        where = (f"{self.op} {self.dtype} m={self.m} n={self.n} trans_b={self.trans_b} "
-                 f"ld_a={self.ld_a} ld_b={self.ld_b}")
-        outside = np.flatnonzero(~self.in_b & (bits(self.b_buffer) != canary(self.dtype)))
-        assert outside.size == 0, (f"{where}: wrote outside the sub-matrix of B at buffer "
-                                   f"offsets {(outside - PADDING)[:10].tolist()}")
-        assert np.array_equal(bits(self.a), self.a_bits), f"{where}: A was modified"
-        a = column_major(self.a, self.m, self.n, self.ld_a)
-        got = column_major(self.b, self.b_rows, self.b_cols, self.ld_b)
-        got = np.ascontiguousarray(got.T if self.trans_b else got)
-        if self.op == "sigmoid":
-            wrong, expected = _sigmoid_mismatch(a, got)
-        else:
-            wrong, expected = _expected_bits_mismatch(self.op, a, got)
-        if wrong.any():
-            r, j = np.argwhere(wrong)[0]
-            pytest.fail(f"{where}: {int(wrong.sum())} wrong elements; first at row {r}, "
-                        f"column {j}: op({a[r, j]!r}) gave {got[r, j]!r} "
-                        f"(bits {bits(got[r:r + 1, j])[0]:#x}), expected {expected[r, j]!r}")
+def _problem(op, m, n, trans_b, padded, seed, dtype, **buffers):
+    return UnaryProblem(op, m, n, trans_b, padded, seed, dtype, SPECIALS[dtype], _mismatch(op),
+                        LD_GAPS, **buffers)
 
 
 def check(op, m, n, trans_b, seed=0, dtype="float32"):
     kernel = einjit.unary(op, m, n, trans_b=trans_b, dtype=dtype)
     for padded in (False, True):
-        problem = Problem(op, m, n, trans_b, padded, seed, dtype=dtype)
+        problem = _problem(op, m, n, trans_b, padded, seed, dtype)
         problem.call(kernel)
         problem.verify()
 
@@ -242,8 +201,7 @@ GUARD_CASES = [(op, m, n, trans_b) for op in ("identity", "sigmoid", "zero")
 def test_no_access_past_the_last_element_of_any_operand(dtype):
     """A and B each end right before a no-access page (tight layouts). The kernels run in a
     forked child, so a fault is reported as a failure of the case that caused it."""
-    problems = [Problem(*case, padded=False, seed=seed, allocate=guarded, b_after=0,
-                        dtype=dtype)
+    problems = [_problem(*case, False, seed, dtype, allocate=guarded, b_after=0)
                 for seed, case in enumerate(GUARD_CASES)]
     kernels = [einjit.unary(op, m, n, trans_b=trans_b, dtype=dtype)
                for op, m, n, trans_b in GUARD_CASES]

@@ -12,7 +12,6 @@ NaN-payload canaries.
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import re
 
@@ -25,13 +24,13 @@ from einjit.disasm import disassemble
 from einjit.errors import KernelParameterError
 from einjit.runtime.host import host_isa
 
-from support import bits, canary, canary_buffer, strided
+from brgemm_support import Layout, Problem
+from support import run_code
 
 NEON = resolve_target("aarch64")
 DTYPES = ("complex64", "complex128")
 PART = {"complex64": np.float32, "complex128": np.float64}
 in_lane = pytest.mark.skipif(host_isa() != "aarch64", reason="runs A64 code (aarch64 lane)")
-C_PADDING = 5
 SIZES = range(1, 21)
 
 
@@ -120,55 +119,13 @@ def test_a_real_dtype_is_not_a_complex_element():
 
 # ---- in the lane: every block shape against numpy
 
-def _call(code: bytes, *args: int) -> None:
-    from einjit.runtime.memory import ExecutableMemory
-    memory = ExecutableMemory(code)
-    try:
-        ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * len(args))(memory.address)(*args)
-    finally:
-        memory.release()
-
-
-def _buffer(size, dtype):
-    return canary_buffer(2 * size, PART[dtype]).view(dtype)
-
-
-def _integers(rng, shape):
-    return rng.integers(-4, 5, shape) + 1j * rng.integers(-4, 5, shape)
-
-
 def check(m, n, k, br, dtype, gaps=(0, 0, 0), stride_gaps=(0, 0), seed=0, accumulate=True):
     """C += the batch's product (accumulate=False: C := it, C starting as NaN, the bits of
     adding it to +0: signed zeros included) against numpy, bit for bit."""
-    rng = np.random.default_rng(seed)
-    ld_a, ld_b, ld_c = m + gaps[0], k + gaps[1], m + gaps[2]
-    stride_a, stride_b = ld_a * k + stride_gaps[0], ld_b * n + stride_gaps[1]
-    a = _buffer((br - 1) * stride_a + (k - 1) * ld_a + m, dtype)
-    b = _buffer((br - 1) * stride_b + (n - 1) * ld_b + k, dtype)
-    c_buffer = _buffer(2 * C_PADDING + (n - 1) * ld_c + m, dtype)
-    c = c_buffer[C_PADDING:-C_PADDING]
-    a_view = strided(a, (br, m, k), (stride_a, 1, ld_a))
-    b_view = strided(b, (br, k, n), (stride_b, 1, ld_b))
-    c_view = strided(c, (m, n), (1, ld_c))
-    a_view[...] = _integers(rng, (br, m, k))
-    b_view[...] = _integers(rng, (br, k, n))
-    c_view[...] = (rng.integers(-50, 51, (m, n)) + 1j * rng.integers(-50, 51, (m, n))
-                   if accumulate else complex(np.nan, np.nan))
-    start = c_view.astype(np.complex128) if accumulate else np.zeros((m, n), np.complex128)
-    expected = start + np.einsum("imk,ikn->mn", a_view.astype(np.complex128),
-                                 b_view.astype(np.complex128))
-    inside = np.zeros(c_buffer.size, bool)
-    strided(inside[C_PADDING:], (m, n), (1, ld_c))[...] = True
-    _call(generate_brgemm(NEON, m, n, k, br, dtype, accumulate), a.ctypes.data, b.ctypes.data,
-          c.ctypes.data, ld_a, ld_b, ld_c, stride_a, stride_b)
-    words = bits(c_buffer.view(PART[dtype])).reshape(-1, 2)
-    outside = np.flatnonzero(~inside & (words != canary(PART[dtype])).any(axis=1))
-    assert outside.size == 0, f"wrote outside C at {(outside - C_PADDING)[:8].tolist()}"
-    got, expected = (np.ascontiguousarray(x, np.complex128).view(np.float64)
-                     for x in (c_view, expected))
-    wrong = np.argwhere(bits(got) != bits(expected))
-    assert wrong.size == 0, (f"{len(wrong)} wrong parts, first at {tuple(wrong[0])}: "
-                             f"{got[tuple(wrong[0])]!r} != {expected[tuple(wrong[0])]!r}")
+    problem = Problem(m, n, k, br, dtype, Layout(m, n, k, gaps, stride_gaps), integers=True,
+                      seed=seed, accumulate=accumulate)
+    run_code(generate_brgemm(NEON, m, n, k, br, dtype, accumulate), *problem.addresses())
+    problem.verify(same_bits=True)
 
 
 K_ROTATION = (64, 1, 17, 3, 33, 16, 70, 5, 32, 15, 300)

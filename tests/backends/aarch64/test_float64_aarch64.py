@@ -10,8 +10,6 @@ checks (no float32 change, errors, one buffer) run on any host.
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import pytest
 
@@ -30,7 +28,7 @@ from einjit.backends.aarch64.asm import Assembler
 from einjit.errors import KernelParameterError, KernelParameterTypeError
 from einjit.runtime.host import host_isa
 
-from support import guarded, run_in_child
+from support import guarded, run_code, run_in_child
 
 NEON = resolve_target("aarch64")
 F64 = "float64"
@@ -56,16 +54,6 @@ def mixed(rng: np.random.Generator, count: int, fraction: float = 0.15) -> np.nd
     special = rng.random(count) < fraction
     values[special] = rng.choice(SPECIALS, int(special.sum()))
     return values
-
-
-def call(code: bytes, *args: int, entry: int = 0) -> None:
-    from einjit.runtime.memory import ExecutableMemory
-    memory = ExecutableMemory(code)
-    try:
-        function = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * len(args))(memory.address + entry)
-        function(*args)
-    finally:
-        memory.release()
 
 
 def address(array: np.ndarray) -> int:
@@ -184,7 +172,7 @@ def test_brgemm_float64(m, n, k, br):
     rng = np.random.default_rng(m * 7919 + n * 104729 + k * 31 + br)
     a, b, c, lds = brgemm_case(rng, m, n, k, br)
     a0, b0, c0 = a.copy(), b.copy(), c.copy()
-    call(generate_brgemm(NEON, m, n, k, br, F64), address(a), address(b), address(c), *lds)
+    run_code(generate_brgemm(NEON, m, n, k, br, F64), address(a), address(b), address(c), *lds)
     assert np.array_equal(bits(a), bits(a0)) and np.array_equal(bits(b), bits(b0))
     check_brgemm(a, b, c, c0, m, n, k, br, lds)
 
@@ -197,7 +185,7 @@ def test_brgemm_float64_leading_dimension_and_batch_stride_gaps(m, n, k, br, gap
     rng = np.random.default_rng(m + 100 * n)
     a, b, c, lds = brgemm_case(rng, m, n, k, br, gaps, stride_gaps)
     c0 = c.copy()
-    call(generate_brgemm(NEON, m, n, k, br, F64), address(a), address(b), address(c), *lds)
+    run_code(generate_brgemm(NEON, m, n, k, br, F64), address(a), address(b), address(c), *lds)
     check_brgemm(a, b, c, c0, m, n, k, br, lds)
 
 
@@ -211,8 +199,8 @@ def test_brgemm_float64_special_values_propagate_like_numpy():
         b = np.asfortranarray(rng.uniform(0.5, 1, (k, n)))
         a[4, 2] = special
         c = np.zeros((m, n), order="F")
-        call(generate_brgemm(NEON, m, n, k, 1, F64), address(a), address(b), address(c),
-             m, k, m, 0, 0)
+        run_code(generate_brgemm(NEON, m, n, k, 1, F64), address(a), address(b), address(c),
+                 m, k, m, 0, 0)
         with np.errstate(invalid="ignore"):
             expected = a @ b
         assert_same(c[4], expected[4], f"row reached by {special}")    # all NaN or ±inf
@@ -260,7 +248,7 @@ def test_unary_float64_sizes_gaps_and_specials(op, trans_b):
         matrix(a, m, n, ld_a)[...] = values
         b = canaries((m if trans_b else n) * ld_b + 2)
         a0, b0 = a.copy(), b.copy()
-        call(generate_unary(NEON, op, m, n, trans_b, F64), address(a), address(b), ld_a, ld_b)
+        run_code(generate_unary(NEON, op, m, n, trans_b, F64), address(a), address(b), ld_a, ld_b)
         assert np.array_equal(bits(a), bits(a0)), "A changed"
         rows, cols = (n, m) if trans_b else (m, n)
         got = matrix(b, rows, cols, ld_b)
@@ -278,8 +266,8 @@ def test_unary_float64_every_special_value(op):
     m, n = a.shape
     for trans_b in (False, True):
         b = np.full((n, m) if trans_b else (m, n), np.nan, order="F")
-        call(generate_unary(NEON, op, m, n, trans_b, F64), address(a), address(b), m,
-             n if trans_b else m)
+        run_code(generate_unary(NEON, op, m, n, trans_b, F64), address(a), address(b), m,
+                 n if trans_b else m)
         check_unary(op, b.T if trans_b else b, unary_expected(op, a), f"{op} specials")
 
 
@@ -293,8 +281,8 @@ def test_sigmoid_float64_accuracy_over_its_whole_range():
                         [-1e300, 1e300, np.inf, -np.inf]])
     x = np.asfortranarray(x.reshape(-1, 1))
     y = np.empty_like(x)
-    call(generate_unary(NEON, "sigmoid", x.shape[0], 1, False, F64), address(x), address(y),
-         x.shape[0], x.shape[0])
+    run_code(generate_unary(NEON, "sigmoid", x.shape[0], 1, False, F64), address(x), address(y),
+             x.shape[0], x.shape[0])
     error = np.abs(y - unary_expected("sigmoid", x))
     assert error.max() <= 1e-15, f"max error {error.max()!r} at x = {x.ravel()[error.argmax()]}"
     assert y[-4, 0] == 0.0 and y[-3, 0] == 1.0 and y[-2, 0] == 1.0 and y[-1, 0] == 0.0
@@ -316,7 +304,7 @@ def test_binary_float64_sizes_gaps_and_specials(op):
         for buffer, ld, value in zip(buffers, lds, values):
             matrix(buffer, m, n, ld)[...] = value
         a0, b0, c0 = (buffer.copy() for buffer in buffers)
-        call(generate_binary(NEON, op, m, n, F64), *map(address, buffers), *lds)
+        run_code(generate_binary(NEON, op, m, n, F64), *map(address, buffers), *lds)
         assert np.array_equal(bits(buffers[0]), bits(a0))
         assert np.array_equal(bits(buffers[1]), bits(b0))
         assert_same(matrix(buffers[2], m, n, lds[2]), ops.BINARY[op].reference(*values),
@@ -332,7 +320,7 @@ def test_binary_float64_every_pair_of_special_values(op):
     b = np.asfortranarray(a.T)
     c = np.empty_like(a)
     m, n = a.shape
-    call(generate_binary(NEON, op, m, n, F64), address(a), address(b), address(c), m, m, m)
+    run_code(generate_binary(NEON, op, m, n, F64), address(a), address(b), address(c), m, m, m)
     assert_same(c, ops.BINARY[op].reference(a, b), f"{op} special pairs")
 
 
@@ -341,7 +329,7 @@ def test_binary_float64_in_place():
     rng = np.random.default_rng(3)
     a = np.asfortranarray(mixed(rng, 35).reshape(7, 5))
     expected = a * a
-    call(generate_binary(NEON, "mul", 7, 5, F64), address(a), address(a), address(a), 7, 7, 7)
+    run_code(generate_binary(NEON, "mul", 7, 5, F64), address(a), address(a), address(a), 7, 7, 7)
     assert_same(a, expected, "mul in place")
 
 
@@ -378,7 +366,7 @@ def test_float64_kernels_never_read_or_write_past_their_operands():
                       "binary": generate_binary}
         for kind, params, arrays, integers in cases:
             note(f"{kind} {params}")
-            call(generators[kind](NEON, *params, F64), *map(address, arrays), *integers)
+            run_code(generators[kind](NEON, *params, F64), *map(address, arrays), *integers)
         return True
 
     assert run_in_child(work)
@@ -422,12 +410,12 @@ def test_float64_caller_and_two_kernels_in_one_buffer():
     a, b = rng.uniform(-1, 1, br * m * k), rng.uniform(-1, 1, br * k * n)
     c0 = rng.uniform(-1, 1, m * n)
     c, d = c0.copy(), np.full(m * n, np.nan)
-    call(code, address(a), address(b), address(c), address(d), entry=caller.position)
+    run_code(code, address(a), address(b), address(c), address(d), entry=caller.position)
     expected_c, expected_d = c0.copy(), np.full(m * n, np.nan)
-    call(generate_brgemm(NEON, m, n, k, br, F64), address(a), address(b), address(expected_c),
-         m, k, m, m * k, k * n)
-    call(generate_unary(NEON, "sigmoid", m, n, True, F64), address(expected_c),
-         address(expected_d), m, n)
+    run_code(generate_brgemm(NEON, m, n, k, br, F64), address(a), address(b), address(expected_c),
+             m, k, m, m * k, k * n)
+    run_code(generate_unary(NEON, "sigmoid", m, n, True, F64), address(expected_c),
+             address(expected_d), m, n)
     assert_same(c, expected_c, "C")
     assert_same(d, expected_d, "D")
     product = sum(a[i * m * k:(i + 1) * m * k].reshape(k, m).T
