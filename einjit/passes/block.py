@@ -6,8 +6,13 @@ Walked m-outermost (reorder's order), a contraction keeps one block row of A, th
 rows over the whole of K, in L2 while every n block passes it. The contraction is large when
 that block row outgrows a quarter of L2 (the rest is left to B's and C's blocks and to what
 the hardware prefetchers bring ahead; docs/measurements.md): its rows are those of A's
-unit-stride m dim, as many as split leaves in one block. A large contraction
-runs instead as the loops of a GotoBLAS GEMM, the kernel's own loops inside:
+unit-stride m dim, as many as split leaves in one block. That holds where the blocked loops
+get full blocks: rows of a whole m block and kernel calls of at least a k chunk (the k dims
+contiguous in B, kernel_k). Where they cannot (a tensor's 25 rows before a strided m dim, a
+16-long k dim before a strided one), their short calls cost more than the block row held in
+L2 (docs/measurements.md), and the contraction is large only once that row outgrows L2.
+A large contraction runs instead as the loops of a GotoBLAS GEMM, the kernel's own loops
+inside:
 
     for each panel of nc columns of n:           (outermost; each thread gets panels)
       for each chunk of kc along k:
@@ -60,12 +65,35 @@ def block_rows(op) -> int:
     return min(rows, DEFAULT_MAX_SIZE["m"])
 
 
+def kernel_k(op) -> int:
+    """The k steps one kernel call can take: the k dims contiguous in in1 from its unit-stride
+    one on, each continuing the one before in in0 too (split may have cut them into parts)."""
+    steps, column, grown = 1, None, True
+    while grown:
+        grown = False
+        for dim in op.dims:
+            if dim.type == "k" and dim.size > 1 and dim.stride_in1 == steps and \
+                    (column is None or dim.stride_in0 == column * steps):
+                column = dim.stride_in0 if column is None else column
+                steps *= dim.size
+                grown = True
+    return steps
+
+
+def k_chunk(micro) -> int:
+    """kc: two lines of each of kc columns fill half of L1."""
+    return micro.l1_bytes // (4 * LINE_BYTES)
+
+
 def is_large(op) -> bool:
     """Whether a contraction is blocked for the caches (see the module doc)."""
     if op.kind != "contraction":
         return False
-    row_bytes = block_rows(op) * _totals(op)["k"] * np.dtype(op.dtype).itemsize
-    return row_bytes > op.target.micro.l2_bytes // 4
+    micro = op.target.micro
+    rows = block_rows(op)
+    row_bytes = rows * _totals(op)["k"] * np.dtype(op.dtype).itemsize
+    full_blocks = rows == DEFAULT_MAX_SIZE["m"] and kernel_k(op) >= k_chunk(micro)
+    return row_bytes > (micro.l2_bytes // 4 if full_blocks else micro.l2_bytes)
 
 
 def max_sizes(op) -> dict[str, int | None]:
@@ -79,7 +107,7 @@ def max_sizes(op) -> dict[str, int | None]:
     micro = op.target.micro
     itemsize = np.dtype(op.dtype).itemsize
     threads = op.num_threads or default_threads()
-    kc = micro.l1_bytes // (4 * LINE_BYTES)
+    kc = k_chunk(micro)
     n = _totals(op)["n"]
     panel = micro.l2_bytes // 4 // (kc * itemsize)
     panels = -(-n // (panel * threads)) * threads

@@ -31,8 +31,10 @@ def gemm(m, n, k, dtype="float32", target="zen4", num_threads=None):
 
 def largest_small_k(m, n, dtype, micro):
     """The longest K whose block row of A (up to split's 128 rows of m; n plays no part)
-    fits a quarter of L2."""
-    return micro.l2_bytes // 4 // (min(m, block.DEFAULT_MAX_SIZE["m"]) * ITEMSIZE[dtype])
+    fits its budget: a quarter of L2 for a whole m block of rows, all of L2 for fewer."""
+    rows = min(m, block.DEFAULT_MAX_SIZE["m"])
+    budget = micro.l2_bytes // 4 if rows == block.DEFAULT_MAX_SIZE["m"] else micro.l2_bytes
+    return budget // (rows * ITEMSIZE[dtype])
 
 
 def loops(op):
@@ -44,10 +46,39 @@ def loops(op):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m, n", [(1600, 1600), (130, 70), (40, 24), (1031, 5)])
-def test_large_just_past_a_quarter_of_l2(target, dtype, m, n):
+def test_large_just_past_its_budget_of_l2(target, dtype, m, n):
     k = largest_small_k(m, n, dtype, TARGETS[target].micro)
+    assert k >= block.k_chunk(TARGETS[target].micro)
     assert not block.is_large(gemm(m, n, k, dtype, target))
     assert block.is_large(gemm(m, n, k + 1, dtype, target))
+
+
+def short_k_calls(k_inner, k_outer, dtype="float32", target="zen4", m=1600, n=1600):
+    """A GEMM whose K is a k dim of k_inner contiguous in in1 and an outer one that does not
+    continue it there (in1 holds the n columns between them): kernel calls of k_inner."""
+    return TensorOperation(dtype, "none", "gemm", "none", ("m", "n", "k", "k"), None,
+                           (m, n, k_inner, k_outer), (1, 0, m, m * k_inner),
+                           (0, k_inner, 1, k_inner * n), (1, m, 0, 0), isa=TARGETS[target])
+
+
+def test_kernel_k_is_the_k_contiguous_in_both_inputs():
+    assert block.kernel_k(gemm(64, 64, 1600)) == 1600
+    assert block.kernel_k(short_k_calls(16, 32)) == 16
+    cut = split(gemm(64, 64, 1600), max_size={"m": 64, "n": 64, "k": 100})
+    assert len([d for d in cut.dims if d.type == "k"]) == 2 and block.kernel_k(cut) == 1600
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_kernel_calls_shorter_than_a_k_chunk_keep_m_outermost_within_l2(target, dtype):
+    """Their blocked loops would re-read C every few k steps: the block row may fill L2."""
+    micro = TARGETS[target].micro
+    inner = 16
+    assert inner < block.k_chunk(micro)
+    fits = micro.l2_bytes // (128 * ITEMSIZE[dtype] * inner)
+    assert 128 * inner * fits * ITEMSIZE[dtype] > micro.l2_bytes // 4
+    assert not block.is_large(short_k_calls(inner, fits, dtype, target))
+    assert block.is_large(short_k_calls(inner, fits + 1, dtype, target))
 
 
 def test_the_threshold_on_zen4():
