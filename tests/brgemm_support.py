@@ -16,7 +16,7 @@ import pytest
 
 import einjit
 
-from support import bits, canary, canary_buffer, from_parts, part_dtype, strided
+from support import bits, canary, canary_buffer, from_parts, part_dtype, run_code, strided
 
 C_PADDING = 19          # canary elements before and after C's extent (more than a zmm of float32)
 UNIT_ROUNDOFF = {np.dtype(np.float32): 2.0 ** -24, np.dtype(np.float64): 2.0 ** -53}
@@ -167,3 +167,27 @@ def case_id(case):
     m, n, k, br, padded, integers = case
     return (f"m{m}-n{n}-k{k}-br{br}-{'padded' if padded else 'tight'}-"
             f"{'int' if integers else 'float'}")
+
+
+def check_code(code_for, m, n, k, br, dtype, gaps=(0, 0, 0), stride_gaps=(0, 0), seed=0,
+               accumulate=True):
+    """Raw generated code (code_for(m, n, k, br, dtype, accumulate) -> bytes) on one problem
+    of small integers: C += the batch's product (accumulate=False: C := it, C starting as NaN,
+    the bits of adding it to +0: signed zeros included), bit for bit."""
+    problem = Problem(m, n, k, br, dtype, Layout(m, n, k, gaps, stride_gaps), integers=True,
+                      seed=seed, accumulate=accumulate)
+    run_code(code_for(m, n, k, br, dtype, accumulate), *problem.addresses())
+    problem.verify(same_bits=True)
+
+
+def pair_sweep(sizes, partners, k_rotation, gaps):
+    """Every M and every N in `sizes`, each with two partners for the other, rotating K, the
+    batch size (1..3) and the gaps: sorted (m, n, k, br, gaps) cases."""
+    cases = set()
+    for value, turn in itertools.product(sizes, range(2)):
+        partner = partners[(5 * value + 7 * turn) % len(partners)]
+        for m, n in ((value, partner), (partner, value)):
+            index = 3 * m + 5 * n + turn
+            cases.add((m, n, k_rotation[index % len(k_rotation)], 1 + index % 3,
+                       gaps[index % len(gaps)]))
+    return sorted(cases)

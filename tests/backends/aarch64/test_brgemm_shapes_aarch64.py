@@ -27,8 +27,7 @@ from einjit.backends.aarch64 import brgemm, generate_brgemm
 from einjit.backends.aarch64.target import check_dtype
 from einjit.runtime.host import host_isa
 
-from brgemm_support import Layout, Problem
-from support import run_code
+from brgemm_support import check_code, pair_sweep
 
 NEON = resolve_target("aarch64")
 DTYPES = ("float32", "float64")
@@ -128,12 +127,8 @@ def test_code_decodes():
 # ---- in the lane: every block-shape choice against numpy
 
 def check(m, n, k, br, dtype, gaps=(0, 0, 0), stride_gaps=(0, 0), seed=0, accumulate=True):
-    """C += the batch's product (accumulate=False: C := it, C starting as NaN, the bits of
-    adding it to +0: signed zeros included) against numpy, bit for bit."""
-    problem = Problem(m, n, k, br, dtype, Layout(m, n, k, gaps, stride_gaps), integers=True,
-                      seed=seed, accumulate=accumulate)
-    run_code(generate_brgemm(NEON, m, n, k, br, dtype, accumulate), *problem.addresses())
-    problem.verify(same_bits=True)
+    check_code(lambda *shape: generate_brgemm(NEON, *shape), m, n, k, br, dtype, gaps,
+               stride_gaps, seed, accumulate)
 
 
 K_ROTATION = (64, 1, 17, 3, 33, 16, 70, 5, 32, 15)
@@ -143,15 +138,7 @@ GAPS = ((0, 0, 0), (3, 2, 5), (1, 7, 1))
 def _sweep():
     """Every M and every N in 1..64, each with two partners, K around every unroll (4, 6, 8,
     16) and its rests, batches 1..3, tight and padded leading dimensions and batch strides."""
-    partners = (1, 2, 3, 4, 5, 6, 7, 11, 13, 19, 35, 51, 64)
-    cases = set()
-    for value, turn in itertools.product(SIZES, range(2)):
-        partner = partners[(5 * value + 7 * turn) % len(partners)]
-        for m, n in ((value, partner), (partner, value)):
-            index = 3 * m + 5 * n + turn
-            cases.add((m, n, K_ROTATION[index % len(K_ROTATION)], 1 + index % 3,
-                       GAPS[index % len(GAPS)]))
-    return sorted(cases)
+    return pair_sweep(SIZES, (1, 2, 3, 4, 5, 6, 7, 11, 13, 19, 35, 51, 64), K_ROTATION, GAPS)
 
 
 @in_lane

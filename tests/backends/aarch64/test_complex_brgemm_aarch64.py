@@ -24,8 +24,7 @@ from einjit.disasm import disassemble
 from einjit.errors import KernelParameterError
 from einjit.runtime.host import host_isa
 
-from brgemm_support import Layout, Problem
-from support import run_code
+from brgemm_support import check_code, pair_sweep
 
 NEON = resolve_target("aarch64")
 DTYPES = ("complex64", "complex128")
@@ -120,12 +119,8 @@ def test_a_real_dtype_is_not_a_complex_element():
 # ---- in the lane: every block shape against numpy
 
 def check(m, n, k, br, dtype, gaps=(0, 0, 0), stride_gaps=(0, 0), seed=0, accumulate=True):
-    """C += the batch's product (accumulate=False: C := it, C starting as NaN, the bits of
-    adding it to +0: signed zeros included) against numpy, bit for bit."""
-    problem = Problem(m, n, k, br, dtype, Layout(m, n, k, gaps, stride_gaps), integers=True,
-                      seed=seed, accumulate=accumulate)
-    run_code(generate_brgemm(NEON, m, n, k, br, dtype, accumulate), *problem.addresses())
-    problem.verify(same_bits=True)
+    check_code(lambda *shape: generate_brgemm(NEON, *shape), m, n, k, br, dtype, gaps,
+               stride_gaps, seed, accumulate)
 
 
 K_ROTATION = (64, 1, 17, 3, 33, 16, 70, 5, 32, 15, 300)
@@ -135,15 +130,7 @@ GAPS = ((0, 0, 0), (3, 2, 5), (1, 7, 1))
 def _sweep():
     """Every M and every N in 1..20, each with two partners, K around every unroll and up
     to 300, batches 1..3, tight and padded leading dimensions and batch strides."""
-    partners = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17, 20)
-    cases = set()
-    for value, turn in itertools.product(SIZES, range(2)):
-        partner = partners[(5 * value + 7 * turn) % len(partners)]
-        for m, n in ((value, partner), (partner, value)):
-            index = 3 * m + 5 * n + turn
-            cases.add((m, n, K_ROTATION[index % len(K_ROTATION)], 1 + index % 3,
-                       GAPS[index % len(GAPS)]))
-    return sorted(cases)
+    return pair_sweep(SIZES, (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17, 20), K_ROTATION, GAPS)
 
 
 @in_lane
