@@ -523,10 +523,11 @@ def pair_dot_panels(target: Target, m: int, n: int, k: int, br: int, element_byt
 
 
 def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
-           ld_b: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
+           ld_b: int | None = None, whole_k: bool = False) -> tuple[Target, tuple[Panel, ...]]:
     """The vector width (as a Target) and blocking the cost model finds cheapest for
     target.micro (see unmasked_target); on a tie the wider. Step pairs in 32 registers where
-    wide_pair_target gives their target, the panels of pair_dot_panels where it gives them."""
+    wide_pair_target gives their target, the panels of pair_dot_panels where it gives them.
+    whole_k: only blockings whose K runs whole (k_chunks 1) where one exists."""
     element_bytes = precision(dtype).bytes
     unmasked = unmasked_target(target, m, element_bytes, k)
     paired = wide_pair_target(target, unmasked, m, n, k, element_bytes)
@@ -537,7 +538,7 @@ def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float3
         return unmasked, split
     best = None
     for candidate in vector_targets(unmasked):
-        cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b)
+        cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b, whole_k)
         if best is None or cycles < best[0]:
             best = (cycles, candidate, panels)
     return best[1], best[2]
@@ -563,7 +564,9 @@ def _column_limit(target: Target, ld_b: int | None, element_bytes: int, br: int,
 
 
 def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
-          ld_b: int | None = None) -> tuple[float, tuple[Panel, ...]]:
+          ld_b: int | None = None, whole_k: bool = False) -> tuple[float, tuple[Panel, ...]]:
+    """(cycles, panels) of the cheapest row partition; whole_k: of those whose K runs whole
+    (k_chunks 1) where any does."""
     elements = precision(dtype)
     lanes = target.lanes(elements.bytes)
     vectors_total = -(-m // lanes)
@@ -574,7 +577,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     pairs_only = not target.masks and target.registers > 16        # see wide_pair_target
     packs = packs_tail(target, m, elements.bytes)
     sweeps = {}
-    best = None
+    best = whole = None
     tallest = MAX_VECTORS
     if target.vector_bits == 512 and rules(target).max_zmm_vectors:
         tallest = rules(target).max_zmm_vectors
@@ -609,8 +612,11 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
         else:
             if best is None or cycles < best[0]:
                 best = (cycles, tuple(panels))
+            if (whole_k and (whole is None or cycles < whole[0])
+                    and k_chunks(target, tuple(panels), k, br, elements.bytes) == 1):
+                whole = (cycles, tuple(panels))
     assert best is not None, f"no blocking of {m}x{n}x{k} for {target}"
-    return best
+    return whole or best
 
 
 # A block whose loads of A outrun what L2 refills into L1 (with B's and C's lines beside them)
