@@ -61,7 +61,8 @@ def emitter_arguments(kernel: tuple) -> tuple[tuple, dict]:
     """The positional and keyword arguments (after asm, target) of the backend's
     emit_<kind> for a KernelCall.kernel: brgemm params end with `accumulate`, `stream`,
     `ld_b` (the leading dimension of B every call passes, so the kernel can block for it) and
-    `far_c` (the nest revisits each C block only after other blocks: C comes from beyond L2)."""
+    `far_c` (0, or ld_c where the nest revisits each C block only after other blocks: C
+    comes from beyond L2)."""
     kind, params, dtype = kernel
     if kind == "brgemm":
         accumulate, stream, ld_b, far_c = params[4:]

@@ -22,8 +22,8 @@ core (Target.micro, an einjit.backends.Microarch):
   the B block of a GEMM whose B columns lie such a pitch apart and which the innermost loop
   reuses (a large contraction's panel: einjit.passes.block), within half of L2.
 - A BRGEMM whose C block comes back only after the nest has walked other C blocks (a k
-  loop around the m blocks of a large contraction) is told so (far_c): its kernel prefetches
-  C a block row ahead and keeps its K loop whole.
+  loop around the m blocks of a large contraction) is told so and C's ld (far_c): its kernel
+  prefetches C a block row ahead, keeps its K loop whole and its blocks' C within L1's sets.
 - A BRGEMM that reads its C block from memory (no first touch wrote it just before) gets the
   C block of the next call, one innermost-loop stride on, prefetched into L2 before it runs,
   so that the loads of C at the kernel's start hit L2: into L1 the lines would not last, the
@@ -120,8 +120,8 @@ def _pack_b(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
 def _far_c(main: KernelCall | None, loops: tuple[LoopDim, ...]) -> bool:
     """Whether a BRGEMM that reads C gets its C block back only after the nest has walked
     other C blocks: a k loop around a loop that moves out (a large contraction's k chunks
-    around its m blocks, einjit.passes.block). Its kernel then prefetches C ahead and runs
-    its K whole (brgemm's far_c)."""
+    around its m blocks, einjit.passes.block). Its kernel then prefetches C ahead, runs its
+    K whole and keeps a block's C within L1's sets (brgemm's far_c, C's ld)."""
     if main is None or main.kind != "brgemm" or not main.params[4]:
         return False
     reductions = [index for index, loop in enumerate(loops) if loop.reduction]
@@ -135,7 +135,7 @@ def _kernel_call(call, dtype: str) -> KernelCall:
     """The nest's view of one of the IR's kernel calls (einjit.ir.verify.KernelCall)."""
     if call.kind == "brgemm":
         # accumulate, stream, ld_b, far_c
-        params = (call.m, call.n, call.k, call.br_size, True, False, call.ld_b, False)
+        params = (call.m, call.n, call.k, call.br_size, True, False, call.ld_b, 0)
     elif call.kind == "unary":
         params = (call.op, call.m, call.n, call.trans_b)
     else:
@@ -201,8 +201,8 @@ def plan_nest(op, target: Target) -> NestPlan:
         ahead = loops[-1].strides[OUT] if loops else 0
         if lines * n <= MAX_PREFETCHES:
             prefetch = Prefetch(lines, n, main.integers[2] * itemsize, ahead)
-    if _far_c(main, shared + seq):
-        main = replace(main, params=main.params[:7] + (True,))
+    if _far_c(main, shared + seq):         # the hint is C's ld
+        main = replace(main, params=main.params[:7] + (main.integers[2],))
     main, pack_a = _pack_a(main, shared + seq, itemsize, micro)
     main, pack_b = _pack_b(main, shared + seq, itemsize, micro)
     return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch, pack_a, pack_b)

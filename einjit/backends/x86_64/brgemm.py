@@ -63,14 +63,16 @@ from einjit.errors import KernelParameterError
 class _Generator:
     def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int,
                  elements: Precision = FLOAT32, accumulate: bool = True,
-                 stream: bool = False, ld_b: int | None = None, far_c: bool = False) -> None:
+                 stream: bool = False, ld_b: int | None = None, far_c: int = 0) -> None:
         self.asm, self.m, self.k, self.br, self.accumulate = asm, m, k, br, accumulate
         self.p = elements
-        # C from beyond L2 (far_c, read only where accumulated): each block prefetches the C
-        # of the block a row below it, and K runs whole (each chunk would read C again)
-        self.far_c = far_c and accumulate
+        # C from beyond L2 (far_c: its ld, read only where accumulated): each block
+        # prefetches the C of the block a row below it, K runs whole (each chunk would read
+        # C again), and a block's C lines stay within L1's sets (c_column_limit)
+        self.far_c = far_c if accumulate else 0
         self.target, self.panels = choose(m, n, k, br, target, elements.dtype, ld_b,
-                                          whole_k=self.far_c)
+                                          whole_k=bool(self.far_c),
+                                          far_ld_c=self.far_c or None)
         self.dot_panel = next((panel for panel in self.panels if panel.mode.dot), None)
         # code planned for 16 vector registers on a core with 32: the upper 16 hold a second
         # set of accumulators (see schedule.emit_pipelined)
@@ -391,7 +393,7 @@ class _Generator:
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32", accumulate: bool = True, stream: bool = False,
-                ld_b: int | None = None, far_c: bool = False) -> Label:
+                ld_b: int | None = None, far_c: int = 0) -> Label:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
     A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64; complex64 and complex128
@@ -411,12 +413,14 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     the blocking then keeps B's columns within L1's ways (b_column_limit). Calls with any
     other ld_b compute the same.
 
-    far_c (with accumulate): the caller's hint that C comes from beyond L2 on every call (a
-    loop nest that revisits each C block only after others, einjit.passes.block): each
-    register block prefetches into L2 the C of the block a block row below it (the next
-    call's first row, past the last), and the blocking keeps K whole (choose's whole_k):
-    K in chunks would read the C of each row again per chunk. The sums are those of the
-    kernel without the hint where both run K whole."""
+    far_c (with accumulate; 0: none): C's leading dimension (elements) the caller will pass,
+    as its hint that C comes from beyond L2 on every call (a loop nest that revisits each C
+    block only after others, einjit.passes.block): each register block prefetches into L2
+    the C of the block a block row below it (the next call's first row, past the last), the
+    blocking keeps K whole (choose's whole_k: K in chunks would read the C of each row again
+    per chunk) and each block's lines of C within L1's sets (c_column_limit). The sums are
+    those of the kernel without the hint where both run K whole; calls with any other ld_c
+    compute the same."""
     if stream and accumulate:
         raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
                                    "is not read back)")
@@ -433,7 +437,7 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
                     dtype: str = "float32", accumulate: bool = True,
                     stream: bool = False, ld_b: int | None = None,
-                    far_c: bool = False) -> bytes:
+                    far_c: int = 0) -> bytes:
     """The code of emit_brgemm as a buffer of its own."""
     asm = Assembler()
     emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b, far_c)
