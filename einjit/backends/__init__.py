@@ -69,8 +69,8 @@ class Microarch:
     an out this large (far past the last-level cache) that a BRGEMM sets and nothing reads
     back is stored non-temporally. c_set_ways: where C comes from beyond L2 (a large
     contraction's calls, brgemm's far_c), the most lines of one register block's C that may
-    map to one L1 set, in L1 ways (docs/measurements.md: a block sweep at a power-of-two
-    ld_c runs at full speed with 16 such lines on an 8-way L1, 10-15% slower with 24)."""
+    map to one L1 set, in L1 ways (docs/measurements.md: at a power-of-two ld_c, blocks of
+    12 such lines on an 8-way L1 ran fastest, 16 slower, 24 10-15% slower)."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
@@ -84,7 +84,7 @@ class Microarch:
     batch_block_bytes: int = 384 << 10
     pack_max_bytes: int = 288 << 10
     stream_out_bytes: int = 64 << 20
-    c_set_ways: int = 2
+    c_set_ways: float = 1.5
 
     @property
     def l1_bytes(self) -> int:
@@ -103,7 +103,7 @@ class Microarch:
     @property
     def c_set_lines(self) -> int:
         """The most lines of a far C's register block that may share an L1 set."""
-        return self.c_set_ways * self.l1_ways
+        return int(self.c_set_ways * self.l1_ways)
 
     def batch_fits(self, m: int, n: int, k: int, batch: int, itemsize: int) -> bool:
         """Whether a BRGEMM batch of `batch` m x n x k blocks keeps C in registers at a gain:
