@@ -67,7 +67,10 @@ class Microarch:
     on every call. pack_max_bytes: the most stack a nest's copy of A's block takes (Pack; a
     128 x 512 float32 block, split's largest, at its padded leading dim). stream_out_bytes:
     an out this large (far past the last-level cache) that a BRGEMM sets and nothing reads
-    back is stored non-temporally."""
+    back is stored non-temporally. c_set_ways: where C comes from beyond L2 (a large
+    contraction's calls, brgemm's far_c), the most lines of one register block's C that may
+    map to one L1 set, in L1 ways (docs/measurements.md: at a power-of-two ld_c, blocks of
+    12 such lines on an 8-way L1 ran fastest, 16 slower, 24 10-15% slower)."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
@@ -81,6 +84,7 @@ class Microarch:
     batch_block_bytes: int = 384 << 10
     pack_max_bytes: int = 288 << 10
     stream_out_bytes: int = 64 << 20
+    c_set_ways: float = 1.5
 
     @property
     def l1_bytes(self) -> int:
@@ -95,6 +99,11 @@ class Microarch:
         4 KiB). A panel of such columns has an eighth of L1 or less and leaves it between
         uses however short it is."""
         return min(self.l1_bytes // self.l1_ways, CONFLICT_SET_SHARE * LINE_BYTES)
+
+    @property
+    def c_set_lines(self) -> int:
+        """The most lines of a far C's register block that may share an L1 set."""
+        return int(self.c_set_ways * self.l1_ways)
 
     def batch_fits(self, m: int, n: int, k: int, batch: int, itemsize: int) -> bool:
         """Whether a BRGEMM batch of `batch` m x n x k blocks keeps C in registers at a gain:

@@ -21,6 +21,9 @@ core (Target.micro, an einjit.backends.Microarch):
   the A block of a call wide enough to pay for a copy per call (PACK_EVERY_CALL_MIN_N), and
   the B block of a GEMM whose B columns lie such a pitch apart and which the innermost loop
   reuses (a large contraction's panel: einjit.passes.block), within half of L2.
+- A BRGEMM whose C block comes back only after the nest has walked other C blocks (a k
+  loop around the m blocks of a large contraction) is told so and C's ld (far_c): its kernel
+  prefetches C a block row ahead, keeps its K loop whole and its blocks' C within L1's sets.
 - A BRGEMM that reads its C block from memory (no first touch wrote it just before) gets the
   C block of the next call, one innermost-loop stride on, prefetched into L2 before it runs,
   so that the loads of C at the kernel's start hit L2: into L1 the lines would not last, the
@@ -110,8 +113,19 @@ def _pack_b(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
     pointers = main.pointers[:1] + (SCRATCH_B,) + main.pointers[2:]
     integers = main.integers[:1] + (ld,) + main.integers[2:]
     packed = replace(main, pointers=pointers, integers=integers,
-                     params=main.params[:6] + (ld,))
+                     params=main.params[:6] + (ld,) + main.params[7:])
     return packed, Pack(copy, size)
+
+
+def _far_c(main: KernelCall | None, loops: tuple[LoopDim, ...]) -> bool:
+    """Whether a BRGEMM that reads C gets its C block back only after the nest has walked
+    other C blocks: a k loop around a loop that moves out (a large contraction's k chunks
+    around its m blocks, einjit.passes.block). Its kernel then prefetches C ahead, runs its
+    K whole and keeps a block's C within L1's sets (brgemm's far_c, C's ld)."""
+    if main is None or main.kind != "brgemm" or not main.params[4]:
+        return False
+    reductions = [index for index, loop in enumerate(loops) if loop.reduction]
+    return bool(reductions) and any(loop.strides[OUT] for loop in loops[reductions[-1] + 1:])
 
 
 _OPERANDS = {"in0": IN0, "in1": IN1, "out": OUT}
@@ -120,8 +134,8 @@ _OPERANDS = {"in0": IN0, "in1": IN1, "out": OUT}
 def _kernel_call(call, dtype: str) -> KernelCall:
     """The nest's view of one of the IR's kernel calls (einjit.ir.verify.KernelCall)."""
     if call.kind == "brgemm":
-        # accumulate, stream, ld_b
-        params = (call.m, call.n, call.k, call.br_size, True, False, call.ld_b)
+        # accumulate, stream, ld_b, far_c
+        params = (call.m, call.n, call.k, call.br_size, True, False, call.ld_b, 0)
     elif call.kind == "unary":
         params = (call.op, call.m, call.n, call.trans_b)
     else:
@@ -187,6 +201,8 @@ def plan_nest(op, target: Target) -> NestPlan:
         ahead = loops[-1].strides[OUT] if loops else 0
         if lines * n <= MAX_PREFETCHES:
             prefetch = Prefetch(lines, n, main.integers[2] * itemsize, ahead)
+    if _far_c(main, shared + seq):         # the hint is C's ld
+        main = replace(main, params=main.params[:7] + (main.integers[2],))
     main, pack_a = _pack_a(main, shared + seq, itemsize, micro)
     main, pack_b = _pack_b(main, shared + seq, itemsize, micro)
     return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch, pack_a, pack_b)

@@ -24,7 +24,7 @@ from einjit.ops import BINARY_OPS, UNARY_OPS
 TARGETS = [target for isa in ISAS for target in backend(isa).VARIANTS.values()]
 GENERATORS = {
     "generate_brgemm": ["target", "m", "n", "k", "br_size", "dtype", "accumulate", "stream",
-                        "ld_b"],
+                        "ld_b", "far_c"],
     "generate_unary": ["target", "op", "m", "n", "trans_b", "dtype"],
     "generate_binary": ["target", "op", "m", "n", "dtype"],
     "generate_loop_nest": ["target", "plan"],
@@ -43,6 +43,7 @@ def test_every_backend_offers_the_same_functions(isa):
     for name in ("emit_brgemm", "generate_brgemm"):
         assert inspect.signature(getattr(module, name)).parameters["accumulate"].default is True
         assert inspect.signature(getattr(module, name)).parameters["stream"].default is False
+        assert inspect.signature(getattr(module, name)).parameters["far_c"].default == 0
         assert inspect.signature(getattr(module, name)).parameters["ld_b"].default is None
         with pytest.raises(KernelParameterError, match="accumulate=False"):
             module.generate_brgemm(next(iter(module.VARIANTS.values())), 8, 8, 8, 1,

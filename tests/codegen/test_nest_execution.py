@@ -15,7 +15,7 @@ import pytest
 
 import einjit
 from einjit.backends.nest_plan import SCRATCH, SCRATCH_B, Prefetch
-from einjit.codegen import compile_operation, plan_nest
+from einjit.codegen import compile_operation, loop_nest, plan_nest
 from einjit.ir import TensorOperation
 from einjit.ir.reference import execute_reference
 from einjit.ops import BINARY_OPS, UNARY_OPS, lookup
@@ -216,8 +216,9 @@ def test_plans_skip_size_one_loops_and_call_each_kernel_once():
     plan = plan_of(op)
     assert [dim.size for dim in plan.loops] == [3]
     # the size-1 k dims leave no k loop: the first touch's zero folds into the GEMM (it sets
-    # C), the last touch's zero stays; brgemm params: m, n, k, batch, accumulate, stream, ld_b
-    assert plan.kernels == (("brgemm", (4, 5, 6, 1, False, False, 6), "float32"),
+    # C), the last touch's zero stays; brgemm params: m, n, k, batch, accumulate, stream, ld_b,
+    # far_c (0: C is near)
+    assert plan.kernels == (("brgemm", (4, 5, 6, 1, False, False, 6, 0), "float32"),
                             ("unary", ("zero", 4, 5, False), "float32"))
 
 
@@ -379,6 +380,53 @@ def test_a_wide_call_copies_a_and_b(dtype, every_share_threaded):
     run_and_check(op)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("first, last, exec_outer", [("none", "none", "seq"),
+                                                     ("zero", "relu", "shared")])
+def test_a_panel_walk_tells_its_kernel_that_c_comes_from_afar(dtype, first, last, exec_outer,
+                                                              every_share_threaded, monkeypatch):
+    """k chunks around the m blocks (a large contraction's walk): each C block comes back
+    only after the other m blocks, and the BRGEMM is told so and C's ld (far_c);
+    results as numpy's, bit for bit those of the nest without the hint (K whole in both).
+    The k loop innermost (the same C block again) or a kernel that sets C: no hint."""
+    op = _panel_gemm(dtype, first, last, exec_outer, n=23)
+    plan = plan_of(op)
+    assert plan.main.params[7] == plan.main.integers[2] == 74
+    assert plan_of(_panel_gemm(dtype, first, last, m_inner=False)).main.params[7] == 0
+    run_and_check(op)
+    rng = np.random.default_rng(5)
+    in0, in1, hinted = typed_buffers(op, rng)
+    plain = hinted.copy()
+    op.execute(in0, in1, hinted)
+    monkeypatch.setattr(loop_nest, "_far_c", lambda main, loops: False)
+    unhinted = with_core(op, stream_out_bytes=op.target.micro.stream_out_bytes + 1)
+    assert plan_of(unhinted).main.params[7] == 0
+    unhinted.execute(in0, in1, plain)
+    np.testing.assert_array_equal(bits(hinted), bits(plain))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_products_with_remainders_match_numpy(dtype):
+    """Products large enough for the cache blocks (einjit.passes.block), far_c kernels in
+    their nests: blocks of 100 rows (a tail in the kernel's vectors), 120 k-steps and panels
+    of 505 or 106 columns (a narrower last register block), the operands column slices of
+    wider arrays (leading dims past their rows); as numpy's."""
+    rng = np.random.default_rng(11)
+    m, k, n = (1010, 720, 300) if dtype == "float32" else (530, 360, 300)
+    a = rng.uniform(-1, 1, (m, k + 9)).astype(dtype)[:, 3:k + 3]
+    b = rng.uniform(-1, 1, (k, n + 5)).astype(dtype)[:, :n]
+    expr = einjit.contract_expression("ij,jk->ik", a.shape, b.shape, dtype=dtype)
+    plan = expr._prepared.shown
+    assert any(step.lowered.op.kind == "contraction"
+               and (nest := plan_of(step.lowered.op)).main.kind == "brgemm"
+               and nest.main.params[7] for step in plan.steps)
+    got = expr(a, b)
+    exact = a.astype(np.longdouble) @ b.astype(np.longdouble)
+    eps = np.finfo(dtype).eps
+    bound = (k + 2) * eps * (np.abs(a).astype(np.longdouble) @ np.abs(b).astype(np.longdouble))
+    assert np.all(np.abs(got - exact) <= bound)
+
+
 def test_b_blocks_are_copied_only_where_the_m_loop_reuses_them():
     """No copy of B where the innermost loop moves in1, where B's pitch is not a multiple of
     512 bytes, or where the copy would outgrow L2."""
@@ -395,7 +443,7 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     brgemm = TensorOperation("float32", "zero", "brgemm", "relu", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_of(brgemm)
-    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False, False, 32)
+    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False, False, 32, 0)
     assert plan.prefetch_out is None and plan.last_touch.params[0] == "relu"
     k_loop_outside = TensorOperation(
         "float32", "zero", "gemm", "relu", ("k", "m", "n", "m", "n", "k"),
@@ -403,7 +451,7 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
         (1024, 8192, 0, 1, 0, 32), (1024, 0, 8192, 0, 32, 1), (0, 32768, 1024, 1, 32, 0))
     plan = plan_of(k_loop_outside)
     assert plan.first_touch.params[0] == "zero"
-    assert plan.main.params == (32, 32, 32, 1, True, False, 32)
+    assert plan.main.params == (32, 32, 32, 1, True, False, 32, 32)   # far_c: k outermost
     no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_of(no_touch)
@@ -448,7 +496,7 @@ def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last
     kept = _seeds_gemm(dtype, (2, 0, 1), first, last)
     plan = plan_of(folded)
     assert [dim.size for dim in plan.seq] == [OUTER, OUTER]
-    assert plan.main.params == (32, 32, 32, 8, first != "zero", False, 32)
+    assert plan.main.params == (32, 32, 32, 8, first != "zero", False, 32, 0)
     assert plan.main.integers == (32, 32, 32, 1024, 1024)
     assert (plan.first_touch is None) == (first in ("none", "zero"))
     assert (plan.last_touch is None) == (last == "none")

@@ -444,7 +444,7 @@ def _batch_loop(asm: Assembler, kernel) -> None:
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32", accumulate: bool = True, stream: bool = False,
-                ld_b: int | None = None) -> Label:
+                ld_b: int | None = None, far_c: int = 0) -> Label:
     """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (float32,
     float64, or complex64 and complex128: complex_brgemm.py; see the module docstring) at
     the current position of `asm`; returns the Label of its entry.
@@ -452,7 +452,8 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     stream (the contract's hint that C is far larger than the caches): accepted with
     accumulate=False; this backend stores C as usual (STNP pairs are not generated).
     ld_b (the contract's hint of B's leading dimension): accepted and not needed, a block
-    reads BLOCK_COLS columns of B whatever their pitch."""
+    reads BLOCK_COLS columns of B whatever their pitch. far_c (the contract's hint that C
+    comes from beyond L2, its ld_c): accepted; this backend loads C where it is."""
     if stream and accumulate:
         raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
                                    "is not read back)")
@@ -509,8 +510,9 @@ def emit_blocks(asm: Assembler, name: str, n: int, element: Element,
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
                     dtype: str = "float32", accumulate: bool = True,
-                    stream: bool = False, ld_b: int | None = None) -> bytes:
+                    stream: bool = False, ld_b: int | None = None,
+                    far_c: int = 0) -> bytes:
     """Machine code of the BRGEMM kernel alone (emit_brgemm into a new Assembler)."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b, far_c)
     return asm.finish()

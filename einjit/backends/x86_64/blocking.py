@@ -147,6 +147,25 @@ def b_column_limit(target: Target, ld_b_bytes: int | None) -> int:
     return MAX_COLS
 
 
+def c_column_limit(target: Target, ld_c_bytes: int | None, lines: int) -> int:
+    """Most columns a register block of `lines` lines a column may update where C comes from
+    beyond L2 and its columns lie ld_c_bytes apart: its update loads all its lines of C,
+    then stores them, and those sharing an L1 set stay within micro.c_set_lines (a pitch of
+    a multiple of 4 KiB puts a row's lines of every column in one set). None: no limit."""
+    if ld_c_bytes is None:
+        return MAX_COLS
+    micro = target.micro
+    per_set: dict[int, int] = {}
+    for cols in range(1, MAX_COLS + 1):
+        first = (cols - 1) * ld_c_bytes // LINE_BYTES
+        for line in range(lines):
+            index = (first + line) % micro.l1_sets
+            per_set[index] = per_set.get(index, 0) + 1
+        if max(per_set.values()) > micro.c_set_lines:
+            return cols - 1
+    return MAX_COLS
+
+
 # A block of one vector of A loads a B element for every FMA: the load ports bind it. Its last
 # `quads` columns may instead take B four k-steps at a time (one vbroadcastf128, then a
 # vshufps a k-step: a shuffle beside the FMAs instead of a load; see docs/brgemm.md)
@@ -523,10 +542,13 @@ def pair_dot_panels(target: Target, m: int, n: int, k: int, br: int, element_byt
 
 
 def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
-           ld_b: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
+           ld_b: int | None = None, whole_k: bool = False,
+           far_ld_c: int | None = None) -> tuple[Target, tuple[Panel, ...]]:
     """The vector width (as a Target) and blocking the cost model finds cheapest for
     target.micro (see unmasked_target); on a tie the wider. Step pairs in 32 registers where
-    wide_pair_target gives their target, the panels of pair_dot_panels where it gives them."""
+    wide_pair_target gives their target, the panels of pair_dot_panels where it gives them.
+    whole_k: only blockings whose K runs whole (k_chunks 1) where one exists. far_ld_c: C's
+    leading dim (elements) where C comes from beyond L2: blocks within c_column_limit."""
     element_bytes = precision(dtype).bytes
     unmasked = unmasked_target(target, m, element_bytes, k)
     paired = wide_pair_target(target, unmasked, m, n, k, element_bytes)
@@ -537,7 +559,7 @@ def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float3
         return unmasked, split
     best = None
     for candidate in vector_targets(unmasked):
-        cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b)
+        cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b, whole_k, far_ld_c)
         if best is None or cycles < best[0]:
             best = (cycles, candidate, panels)
     return best[1], best[2]
@@ -563,7 +585,10 @@ def _column_limit(target: Target, ld_b: int | None, element_bytes: int, br: int,
 
 
 def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
-          ld_b: int | None = None) -> tuple[float, tuple[Panel, ...]]:
+          ld_b: int | None = None, whole_k: bool = False,
+          far_ld_c: int | None = None) -> tuple[float, tuple[Panel, ...]]:
+    """(cycles, panels) of the cheapest row partition; whole_k: of those whose K runs whole
+    (k_chunks 1) where any does; far_ld_c: see choose."""
     elements = precision(dtype)
     lanes = target.lanes(elements.bytes)
     vectors_total = -(-m // lanes)
@@ -574,7 +599,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     pairs_only = not target.masks and target.registers > 16        # see wide_pair_target
     packs = packs_tail(target, m, elements.bytes)
     sweeps = {}
-    best = None
+    best = whole = None
     tallest = MAX_VECTORS
     if target.vector_bits == 512 and rules(target).max_zmm_vectors:
         tallest = rules(target).max_zmm_vectors
@@ -600,7 +625,11 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
                     and vectors_total - (1 if tail_rows else 0) == 1,
                     pairs_only=pairs_only)
                 modes = _candidate_modes(target, height, rows, k, elements.bytes, forms)
-                sweeps[key] = _sweep_n(target, height, rows, n, k, br, modes, col_limit)
+                c_limit = c_column_limit(
+                    target, None if far_ld_c is None else far_ld_c * elements.bytes,
+                    -(-height * target.vector_bits // (8 * LINE_BYTES)))
+                sweeps[key] = _sweep_n(target, height, rows, n, k, br, modes,
+                                       min(col_limit, c_limit))
             sweep = sweeps[key]
             if sweep is None:            # no blocking of this row: not a partition for it
                 break
@@ -609,8 +638,11 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
         else:
             if best is None or cycles < best[0]:
                 best = (cycles, tuple(panels))
+            if (whole_k and (whole is None or cycles < whole[0])
+                    and k_chunks(target, tuple(panels), k, br, elements.bytes) == 1):
+                whole = (cycles, tuple(panels))
     assert best is not None, f"no blocking of {m}x{n}x{k} for {target}"
-    return best
+    return whole or best
 
 
 # A block whose loads of A outrun what L2 refills into L1 (with B's and C's lines beside them)

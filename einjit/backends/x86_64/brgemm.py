@@ -63,10 +63,16 @@ from einjit.errors import KernelParameterError
 class _Generator:
     def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int,
                  elements: Precision = FLOAT32, accumulate: bool = True,
-                 stream: bool = False, ld_b: int | None = None) -> None:
+                 stream: bool = False, ld_b: int | None = None, far_c: int = 0) -> None:
         self.asm, self.m, self.k, self.br, self.accumulate = asm, m, k, br, accumulate
         self.p = elements
-        self.target, self.panels = choose(m, n, k, br, target, elements.dtype, ld_b)
+        # C from beyond L2 (far_c: its ld, read only where accumulated): each block
+        # prefetches the C of the block a row below it, K runs whole (each chunk would read
+        # C again), and a block's C lines stay within L1's sets (c_column_limit)
+        self.far_c = far_c if accumulate else 0
+        self.target, self.panels = choose(m, n, k, br, target, elements.dtype, ld_b,
+                                          whole_k=bool(self.far_c),
+                                          far_ld_c=self.far_c or None)
         self.dot_panel = next((panel for panel in self.panels if panel.mode.dot), None)
         # code planned for 16 vector registers on a core with 32: the upper 16 hold a second
         # set of accumulators (see schedule.emit_pipelined)
@@ -272,6 +278,7 @@ class _Generator:
         row_bytes = self._row_bytes(panel)
         chunks = self.chunks[panel]
         steps = self.k // chunks if self.br == 1 else self.k      # a sweep's K steps
+        self.kernel.c_ahead = row_bytes if self.far_c else 0
         with asm.counted_loop(M_COUNT, panel.blocks, align=1, scratch=scratch):
             self._row(panel, self.accumulate, steps)
             if chunks > 1:
@@ -386,7 +393,7 @@ class _Generator:
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32", accumulate: bool = True, stream: bool = False,
-                ld_b: int | None = None) -> Label:
+                ld_b: int | None = None, far_c: int = 0) -> Label:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
     A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64; complex64 and complex128
@@ -404,7 +411,16 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
 
     ld_b: the leading dimension of B (elements) the caller will pass, when it is known now;
     the blocking then keeps B's columns within L1's ways (b_column_limit). Calls with any
-    other ld_b compute the same."""
+    other ld_b compute the same.
+
+    far_c (with accumulate; 0: none): C's leading dimension (elements) the caller will pass,
+    as its hint that C comes from beyond L2 on every call (a loop nest that revisits each C
+    block only after others, einjit.passes.block): each register block prefetches into L2
+    the C of the block a block row below it (the next call's first row, past the last), the
+    blocking keeps K whole (choose's whole_k: K in chunks would read the C of each row again
+    per chunk) and each block's lines of C within L1's sets (c_column_limit). The sums are
+    those of the kernel without the hint where both run K whole; calls with any other ld_c
+    compute the same."""
     if stream and accumulate:
         raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
                                    "is not read back)")
@@ -415,13 +431,14 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     if OuterProduct.applies(unmasked, m, k, br_size, unmasked.lanes(elements.bytes)):
         return OuterProduct(asm, unmasked, m, n, elements, accumulate).emit()
     return _Generator(asm, target, m, n, k, br_size, elements, accumulate, stream,
-                      ld_b).emit()
+                      ld_b, far_c).emit()
 
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
                     dtype: str = "float32", accumulate: bool = True,
-                    stream: bool = False, ld_b: int | None = None) -> bytes:
+                    stream: bool = False, ld_b: int | None = None,
+                    far_c: int = 0) -> bytes:
     """The code of emit_brgemm as a buffer of its own."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b, far_c)
     return asm.finish()

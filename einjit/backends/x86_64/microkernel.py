@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from einjit.backends import Target
+from einjit.backends import LINE_BYTES, Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64 import instructions as ins
 from einjit.backends.x86_64.asm import Assembler
@@ -29,13 +29,17 @@ from einjit.backends.x86_64.frame import (
 from einjit.backends.x86_64.precision import Precision
 from einjit.backends.x86_64.tuning import rules
 
+C_PREFETCH = enc.prefetcht1      # C's lines a block row ahead go to L2 (see prefetch_c)
+
 
 class Microkernel:
     """Emits register blocks into `asm`. counter: the K counter (scratch outside the K loop);
     ldb3: the register holding 3 * ld_b (None: no block has a 4th column); bases: B's base
     pointers; batch: (counter, A step, B step) of a batch loop, or None; a_tail, dot_origin:
     the register walking a dot tail's copy of A and the frame slot it starts from (None
-    without a dot tail). streaming: C's whole vectors are stored non-temporally."""
+    without a dot tail). streaming: C's whole vectors are stored non-temporally. c_ahead:
+    where nonzero, each block first prefetches into L2 the lines of C this many bytes below
+    its own (the block a block row on, see prefetch_c)."""
 
     def __init__(self, asm: Assembler, target: Target, elements: Precision, counter: Reg,
                  ldb3: Reg | None, bases: tuple[Reg, ...],
@@ -45,6 +49,7 @@ class Microkernel:
         self.counter, self.ldb3, self.bases, self.batch = counter, ldb3, bases, batch
         self.a_tail, self.dot_origin = a_tail, dot_origin
         self.streaming = False
+        self.c_ahead = 0
 
     def block(self, panel: Panel, cols: int, accumulate: bool, k: int, entries: int = 1) -> None:
         """A block of `cols` columns at B_COL and C_PTR: its sums over K (and `entries` batch
@@ -61,11 +66,13 @@ class Microkernel:
                                 bank, carried, widest)
 
     def compute(self, panel: Panel, regs: BlockRegisters, k: int, entries: int = 1,
-                carry: list[bytes] | None = None) -> None:
+                carry: list[bytes] | None = None, c_offset: int = 0) -> None:
         """The block's accumulators := its sums over K and the batch; carry: instructions
         (the previous block's update of C) to spread over the first k-steps; entries: the
-        batch entries it runs (a chunk of the batch)."""
+        batch entries it runs (a chunk of the batch); c_offset: the block's columns past
+        C_PTR (a pipelined block's: C_PTR still on the previous block)."""
         asm = self.asm
+        self.prefetch_c(regs.cols, c_offset)
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         if panel.mode.dot:
             asm(enc.mov_rm(self.a_tail, self.dot_origin))
@@ -81,6 +88,26 @@ class Microkernel:
             with asm.counted_loop(batch_counter, entries):
                 self.k_loop(regs, bases, k)
                 asm(enc.add_rr(A_PTR, a_step), *(enc.add_rr(base, b_step) for base in bases))
+
+    def prefetch_c(self, cols: int, c_offset: int = 0) -> None:
+        """Where c_ahead is set: prefetch into L2 the c_ahead bytes of each of the block's
+        columns that lie c_ahead bytes below its own rows (C_PTR's block, `c_offset` columns
+        on), the last byte's line too (C's columns need not start on a line). Issued a block
+        row ahead of its loads, so that C coming from L3 or memory arrives in time; into L2,
+        not L1: with a pitch of a power of two, a block's columns share few of L1's sets.
+        The walker is the K counter: free before the K loop. Prefetches never fault."""
+        ahead = self.c_ahead
+        if not ahead:
+            return
+        walker = self.counter
+        code = ([enc.imul_rri(walker, LDC, c_offset), enc.add_rr(walker, C_PTR)] if c_offset
+                else [enc.mov_rr(walker, C_PTR)])
+        offsets = sorted(set(range(ahead, 2 * ahead, LINE_BYTES)) | {2 * ahead - 1})
+        for j in range(cols):
+            if j:
+                code.append(enc.add_rr(walker, LDC))
+            code.extend(C_PREFETCH(Mem(walker, disp=offset)) for offset in offsets)
+        self.asm(code)
 
     def load_tail_roles(self, regs: BlockRegisters) -> None:
         """The AVX2 tail's mask vector, AVX-512's packed tail's lane indices, into their

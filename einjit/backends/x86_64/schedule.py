@@ -56,7 +56,8 @@ def emit_pipelined(kernel: Microkernel, panel: Panel, runs: list[tuple[int, int]
         carry = None if previous is None else (
             kernel.update_code(registers(*previous), phases)
             + [kernel.c_columns(previous[1])])
-        kernel.compute(panel, registers(s, cols), k, carry=carry)
+        kernel.compute(panel, registers(s, cols), k, carry=carry,
+                       c_offset=0 if previous is None else previous[1])
         kernel.next_columns(cols, c=False)
 
     previous = None                  # (set, columns) of the block before
@@ -149,6 +150,8 @@ def emit_skewed(kernel: Microkernel, panel: Panel, blocks: int, cols: int, accum
                       b"".join(old), b"".join(new)))
 
     def cycle(first: bool, drain: bool) -> None:
+        if not drain:                     # C_PTR is on the previous block, if any
+            kernel.prefetch_c(cols, 0 if first else cols)
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         if not first:
             asm(enc.imul_rri(kernel.counter, LDB, cols), enc.mov_rr(previous[0], B_BASE),

@@ -121,9 +121,9 @@ class Compiled:
     """Generated BRGEMM code mapped executable, called with raw addresses."""
 
     def __init__(self, m, n, k, br, variant, dtype="float32", micro="zen3", accumulate=True,
-                 stream=False, ld_b=None):
+                 stream=False, ld_b=None, far_c=0):
         code = generate_brgemm(target(variant, micro), m, n, k, br, dtype=dtype,
-                               accumulate=accumulate, stream=stream, ld_b=ld_b)
+                               accumulate=accumulate, stream=stream, ld_b=ld_b, far_c=far_c)
         self.memory = ExecutableMemory(code)
         self.function = _PROTOTYPE(self.memory.address)
 
@@ -1206,6 +1206,85 @@ def test_concurrent_calls_from_threads(variant):
 
 def _disassembly(code):
     return disassemble(code, "x86_64")
+
+
+# kernels told that C comes from beyond L2 (far_c): tails in M of every vector width, N left
+# over by the blocks, K that the plain kernels run in chunks, and the shapes that pipeline
+# (AVX2 code on a core with 32 registers) and skew
+FAR_C = [(128, 96, 128, 1), (37, 53, 70, 1), (130, 61, 33, 1), (17, 31, 5, 1)] + CHUNKED
+FAR_C_ALL = FAR_C + PIPELINED + SKEWED
+
+
+def _generators(variant, micro, shape, dtype, ld_b=None, ld_c=None):
+    """The plain kernel's _Generator and the far_c one's for `shape` (C's ld: Case's)."""
+    m, n, k, br = shape
+    return [_Generator(Assembler(), target(variant, micro), m, n, k, br, precision(dtype),
+                       ld_b=ld_b, far_c=far) for far in (0, ld_c or m + 5)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", MICRO_NAMES)
+@pytest.mark.parametrize("variant", _variants())
+def test_far_c_kernels_match_numpy_and_the_plain_kernels_bits(variant, micro, dtype):
+    """far_c: every block prefetches C a block row ahead (prefetcht1 in the code, none in the
+    plain kernel's); C as numpy's (ld > rows), nothing outside it written; where both kernels
+    block alike, bit for bit the plain kernel's C (the prefetches change no sum)."""
+    compared = 0
+    for shape in FAR_C_ALL:
+        plain_gen, far_gen = _generators(variant, micro, shape, dtype)
+        hints = (0, shape[0] + 5)                       # far_c: Case's ld_c
+        plain, far = (Compiled(*shape, variant, dtype, micro, far_c=hint) for hint in hints)
+        texts = [_disassembly(generate_brgemm(target(variant, micro), *shape, dtype=dtype,
+                                              far_c=hint)) for hint in hints]
+        assert "prefetch" not in texts[0] and "prefetcht1" in texts[1], shape
+        cases = [Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2)]
+        cases[0].call(plain)
+        cases[1].call(far)
+        cases[1].verify()
+        alike = (plain_gen.target == far_gen.target and plain_gen.panels == far_gen.panels
+                 and plain_gen.chunks == far_gen.chunks)
+        if alike:
+            np.testing.assert_array_equal(bits(cases[0].c_buffer), bits(cases[1].c_buffer),
+                                          err_msg=f"{shape}: far_c changed C's bits")
+            compared += 1
+    assert compared >= len(FAR_C_ALL) // 2, f"only {compared} kernels blocked alike"
+
+
+@pytest.mark.parametrize("micro", MICRO_NAMES)
+@pytest.mark.parametrize("variant", ["avx512", "avx2"])
+def test_far_c_kernels_run_k_whole(variant, micro):
+    """far_c keeps K whole (each chunk would load and store C again): the shapes the plain
+    kernels run in chunks, a large contraction's 128 x 512 x 128 call among them (B's copy
+    at a pitch of 144 floats), get blockings without chunks, and the hint is ignored where
+    C is set (accumulate=False: nothing to prefetch). At a C pitch of 8 KiB (every column's
+    line of a row in one L1 set) a block updates at most micro.c_set_lines columns."""
+    chunked = 0
+    for shape, ld_b in [(shape, None) for shape in CHUNKED] + [((128, 512, 128, 1), 144)]:
+        for dtype in ("float32", "float64"):
+            plain, far = _generators(variant, micro, shape, dtype, ld_b)
+            chunked += max(plain.chunks.values()) > 1
+            assert set(far.chunks.values()) == {1}, (shape, dtype)
+            assert far.far_c
+            _, conflicting = _generators(variant, micro, shape, dtype, ld_b,
+                                         8192 // np.dtype(dtype).itemsize)
+            most = conflicting.target.micro.c_set_lines
+            assert all(max(p.cols, p.n_tail) <= most for p in conflicting.panels), shape
+    assert chunked, "no shape here runs K in chunks without far_c"
+    m, n, k, br = CHUNKED[0]
+    setting = _Generator(Assembler(), target(variant, micro), m, n, k, br, precision("float32"),
+                         accumulate=False, far_c=64)
+    assert not setting.far_c
+
+
+@pytest.mark.parametrize("micro", MICRO_NAMES)
+@pytest.mark.parametrize("variant", _variants())
+def test_far_c_prefetches_never_fault(variant, micro):
+    """The prefetches a block row below C's last rows, at the very end of C (ld_c = M, a
+    no-access page after it): no fault, C as numpy's."""
+    shapes = FAR_C + PIPELINED[:3] + SKEWED[:3]
+    cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
+    kernels = [Compiled(*shape, variant, micro=micro, far_c=shape[0]) for shape in shapes]
+    run_guarded(shapes, cases, kernels, lambda shape: f"{variant} far_c kernel {shape}")
 
 
 @pytest.mark.parametrize("micro", ["zen4", "zen5", "generic"])
