@@ -69,8 +69,8 @@ class Microarch:
     an out this large (far past the last-level cache) that a BRGEMM sets and nothing reads
     back is stored non-temporally. c_set_ways: where C comes from beyond L2 (a large
     contraction's calls, brgemm's far_c), the most lines of one register block's C that may
-    map to one L1 set, in L1 ways (docs/measurements.md: at a power-of-two ld_c, blocks of
-    12 such lines on an 8-way L1 ran fastest, 16 slower, 24 10-15% slower)."""
+    map to one L1 set, in L1 ways (chosen by measurement at power-of-two ld_c:
+    docs/measurements.md, "C from beyond L2")."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
