@@ -10,9 +10,7 @@ strides the primitive asks for takes its place: it addresses nothing beyond elem
 - Hadamard (every dim in all three, one unit-stride dim common to all): binary "mul"
 - permutation of one child: unary "identity"
 - reduction of one child: gemm against a vector of ones (the GEMM needs a unit-stride k in
-  in1, so ones is an operand of its own, allocated once per plan); a complex one on the
-  tensors' real view (`lower_complex_sum`), each part summed on its own as numpy sums it
-  (a complex product with 1+0j would turn an inf in one part into NaN in the other)"""
+  in1, so ones is an operand of its own, allocated once per plan)"""
 
 from __future__ import annotations
 
@@ -45,7 +43,6 @@ class Lowered:
     ones: str | None = None           # "in0"/"in1" when that operand is the ones vector
     ones_length: int = 0
     prims: int = 0                    # the op's innermost dims meant as primitive dims
-    parts: int = 1                    # the op's elements in one of the tree's (2: real view)
 
 
 def _dim(kind: str, size: int, a: int, b: int, c: int) -> Dim:
@@ -127,26 +124,3 @@ def lower_unary(child: Tensor, out: Tensor, sizes: Sequence[int],
     ones = Tensor((along,), (1,)) if along is not None else Tensor((), ())
     return _gemm_lowered(ones, child, out, sizes, dtype, "in0",
                          sizes[along] if along is not None else 1)
-
-
-REAL_PART = {"complex64": "float32", "complex128": "float64"}
-
-
-def _real_view(tensor: Tensor, part: int) -> Tensor:
-    """A complex tensor as a real one: its strides doubled, its two parts a dim of their own
-    (id `part`, stride 1)."""
-    return Tensor(tensor.dims + (part,), tuple(2 * s for s in tensor.strides) + (1,))
-
-
-def lower_complex_sum(child: Tensor, out: Tensor, sizes: Sequence[int], dtype: str) -> Lowered:
-    """A complex child summed over some of its dims, lowered on the real view (REAL_PART):
-    the real and imaginary parts summed apart, against a real vector of ones."""
-    part = len(sizes)
-    lowered = lower_unary(_real_view(child, part), _real_view(out, part), [*sizes, 2],
-                          REAL_PART[dtype])
-    return Lowered(lowered.op, lowered.ones, lowered.ones_length, lowered.prims, parts=2)
-
-
-def sums_over(child: Tensor, out: Tensor, sizes: Sequence[int]) -> bool:
-    """Whether a one-child node sums over a dim (a dim of size 1 sums nothing)."""
-    return any(d not in out.dims and sizes[d] > 1 for d in child.dims)

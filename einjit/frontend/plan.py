@@ -8,10 +8,8 @@ keeps a program of (entry, operand slots) so that a call costs one unchecked
 ContractExpression) has checked the operands' shapes, strides, dtype and writability against
 the plan's, which is what makes those addresses safe.
 
-A plan has one dtype (DTYPES: the ones einjit's kernels take): every operand and intermediate
-buffer is of it, and the steps' offsets are in its elements. A complex plan sums over a dim
-on the real view (einjit.frontend.lower.lower_complex_sum): that step's operation, strides
-and vector of ones are in the real part's dtype."""
+A plan has one dtype (DTYPES: the ones einjit's kernels take): every operand, intermediate
+buffer and ones vector is of it, and strides are in its elements."""
 
 from __future__ import annotations
 
@@ -30,14 +28,7 @@ from einjit.frontend.long_sums import (
     chunked,
     starved,
 )
-from einjit.frontend.lower import (
-    Lowered,
-    Tensor,
-    lower_complex_sum,
-    lower_contraction,
-    lower_unary,
-    sums_over,
-)
+from einjit.frontend.lower import Lowered, Tensor, lower_contraction, lower_unary
 from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
 from einjit.log import plan_built
@@ -121,16 +112,13 @@ class Plan:
             element offsets of its in0, in1 and out."""
             if len(inputs) == 2:
                 lowered = lower_contraction(inputs[0], inputs[1], out, step_sizes, dtype)
-            elif dtype in COMPLEX_DTYPES and sums_over(inputs[0], out, step_sizes):
-                lowered = lower_complex_sum(inputs[0], out, step_sizes, dtype)
             else:
                 lowered = lower_unary(inputs[0], out, step_sizes, dtype)
             if optimizer is None:
                 return [(lowered, (0, 0, 0))]
             optimize, peel = optimizer
             return [(Lowered(optimize(part.op, num_threads=num_threads), lowered.ones,
-                             lowered.ones_length, lowered.prims, lowered.parts),
-                     _in_elements(part.offsets, lowered.parts))
+                             lowered.ones_length, lowered.prims), part.offsets)
                     for part in peel(lowered.op, num_threads)]
 
         def add(node: Node, parts: list[tuple[Lowered, tuple]], refs: Sequence[tuple],
@@ -146,9 +134,9 @@ class Plan:
                     sources, at = (("ones", lowered.ones_length), refs[0]), (0, offsets[0])
                 else:
                     sources, at = (refs[0], ()), (offsets[0], 0)
-                if lowered.ones:       # read by the step's op only: of its dtype
+                if lowered.ones:
                     self.ones.setdefault(lowered.ones_length,
-                                         np.ones(lowered.ones_length, lowered.op.dtype))
+                                         np.ones(lowered.ones_length, self.dtype))
                 # a ones vector is all ones: read from its start at any offset
                 at = tuple(0 if source[:1] == ("ones",) else a + b
                            for source, a, b in zip(sources, at, moved))
@@ -363,7 +351,6 @@ class Plan:
         buffers: list[np.ndarray | None] = [None] * len(self.buffer_sizes)
         for step in self.steps:
             op = step.lowered.op
-            parts = step.lowered.parts
             arrays = []
             for name, ref, offset in zip(("in0", "in1", "out"), step.sources, step.offsets):
                 if not ref:
@@ -373,16 +360,13 @@ class Plan:
                 if kind == "buf":
                     if buffers[ref[1]] is None:
                         buffers[ref[1]] = aligned_empty(self.buffer_sizes[ref[1]], self.dtype)
-                    array = buffers[ref[1]][offset:]
+                    arrays.append(buffers[ref[1]][offset:])
                 elif kind == "ones":
                     arrays.append(self.ones[ref[1]])
-                    continue
                 else:
                     base = out if kind == "out" else leaves[ref[1]]
-                    extent = -(-op.extent(name) // parts)
-                    array = _flat(base, offset + extent, self.itemsize,
-                                  writeable=kind == "out")[offset:]
-                arrays.append(array.view(op.dtype) if parts > 1 else array)
+                    arrays.append(_flat(base, offset + op.extent(name), self.itemsize,
+                                        writeable=kind == "out")[offset:])
             if execute is None:
                 op.execute(*arrays)
             else:
@@ -414,14 +398,6 @@ class Plan:
             lines.append(str(step.lowered.op if ops is None else ops[number]))
             lines.append("")
         return "\n".join(lines)
-
-
-def _in_elements(offsets: Sequence[int], parts: int) -> tuple[int, ...]:
-    """Offsets in a step's op elements as elements of the plan's dtype (a real view's: every
-    offset steps over whole complex elements, so it is even)."""
-    if any(offset % parts for offset in offsets):
-        raise AssertionError(f"offsets {offsets} split a complex element")
-    return tuple(offset // parts for offset in offsets)
 
 
 def _one_step(compiled: Any, in0: tuple[int | None, int],
