@@ -151,7 +151,8 @@ def c_column_limit(target: Target, ld_c_bytes: int | None, lines: int) -> int:
     """Most columns a register block of `lines` lines a column may update where C comes from
     beyond L2 and its columns lie ld_c_bytes apart: its update loads all its lines of C,
     then stores them, and those sharing an L1 set stay within micro.c_set_lines (a pitch of
-    a multiple of 4 KiB puts a row's lines of every column in one set). None: no limit."""
+    a multiple of 4 KiB puts a row's lines of every column in one set). ld_c_bytes None (C
+    near): MAX_COLS."""
     if ld_c_bytes is None:
         return MAX_COLS
     micro = target.micro
