@@ -108,8 +108,10 @@ class Microarch:
     def batch_fits(self, m: int, n: int, k: int, batch: int, itemsize: int) -> bool:
         """Whether a BRGEMM batch of `batch` m x n x k blocks keeps C in registers at a gain:
         more than one entry, within the kernel's limit, its in0 and in1 blocks within
-        batch_block_bytes."""
-        return 1 < batch <= BRGEMM_LIMITS["br_size"] and \
+        batch_block_bytes, and n above 1: a matrix times a vector would read the batch's rows
+        of in0 beside K's in every call, each a run the hardware prefetchers must follow at
+        once (einjit.passes.block keeps K short for them, VECTOR_MAX_SIZE)."""
+        return n > 1 and 1 < batch <= BRGEMM_LIMITS["br_size"] and \
             batch * k * (m + n) * itemsize <= self.batch_block_bytes
 
     @property

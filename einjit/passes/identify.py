@@ -17,7 +17,8 @@ rest "seq" (in their order), the shared dims stay in front.
   registers across the whole batch. The batch is taken only while one call's blocks of in0
   and in1 fit in L2 (the target core's Microarch.batch_fits): a larger one streams its blocks from
   beyond L2 on every call, where a seq k loop keeps them cache-sized and, the m loops
-  outermost (see reorder), lets one row of in0 blocks serve every n block from L2.
+  outermost (see reorder), lets one row of in0 blocks serve every n block from L2. A matrix
+  times a vector takes no batch (batch_fits says why).
 
 Every candidate must fit the kernel's limits (einjit.limits) and leading-dimension bounds.
 Where no dim fits a role, a dim of size 1 with the strides the kernel needs stands in for it

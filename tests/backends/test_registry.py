@@ -115,12 +115,14 @@ def test_the_conflict_pitch_comes_from_l1s_lines_and_ways():
 
 def test_a_batch_fits_the_cores_budget_and_the_kernels_limit():
     """More than one entry, at most the BRGEMM's br_size limit, in0 + in1 blocks within the
-    core's batch_block_bytes."""
+    core's batch_block_bytes, n above 1 (not a matrix times a vector)."""
     micro = GENERIC
     assert micro.batch_fits(128, 32, 16, 32, 4)                  # 320 KiB of 384
     assert not micro.batch_fits(128, 32, 16, 1, 4)
     assert not micro.batch_fits(128, 64, 32, 32, 4)              # 768 KiB
     assert not micro.batch_fits(1, 1, 1, 1025, 4)                # past br_size 1024
+    assert not micro.batch_fits(1000, 1, 16, 5, 4)               # a matrix times a vector
+    assert micro.batch_fits(1000, 2, 16, 5, 4)
     assert not dataclasses.replace(micro, batch_block_bytes=(320 << 10) - 1).batch_fits(
         128, 32, 16, 32, 4)
 

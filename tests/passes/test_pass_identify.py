@@ -26,6 +26,20 @@ def test_undefined_gemm_without_a_second_k_stays_gemm():
     assert (main.m, main.n, main.k, main.arguments) == (32, 48, 64, (32, 64, 32, 0, 0))
 
 
+@pytest.mark.parametrize("n", [1, 4])
+def test_a_matrix_times_a_vector_takes_no_batch(n):
+    """n of 1: a batch would put its k dim's rows of in0 in every call beside K's, each a run
+    the prefetchers must follow at once (block.VECTOR_MAX_SIZE keeps K to 16 for them); with
+    columns of in1 to share the loads the batch is taken as before."""
+    op = TensorOperation("float32", "zero", "brgemm", "none", ("k", "k", "m", "n"), None,
+                         (5, 16, 1000, n), (64000, 4000, 1, 0), (16, 1, 0, 80),
+                         (0, 0, 1, 1000))
+    new = identify(op)
+    assert new.prim_main == ("gemm" if n == 1 else "brgemm")
+    assert [(d.size, d.exec_type) for d in new.dims if d.type == "k"] == \
+        ([(5, "seq"), (16, "prim")] if n == 1 else [(5, "prim"), (16, "prim")])
+
+
 def test_ops_with_prims_are_kept():
     op = build(GEMM)
     assert identify(op) is op
