@@ -1,6 +1,7 @@
 """Cache blocking of a large contraction: the sizes that split cuts it to and the order that
 reorder walks it in. (A matrix times a vector, n of 1, reads A once: its blocks are long runs
-of few columns instead, VECTOR_MAX_SIZE.)
+of few columns instead, VECTOR_MAX_SIZE; a vector times a matrix beyond L2, m of 1, reads a
+few long rows of it a call, ROWS_MAX_SIZE, K in whole vectors: peel.)
 
 Walked m-outermost (reorder's order), a contraction keeps one block row of A, the kernel's
 rows over the whole of K, in L2 while every n block passes it. The contraction is large when
@@ -45,6 +46,12 @@ DEFAULT_MAX_SIZE = {"m": 128, "n": 64, "k": 512, "c": None}      # split's, for 
 # a matrix times a vector (n of 1): long runs of each of a few columns of A, read once, so
 # that the hardware prefetchers follow them (docs/measurements.md); C's block stays in L1
 VECTOR_MAX_SIZE = {"m": BRGEMM_LIMITS["m"], "n": 1, "k": 16, "c": None}
+# a vector times a matrix beyond L2, read along K (m of 1: sums and products of rows): dot
+# products of a few long rows at a time, each a run the hardware prefetchers follow (more at
+# once outrun them, and at a pitch of a power of two share the caches' sets), K in whole
+# vectors of ROWS_K_MULTIPLE (the kernels take such dot products a vector of K at a time)
+ROWS_MAX_SIZE = {"m": 1, "n": 16, "k": BRGEMM_LIMITS["k"], "c": None}
+ROWS_K_MULTIPLE = 16
 
 
 def _totals(op) -> dict[str, int]:
@@ -96,12 +103,23 @@ def is_large(op) -> bool:
     return row_bytes > (micro.l2_bytes // 4 if full_blocks else micro.l2_bytes)
 
 
+def is_rows(op) -> bool:
+    """Whether a contraction is a vector times a matrix beyond L2 (see ROWS_MAX_SIZE)."""
+    if op.kind != "contraction":
+        return False
+    totals = _totals(op)
+    matrix = totals["n"] * totals["k"] * np.dtype(op.dtype).itemsize
+    return totals["m"] == 1 < totals["n"] and matrix > op.target.micro.l2_bytes
+
+
 def max_sizes(op) -> dict[str, int | None]:
     """The largest block of each dim type a contraction is split into: VECTOR_MAX_SIZE for a
     matrix times a vector, split's defaults, or for a large one its cache blocks (see the
     module doc)."""
     if _totals(op)["n"] == 1 and op.kind == "contraction":
         return dict(VECTOR_MAX_SIZE)
+    if is_rows(op):
+        return dict(ROWS_MAX_SIZE)
     if not is_large(op):
         return dict(DEFAULT_MAX_SIZE)
     micro = op.target.micro

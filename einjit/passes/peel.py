@@ -11,6 +11,8 @@ in1, the n with the smallest stride in out), is cut instead into
     rest: the remainder, smaller than one block, as one block
 
 and each part is peeled again where another of its dims splits badly (at most 8 parts). The
+k dim of a vector times a matrix beyond L2 (block.is_rows) is peeled to whole vectors of
+block.ROWS_K_MULTIPLE (its kernels take K a vector at a time), whatever its blocks. The
 parts are the same operation over a range of that dim, reading and writing from offsets. An
 m or n dim's parts write disjoint blocks of out; a k dim's rest adds to what its main part
 wrote (first touch "none"), so the parts run in their order.
@@ -21,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from einjit.ir import Dim, TensorOperation
+from einjit.passes.block import ROWS_K_MULTIPLE, is_rows
 from einjit.passes.fuse import fuse
 from einjit.passes.split import DIVISORS, block_size, max_sizes
 
@@ -53,6 +56,9 @@ def _poor(op: TensorOperation, dim: Dim) -> int | None:
     """The block to peel `dim` by where split would cut it into poor blocks (or keep it whole
     beyond its maximum), else None."""
     limit = max_sizes(op, None)[dim.type]
+    if dim.type == "k" and dim.exec_type == "undefined" and is_rows(op) and \
+            dim.size % ROWS_K_MULTIPLE and dim.size > ROWS_K_MULTIPLE:
+        return ROWS_K_MULTIPLE          # the main part's K in whole vectors
     if limit is None or dim.size <= limit or dim.exec_type != "undefined":
         return None
     block = block_size(op, dim)

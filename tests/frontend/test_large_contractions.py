@@ -241,6 +241,8 @@ PEELED = [
     ("bij,bjk->bik", [(2, 131, PRIME), (2, PRIME, 67)], PRIME),
     ("ij->i", [(67, 4099)], 4099),                                # a sum against ones
     ("ij,j->i", [(131, 4099), (4099,)], 4099),
+    ("ij->i", [(1031, 1999)], 1999),                              # rows beyond L2, K odd
+    ("ij,j->i", [(257, 4099), (4099,)], 4099),
 ]
 
 

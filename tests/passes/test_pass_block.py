@@ -282,3 +282,21 @@ def test_a_matrix_times_a_vector_reads_long_runs_of_few_columns(target, dtype, m
     prims = {d.type: d.size for d in split(op).dims if d.size > 1}
     assert prims.get("m") == max(s for s in range(1, 1025) if m % s == 0)
     assert prims.get("k", 1) <= block.VECTOR_MAX_SIZE["k"] or k <= block.VECTOR_MAX_SIZE["k"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n, k", [(4096, 4096), (2000, 4000), (1999, 1999), (300, 300)])
+def test_a_vector_times_a_matrix_beyond_l2_reads_a_few_long_rows(target, dtype, n, k):
+    """m = 1 (sums and products of rows): beyond L2, ROWS_MAX_SIZE's few rows of up to the
+    kernel's longest K a call; within L2, split's defaults. (A prime n, which split keeps
+    whole, is peel's to cut: tests/passes/test_pass_peel.py.)"""
+    op = gemm(1, n, k, dtype, target)
+    beyond = n * k * ITEMSIZE[dtype] > op.target.micro.l2_bytes
+    assert block.is_rows(op) == beyond
+    assert block.max_sizes(op) == (block.ROWS_MAX_SIZE if beyond else block.DEFAULT_MAX_SIZE)
+    if beyond and n % block.ROWS_MAX_SIZE["n"] == 0:
+        prims = {d.type: d.size for d in split(op).dims if d.exec_type != "seq"}
+        assert prims["n"] <= block.ROWS_MAX_SIZE["n"]
+        assert prims["k"] == max(s for s in range(1, block.ROWS_MAX_SIZE["k"] + 1)
+                                 if k % s == 0)

@@ -11,6 +11,7 @@ from einjit.backends import x86_64
 from einjit.backends.x86_64 import cpu
 from einjit.ir import TensorOperation
 from einjit.passes import fuse, optimize
+from einjit.passes.block import ROWS_K_MULTIPLE
 from einjit.passes.peel import POOR_BLOCK_SHARE, peel
 from einjit.passes.split import max_sizes
 
@@ -99,3 +100,19 @@ def test_only_a_remainder_makes_parts(monkeypatch):
     monkeypatch.setattr(peel_module, "block_size", lambda op, dim: 1)     # every split poor
     op = gemm(256, 256, 1024)             # 1024 = 2 x 512: whole blocks of every maximum
     assert [p.op for p in peel(op, 1)] == [fuse(op)]
+
+
+@pytest.mark.parametrize("k", [1999, 4099, 2000])
+def test_a_vector_times_a_matrix_has_k_in_whole_vectors(k):
+    """m = 1 beyond L2: the main part's K a multiple of ROWS_K_MULTIPLE (the kernels' dot
+    products take K a vector at a time), the rest added to it; K already such: one part."""
+    op = gemm(1, 3000, k)
+    parts = peel(op, 1)
+    if k % ROWS_K_MULTIPLE == 0:
+        assert len(parts) == 1
+        return
+    ks = [part.op.dims[1].size for part in parts]
+    assert ks[0] == k // ROWS_K_MULTIPLE * ROWS_K_MULTIPLE and sum(set(ks)) == k
+    assert [part.op.prim_first_touch for part in parts][:2] in (["zero", "zero"],
+                                                                 ["zero", "none"])
+    assert sum(prod(d.size for d in part.op.dims) for part in parts) == 3000 * k
