@@ -19,8 +19,6 @@ import math
 import os
 import sys
 
-import numpy as np
-
 import einjit
 
 from . import einsum
@@ -50,17 +48,17 @@ def measure_case(case: einsum.Case, counts: list[int]) -> dict:
     """einjit's GFLOPS on each thread count (best of a few calls; each plan's result checked
     against numpy's) and the best peer's on the most threads."""
     operands = einsum.operands_of(case.shapes, "float32")
+    expressions = {count: case.compile("float32", threads=count) for count in counts}
+    expression = expressions[counts[-1]]
+    flops = float(expression.tree.flops())
     with one_blas_thread():
-        expected = einsum.good_path(case.equation, operands)
-        expected = np.einsum(case.equation, *operands, optimize=expected)
+        expected = einsum.reference(case, operands, flops, math.prod(expression.shape))
     gflops = {}
-    for count in counts:
-        expression = case.compile("float32", threads=count)
+    for count, expression in expressions.items():
         error = einsum.relative_error(expression(*operands), expected)
         if not error < einsum.TOLERANCES["float32"]:
             raise WrongResult(f"scaling {case.name} on {plural(count, 'thread')}: einjit's result "
                               f"differs from numpy's (relative error {error:.2e})")
-        flops = float(expression.tree.flops())
         seconds = best_seconds(lambda: expression(*operands), 3 if count == 1 else 5)
         gflops[count] = flops / seconds / 1e9
     most = counts[-1]

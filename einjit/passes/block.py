@@ -114,8 +114,8 @@ def is_rows(op) -> bool:
 
 def max_sizes(op) -> dict[str, int | None]:
     """The largest block of each dim type a contraction is split into: VECTOR_MAX_SIZE for a
-    matrix times a vector, split's defaults, or for a large one its cache blocks (see the
-    module doc)."""
+    matrix times a vector, ROWS_MAX_SIZE for a vector times a matrix beyond L2, split's
+    defaults, or for a large one its cache blocks (see the module doc)."""
     if _totals(op)["n"] == 1 and op.kind == "contraction":
         return dict(VECTOR_MAX_SIZE)
     if is_rows(op):
