@@ -29,7 +29,8 @@ block row of A, kc columns, stays in L1 while the kernel sweeps the panel's colu
   C's, docs/measurements.md); the panels a multiple of the threads in number (threads take
   whole panels), each at least split's default;
 - mc: split's default.
-The sizes are maxima: split takes the largest divisor of each dim within them.
+The sizes are maxima: split takes the largest divisor of each dim within them (n's of any
+size), and peel cuts m into whole blocks and a rest where that makes fewer blocks.
 """
 
 from __future__ import annotations

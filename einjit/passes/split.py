@@ -23,7 +23,8 @@ then leaves it to a seq loop.
 Default maxima (elements) give the kernels large blocks within their limits
 (einjit.limits.BRGEMM_LIMITS, ELTWISE_LIMITS): contractions m 128, n 64, k 512, a large one
 its cache blocks (einjit.passes.block; c dims of a contraction are never prim: not split);
-element-wise ops 1024 for every type.
+element-wise ops 1024 for every type. A large contraction's n panel takes the largest divisor
+within its cache block, of any size (the kernel sweeps whatever N it is given).
 """
 
 from __future__ import annotations
@@ -118,6 +119,12 @@ def _cut(op: TensorOperation, dim: Dim, limit: int | None,
         m_lanes = max(1, min(target.vector_bits, target.micro.full_rate_bits)
                       // (8 * np.dtype(op.dtype).itemsize))
         found = occupancy_split(dim.size, limit, m_lanes, min_size, outer_min_size)
+        if found is not None:
+            return found
+    if dim.type == "n" and op.kind == "contraction" and block.is_large(op):
+        # a large contraction's panel of B: the kernel sweeps any N, so the panel takes the
+        # largest divisor within its share of L2, quads or not
+        found = largest_multiple_split(1, dim.size, limit, min_size, outer_min_size)
         if found is not None:
             return found
     return best_split(dim.size, limit, dim.type, min_size, outer_min_size)

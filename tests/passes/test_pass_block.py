@@ -300,3 +300,16 @@ def test_a_vector_times_a_matrix_beyond_l2_reads_a_few_long_rows(target, dtype, 
         assert prims["n"] <= block.ROWS_MAX_SIZE["n"]
         assert prims["k"] == max(s for s in range(1, block.ROWS_MAX_SIZE["k"] + 1)
                                  if k % s == 0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [1500, 2500, 1998, 3000])
+def test_a_panel_takes_the_largest_divisor_within_its_block(target, dtype, n):
+    # 1500 float64 columns on Zen 4: panels of at most 250; the multiples of 4 that divide
+    # 1500 stop at 100, a panel of 2.5 times the B reloads
+    op = gemm(1600, n, 4096, dtype, target, num_threads=1)
+    nc = block.max_sizes(op)["n"]
+    panel = next(d.size for d in einjit.optimize(op, num_threads=1).dims
+                 if d.type == "n" and d.exec_type == "prim")
+    assert panel == max(d for d in range(1, nc + 1) if n % d == 0), (panel, nc)

@@ -11,7 +11,7 @@ from einjit.backends import x86_64
 from einjit.backends.x86_64 import cpu
 from einjit.ir import TensorOperation
 from einjit.passes import fuse, optimize
-from einjit.passes.block import ROWS_K_MULTIPLE
+from einjit.passes.block import ROWS_K_MULTIPLE, is_large
 from einjit.passes.peel import POOR_BLOCK_SHARE, peel
 from einjit.passes.split import max_sizes
 
@@ -30,7 +30,7 @@ def kernel_sizes(op):
 
 
 def test_well_split_ops_are_one_part():
-    op = gemm(2000, 2000, 2000)
+    op = gemm(1920, 1920, 1920)
     parts = peel(op, 1)
     assert len(parts) == 1 and parts[0].op == fuse(op) and parts[0].offsets == (0, 0, 0)
 
@@ -116,3 +116,28 @@ def test_a_vector_times_a_matrix_has_k_in_whole_vectors(k):
     assert [part.op.prim_first_touch for part in parts][:2] in (["zero", "zero"],
                                                                  ["zero", "none"])
     assert sum(prod(d.size for d in part.op.dims) for part in parts) == 3000 * k
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("size", [1000, 2000, 1500, 2500, 1920, 3000])
+def test_a_large_contraction_takes_the_fewest_m_blocks(size, dtype):
+    # each m block rereads B's panel: a main part of whole blocks and a rest run where that
+    # makes fewer of them than split's divisor would
+    op = gemm(size, size, size, dtype=dtype)
+    assert is_large(op)
+    parts = peel(op, 1)
+    assert sum(prod(d.size for d in part.op.dims) for part in parts) == size ** 3
+    limits = max_sizes(op, None)
+    main = kernel_sizes(parts[0].op)
+    whole = limits["m"] // 16 * 16
+    assert main["m"] == whole or -(-size // whole) >= size // main["m"], main
+
+
+def test_rows_in_short_blocks_run_as_whole_blocks_and_a_rest():
+    # 1000 float32 rows: 25 blocks of 40 (whole vectors of 8) against 7 of 128 and a rest
+    parts = peel(gemm(1000, 1000, 1000), 1)
+    assert kernel_sizes(parts[0].op)["m"] == 128
+    assert sorted({part.op.dims[2].size for part in parts}) == [104, 896]
+    # 130 rows: 2 blocks of 65, as many as 128 and a rest of 2 would take
+    parts = peel(gemm(130, 1000, 1000), 1)
+    assert all(part.op.dims[2].size == 130 for part in parts)
