@@ -14,12 +14,13 @@ and each part is peeled again where another of its dims splits badly (at most 8 
 into blocks below a quarter of the dim's maximum; for the m dim of a large contraction
 (block.is_large), whose every block rereads B's panel, into more blocks than the parts would
 take: 1000 rows of float32 run as 7 blocks of 128 and a rest of 104 rather than 25 blocks of
-40 (130 rows stay 2 blocks of 65). The k dim of a vector times a matrix beyond L2
-(block.is_rows) is peeled to whole vectors of block.ROWS_K_MULTIPLE (its kernels take K a
-vector at a time), whatever its blocks. The
-parts are the same operation over a range of that dim, reading and writing from offsets. An
-m or n dim's parts write disjoint blocks of out; a k dim's rest adds to what its main part
-wrote (first touch "none"), so the parts run in their order.
+40 (130 rows stay 2 blocks of 65); for its k dim, whose every chunk rereads C's blocks, into
+chunks below half of kc (a K of 305 runs as 256 and 49, not 5 chunks of 61). The k dim of a
+vector times a matrix beyond L2 (block.is_rows) is peeled to whole vectors of
+block.ROWS_K_MULTIPLE (its kernels take K a vector at a time), whatever its blocks. The parts
+are the same operation over a range of that dim, reading and writing from offsets. An m or n
+dim's parts write disjoint blocks of out; a k dim's rest adds to what its main part wrote
+(first touch "none"), so the parts run in their order.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from einjit.passes.split import DIVISORS, block_size, max_sizes
 
 #: a dim is peeled where split's blocks of it would be smaller than its maximum over this
 POOR_BLOCK_SHARE = 4
+#: the same for the k chunks of a large contraction (block.is_large), each of which rereads
+#: C's blocks
+LARGE_POOR_K_SHARE = 2
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,8 @@ def _poor(op: TensorOperation, dim: Dim) -> int | None:
     if dim.type == "m" and is_large(op):
         # each m block rereads B's panel: peeled where that makes fewer of them
         return whole if -(-dim.size // whole) < dim.size // block else None
-    return None if block * POOR_BLOCK_SHARE >= limit else whole
+    share = LARGE_POOR_K_SHARE if dim.type == "k" and is_large(op) else POOR_BLOCK_SHARE
+    return None if block * share >= limit else whole
 
 
 def _range(op: TensorOperation, index: int, start: int, size: int, accumulate: bool) -> Part:

@@ -141,3 +141,12 @@ def test_rows_in_short_blocks_run_as_whole_blocks_and_a_rest():
     # 130 rows: 2 blocks of 65, as many as 128 and a rest of 2 would take
     parts = peel(gemm(130, 1000, 1000), 1)
     assert all(part.op.dims[2].size == 130 for part in parts)
+
+
+def test_k_chunks_below_half_of_kc_run_as_whole_chunks_and_a_rest():
+    # float64 K = 305 = 5 x 61: a large contraction's chunks of 61 each reread C's blocks
+    op = gemm(1024, 1024, 305, dtype="float64")
+    assert is_large(op)
+    assert sorted(part.op.dims[1].size for part in peel(op, 1)) == [49, 256]
+    # chunks of 100 of a kc of 128 stay
+    assert len(peel(gemm(1024, 1024, 2000, dtype="float64"), 1)) == 1
