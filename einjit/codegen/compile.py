@@ -27,7 +27,7 @@ from ..log import nest_generated
 from ..ops import multiply_add_flops
 from ..runtime.threads import check_threads, split_range, stack_suffices
 from .loop_nest import plan_nest
-from .workers import NestShares
+from .workers import CALL_WORD, NestShares
 
 CACHE_SIZE = 256                 # compiled operations kept (LRU)
 # the work a share must hold to gain more than handing it to a worker costs: elements of an
@@ -38,7 +38,7 @@ MIN_FLOPS_PER_THREAD = 1 << 19
 # frames the calling thread already holds
 NEST_STACK_MARGIN_BYTES = 256 << 10
 
-_ENTRY = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)
+_ENTRY = ctypes.CFUNCTYPE(None, *[CALL_WORD] * 5)
 
 
 def _least_work_per_thread(plan: NestPlan) -> int:

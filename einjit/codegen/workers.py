@@ -48,12 +48,15 @@ SPIN_SECONDS = 1e-3
 _CALIBRATION_SECONDS = 200e-6   # the spin timed at least this long: well above a call's cost
 
 _WORD = ctypes.c_uint64
+# a generated function's argument, a machine word passed as a Python int: ctypes converts an
+# int to a pointer in about half the time it takes for an integer type
+CALL_WORD = ctypes.c_void_p
 _libc = ctypes.CDLL(None)
 _libc.posix_memalign.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
                                  ctypes.c_size_t)
-_LOOP = ctypes.CFUNCTYPE(None, _WORD)                 # ctypes releases the GIL for the call
-_RUN_TASKS = ctypes.CFUNCTYPE(None, _WORD, _WORD, _WORD, _WORD, _WORD)
-_SPIN = ctypes.CFUNCTYPE(None, _WORD, _WORD)
+_LOOP = ctypes.CFUNCTYPE(None, CALL_WORD)             # ctypes releases the GIL for the call
+_RUN_TASKS = ctypes.CFUNCTYPE(None, *[CALL_WORD] * 5)
+_SPIN = ctypes.CFUNCTYPE(None, CALL_WORD, CALL_WORD)
 
 
 class _Code:
