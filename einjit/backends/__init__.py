@@ -57,7 +57,9 @@ class Microarch:
     issue to the FMA pipes, each in an FMA's slot (0: they have pipes of their own).
     l1_ways, l1_sets: the L1 data cache's associativity and sets of 64-byte lines; addresses
     l1_sets * 64 bytes apart compete for the same l1_ways lines. l2_bytes: one core's L2
-    (the cache blocks of a large contraction, einjit.passes.block). (The x86-64 BRGEMM's
+    (the cache blocks of a large contraction, einjit.passes.block). llc_bytes: the last-level
+    cache a core's reads go through (an AMD CCD's L3; taken for other cores until measured
+    there): a matrix beyond it comes from memory (einjit.passes.block). (The x86-64 BRGEMM's
     measured rules per core: x86_64/tuning.py.)
 
     The loop nests' thresholds (einjit.codegen.loop_nest, einjit.passes.identify), from the
@@ -81,6 +83,7 @@ class Microarch:
     l1_ways: int = 8
     l1_sets: int = 64
     l2_bytes: int = 1 << 20
+    llc_bytes: int = 32 << 20
     batch_block_bytes: int = 384 << 10
     pack_max_bytes: int = 288 << 10
     stream_out_bytes: int = 64 << 20

@@ -1,7 +1,8 @@
 """Cache blocking of a large contraction: the sizes that split cuts it to and the order that
 reorder walks it in. (A matrix times a vector, n of 1, reads A once: its blocks are long runs
-of few columns instead, VECTOR_MAX_SIZE; a vector times a matrix beyond L2, m of 1, reads a
-few long rows of it a call, ROWS_MAX_SIZE, K in whole vectors: peel.)
+of few columns instead, VECTOR_MAX_SIZE, fewer from beyond the last-level cache; a vector
+times a matrix beyond L2, m of 1, reads a few long rows of it a call, ROWS_MAX_SIZE, K in
+whole vectors: peel.)
 
 Walked m-outermost (reorder's order), a contraction keeps one block row of A, the kernel's
 rows over the whole of K, in L2 while every n block passes it. The contraction is large when
@@ -47,6 +48,10 @@ DEFAULT_MAX_SIZE = {"m": 128, "n": 64, "k": 512, "c": None}      # split's, for 
 # a matrix times a vector (n of 1): long runs of each of a few columns of A, read once, so
 # that the hardware prefetchers follow them (docs/measurements.md); C's block stays in L1
 VECTOR_MAX_SIZE = {"m": BRGEMM_LIMITS["m"], "n": 1, "k": 16, "c": None}
+# ... and half as many columns at once where the matrix fills three quarters of the
+# last-level cache or more (what else runs takes the rest: it comes from memory): streams from
+# memory outrun the prefetchers sooner (docs/measurements.md)
+VECTOR_FROM_MEMORY_K = 8
 # a vector times a matrix beyond L2, read along K (m of 1: sums and products of rows): dot
 # products of a few long rows at a time, each a run the hardware prefetchers follow (more at
 # once outrun them, and at a pitch of a power of two share the caches' sets), K in whole
@@ -115,9 +120,13 @@ def is_rows(op) -> bool:
 
 def max_sizes(op) -> dict[str, int | None]:
     """The largest block of each dim type a contraction is split into: VECTOR_MAX_SIZE for a
-    matrix times a vector, ROWS_MAX_SIZE for a vector times a matrix beyond L2, split's
+    matrix times a vector (k VECTOR_FROM_MEMORY_K from 3/4 of llc_bytes), ROWS_MAX_SIZE for a vector times a matrix beyond L2, split's
     defaults, or for a large one its cache blocks (see the module doc)."""
-    if _totals(op)["n"] == 1 and op.kind == "contraction":
+    totals = _totals(op)
+    if totals["n"] == 1 and op.kind == "contraction":
+        matrix = totals["m"] * totals["k"] * np.dtype(op.dtype).itemsize
+        if 4 * matrix > 3 * op.target.micro.llc_bytes:
+            return dict(VECTOR_MAX_SIZE, k=VECTOR_FROM_MEMORY_K)
         return dict(VECTOR_MAX_SIZE)
     if is_rows(op):
         return dict(ROWS_MAX_SIZE)

@@ -273,15 +273,31 @@ def test_without_a_k_loop_the_threads_may_share_m_blocks(m, n, k):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("m, k", [(4096, 4096), (2048, 333), (1600, 64)])
+@pytest.mark.parametrize("m, k", [(2048, 1024), (2048, 333), (1600, 64)])
 def test_a_matrix_times_a_vector_reads_long_runs_of_few_columns(target, dtype, m, k):
-    """n = 1: blocks of up to the kernel's most rows and VECTOR_MAX_SIZE's k, whatever the
-    size, the large contraction's cache blocks aside."""
+    """n = 1 within the last-level cache: blocks of up to the kernel's most rows and
+    VECTOR_MAX_SIZE's k, whatever the size, the large contraction's cache blocks aside."""
     op = gemm(m, 1, k, dtype, target)
-    assert block.max_sizes(op) == block.VECTOR_MAX_SIZE
+    sizes = block.max_sizes(op)
+    assert sizes == block.VECTOR_MAX_SIZE
     prims = {d.type: d.size for d in split(op).dims if d.size > 1}
     assert prims.get("m") == max(s for s in range(1, 1025) if m % s == 0)
-    assert prims.get("k", 1) <= block.VECTOR_MAX_SIZE["k"] or k <= block.VECTOR_MAX_SIZE["k"]
+    assert prims.get("k", 1) <= sizes["k"] or k <= sizes["k"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m, k", [(4096, 4096), (8192, 1200), (600, 16000), (2048, 2048),
+                                  (4000, 2000)])
+def test_a_matrix_times_a_vector_from_memory_reads_fewer_columns_a_call(target, dtype, m, k):
+    """n = 1 with the matrix in three quarters of the last-level cache or more:
+    VECTOR_FROM_MEMORY_K columns a call."""
+    op = gemm(m, 1, k, dtype, target)
+    beyond = 4 * m * k * ITEMSIZE[dtype] > 3 * op.target.micro.llc_bytes
+    expected = block.VECTOR_FROM_MEMORY_K if beyond else block.VECTOR_MAX_SIZE["k"]
+    assert block.max_sizes(op) == dict(block.VECTOR_MAX_SIZE, k=expected)
+    prims = {d.type: d.size for d in split(op).dims if d.exec_type != "seq" and d.size > 1}
+    assert prims.get("k", 1) <= expected
 
 
 @pytest.mark.parametrize("target", TARGETS)
