@@ -120,8 +120,9 @@ def is_rows(op) -> bool:
 
 def max_sizes(op) -> dict[str, int | None]:
     """The largest block of each dim type a contraction is split into: VECTOR_MAX_SIZE for a
-    matrix times a vector (k VECTOR_FROM_MEMORY_K from 3/4 of llc_bytes), ROWS_MAX_SIZE for a vector times a matrix beyond L2, split's
-    defaults, or for a large one its cache blocks (see the module doc)."""
+    matrix times a vector (k VECTOR_FROM_MEMORY_K from 3/4 of llc_bytes), ROWS_MAX_SIZE for a
+    vector times a matrix beyond L2, split's defaults, or for a large one its cache blocks
+    (see the module doc)."""
     totals = _totals(op)
     if totals["n"] == 1 and op.kind == "contraction":
         matrix = totals["m"] * totals["k"] * np.dtype(op.dtype).itemsize
