@@ -2,7 +2,8 @@
 torch.matmul, on a grid of shapes, on 1 and 2 threads, in float32 and float64.
 
 The grid (M x K x N, so that A is M x K and B is K x N): square n in SQUARE_SIZES (LARGE_SIZE
-as well with large=True), the skinny products of SKINNY and the batched one of BATCHED.
+as well with large=True), the skinny products of SKINNY (matrix-vector products among them)
+and the batched one of BATCHED.
 einjit runs in this process with EINJIT_NUM_THREADS set while each expression is compiled
 (the thread count is fixed then). numpy and torch each run in a child process of their own
 (their thread pools would starve einjit's and each other's on a small machine) with
@@ -51,7 +52,9 @@ from .verdict import Verdict, WrongResult, plural
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 SQUARE_SIZES = (64, 128, 256, 512, 768, 1024, 1999, 2048)     # 1999: a prime
 LARGE_SIZE = 4096                         # too slow for a 2-core machine unless asked for
-SKINNY = ((4096, 64, 4096), (64, 4096, 64))          # M x K x N
+# M x K x N: K small, K large, a matrix times a vector and a vector times a matrix (64 MiB in
+# float32: from memory)
+SKINNY = ((4096, 64, 4096), (64, 4096, 64), (4096, 4096, 1), (1, 4096, 4096))
 BATCHED = ((64, 128, 128, 128),)                     # batch x M x K x N
 THREADS = (1, 2)
 TARGET_RATIO = 1.1                        # einjit / numpy's @, every shape, every thread count

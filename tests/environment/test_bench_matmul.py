@@ -70,6 +70,8 @@ def test_the_grid_names_m_k_n_and_its_flops():
     skinny = shapes["64x4096x64"]
     assert (skinny.m, skinny.k, skinny.n, skinny.kind) == (64, 4096, 64, "skinny")
     assert skinny.operand_shapes == [(64, 4096), (4096, 64)]
+    vector = shapes["1x4096x4096"]
+    assert vector.operand_shapes == [(1, 4096), (4096, 4096)] and vector.flops == 2.0 * 4096 ** 2
     batched = shapes["64 x 128x128x128"]
     assert batched.equation == "bij,bjk->bik" and batched.flops == 2.0 * 64 * 128 ** 3
 
