@@ -7,9 +7,12 @@ into equal slices loses at most a quarter of a slice to imbalance) or no candida
 Never a k dim (threads would race on the same out elements), never a dim of size 1 or with out
 stride 0. In a large contraction (einjit.passes.block) no loop inside its k loop is shared
 (moved out, the m loop would no longer pass B's panel in L2): the threads take whole n panels,
-unless there are fewer panels than threads; then the m blocks inside are shared too (each
-thread then passes B's panels with its own rows: less reuse, but no thread idles).
-Shared dims move to the front, keeping their order. The op records num_threads.
+unless there are fewer panels than threads; then the m blocks inside are shared too, moved
+out of the k loop with them (each keeps its block of C across the k loop). A matrix times a
+vector (n of 1) shares a loop inside its k loop by an outer part only, as few iterations as
+give every thread as many (a divisor of its size, where it has one): each thread then reads
+its rows of the matrix in runs as long as one thread does, not in blocks. Shared dims move
+to the front, keeping their order. The op records num_threads.
 
 num_threads None means the op's num_threads, else the runtime's default
 (einjit.runtime.threads.default_threads: EINJIT_NUM_THREADS, else the CPUs this process may
@@ -18,7 +21,9 @@ run on).
 
 from __future__ import annotations
 
-from einjit.ir import TensorOperation
+from math import prod
+
+from einjit.ir import Dim, TensorOperation
 from einjit.ir.dims import check_int
 from einjit.passes import block
 from einjit.runtime.threads import default_threads
@@ -35,18 +40,39 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     iterations_per_thread = check_int("iterations_per_thread", iterations_per_thread, 1)
     dims = list(op.dims)
     blocked = block.is_large(op)
+    vector = op.kind == "contraction" and prod(d.size for d in dims if d.type == "n") == 1
     iterations = 1
     for dim in dims:
         if dim.exec_type == "shared":
             iterations *= dim.size
     target = iterations_per_thread * num_threads if num_threads > 1 else 1
-    for index, dim in enumerate(dims):
-        if iterations >= target or dim.type == "k" and blocked and iterations >= num_threads:
-            break
-        if (dim.exec_type == "seq" and dim.type != "k" and dim.size > 1
+    placed, inside_k, done = [], False, False
+    for dim in dims:
+        done = done or iterations >= target or (
+            (dim.type == "k" or inside_k and vector) and blocked and iterations >= num_threads)
+        if (not done and dim.exec_type == "seq" and dim.type != "k" and dim.size > 1
                 and dim.stride_out != 0):
-            dims[index] = dim.with_(exec_type="shared")
-            iterations *= dim.size
-    dims = [d for d in dims if d.exec_type == "shared"] + \
-           [d for d in dims if d.exec_type != "shared"]
+            wanted = -(-(num_threads if blocked else target) // iterations)
+            outer = (_threads_part(dim.size, wanted, num_threads, iterations)
+                     if inside_k and vector else None)
+            if outer is None:
+                dim = dim.with_(exec_type="shared")
+                iterations *= dim.size
+            else:
+                placed.append(Dim(dim.type, "shared", outer,
+                                  *(stride * (dim.size // outer) for stride in dim.strides)))
+                dim = dim.with_(size=dim.size // outer)
+                iterations *= outer
+        inside_k = inside_k or dim.type == "k" and dim.exec_type == "seq"
+        placed.append(dim)
+    dims = [d for d in placed if d.exec_type == "shared"] + \
+           [d for d in placed if d.exec_type != "shared"]
     return op.replace(dims=dims, num_threads=num_threads)
+
+
+def _threads_part(size: int, wanted: int, threads: int, iterations: int) -> int | None:
+    """The outer part to share of a loop of `size` inside a k loop, `iterations` shared
+    outside it: its smallest divisor of at least `wanted` iterations that leaves an inner part
+    and gives every thread as many; None where there is none."""
+    return next((d for d in range(wanted, size)
+                 if size % d == 0 and d * iterations % threads == 0), None)

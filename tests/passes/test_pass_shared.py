@@ -1,8 +1,12 @@
 """Shared-loop selection (seeds 5.5.3): enough iterations per thread, never a k dim, shared
 dims in front, the thread count recorded on the op."""
 
+import math
+
+import numpy as np
 import pytest
 
+import einjit
 from einjit.errors import OperationError
 from einjit.ir import TensorOperation
 from einjit.passes import shared
@@ -61,3 +65,34 @@ def test_size_one_dims_are_not_shared():
 def test_bad_thread_count():
     with pytest.raises(OperationError, match="num_threads=0"):
         shared(build(BRGEMM), 0)
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_a_matrix_times_a_vector_shares_the_outer_part_of_its_rows_loop(threads):
+    """n = 1 with a k loop around the m loop: the threads take ranges of the m blocks, each
+    walked inside the k loop (long runs of the matrix's rows), not the m loop moved out."""
+    m, k = 8192, 520          # 8 blocks of 1024 rows; a large contraction (block.is_large)
+    op = TensorOperation("float32", "zero", "gemm", "none", ("m", "n", "k"), None, (m, 1, k),
+                         (1, 0, m), (0, k, 1), (1, m, 0), num_threads=threads)
+    new = einjit.optimize(op, num_threads=threads)
+    loops = [(d.type, d.exec_type, d.size) for d in new.dims if d.exec_type != "prim"]
+    assert loops[0] == ("m", "shared", threads)
+    first_k = next(i for i, (t, _, _) in enumerate(loops) if t == "k")
+    assert any(t == "m" and e == "seq" for t, e, _ in loops[first_k:]), loops
+    assert math.prod(d.size for d in new.dims if d.type == "m") == m
+    a = np.random.default_rng(0).integers(-2, 3, size=(m, k)).astype(np.float32)
+    x = np.random.default_rng(1).integers(-2, 3, size=k).astype(np.float32)
+    out = np.empty(m, np.float32)
+    new.execute(a.T.copy(), x, out)   # in0: column-major m x k (m contiguous)
+    np.testing.assert_array_equal(out, (a.astype(np.float64) @ x).astype(np.float32))
+
+
+def test_a_gemm_moves_its_m_blocks_out_of_the_k_loop_when_short_of_panels():
+    """n > 1 (fewer n panels than threads): the m loop is shared whole, moved out of the k
+    loop, each block keeping its C across it."""
+    op = TensorOperation("float32", "zero", "gemm", "none", ("m", "n", "k"), None,
+                         (3200, 64, 2048), (1, 0, 3200), (0, 2048, 1), (1, 3200, 0),
+                         num_threads=2)
+    new = einjit.optimize(op, num_threads=2)
+    loops = [(d.type, d.exec_type) for d in new.dims if d.exec_type != "prim"]
+    assert ("m", "shared") in loops and ("m", "seq") not in loops, loops
