@@ -98,6 +98,20 @@ def k_chunk(micro) -> int:
     return micro.l1_bytes // (4 * LINE_BYTES)
 
 
+def vector_rows(op) -> int:
+    """The rows of a matrix times a vector's blocks: VECTOR_MAX_SIZE's, or on several threads
+    the largest divisor of the kernel's m dim within it whose blocks the threads share evenly
+    (each thread reads its rows in long runs, einjit.passes.shared), at least a tenth of it."""
+    most = VECTOR_MAX_SIZE["m"]
+    threads = op.num_threads or default_threads()
+    rows = max((d.size for d in op.dims if d.type == "m" and d.stride_in0 == d.stride_out == 1),
+               default=0)
+    if threads == 1 or rows <= most:
+        return most
+    even = [b for b in range(most, most // 10, -1) if rows % b == 0 and rows // b % threads == 0]
+    return even[0] if even else most
+
+
 def is_large(op) -> bool:
     """Whether a contraction is blocked for the caches (see the module doc)."""
     if op.kind != "contraction":
@@ -126,9 +140,9 @@ def max_sizes(op) -> dict[str, int | None]:
     totals = _totals(op)
     if totals["n"] == 1 and op.kind == "contraction":
         matrix = totals["m"] * totals["k"] * np.dtype(op.dtype).itemsize
-        if 4 * matrix > 3 * op.target.micro.llc_bytes:
-            return dict(VECTOR_MAX_SIZE, k=VECTOR_FROM_MEMORY_K)
-        return dict(VECTOR_MAX_SIZE)
+        k = VECTOR_FROM_MEMORY_K if 4 * matrix > 3 * op.target.micro.llc_bytes else \
+            VECTOR_MAX_SIZE["k"]
+        return dict(VECTOR_MAX_SIZE, m=vector_rows(op), k=k)
     if is_rows(op):
         return dict(ROWS_MAX_SIZE)
     if not is_large(op):

@@ -113,7 +113,8 @@ def _cut(op: TensorOperation, dim: Dim, limit: int | None,
     if limit is None or dim.size <= limit or dim.exec_type == "shared":
         return None
     outer_min_size = CONTRACTION_OUTER_MIN_SIZE if op.kind == "contraction" else None
-    if dim.type == "m" and op.kind == "contraction":
+    vector = op.kind == "contraction" and all(d.size == 1 for d in op.dims if d.type == "n")
+    if dim.type == "m" and op.kind == "contraction" and not vector:
         # the rows one vector holds where the core runs it at full rate (Microarch.full_rate_bits)
         target = op.target
         m_lanes = max(1, min(target.vector_bits, target.micro.full_rate_bits)
@@ -121,9 +122,11 @@ def _cut(op: TensorOperation, dim: Dim, limit: int | None,
         found = occupancy_split(dim.size, limit, m_lanes, min_size, outer_min_size)
         if found is not None:
             return found
-    if dim.type == "n" and op.kind == "contraction" and block.is_large(op):
-        # a large contraction's panel of B: the kernel sweeps any N, so the panel takes the
-        # largest divisor within its share of L2, quads or not
+    if dim.type == "n" and op.kind == "contraction" and block.is_large(op) or \
+            dim.type == "m" and vector:
+        # a large contraction's panel of B (the kernel sweeps any N) and a matrix times a
+        # vector's rows (read once: long blocks count, not full vectors) take the largest
+        # divisor within their block
         found = largest_multiple_split(1, dim.size, limit, min_size, outer_min_size)
         if found is not None:
             return found

@@ -277,7 +277,7 @@ def test_without_a_k_loop_the_threads_may_share_m_blocks(m, n, k):
 def test_a_matrix_times_a_vector_reads_long_runs_of_few_columns(target, dtype, m, k):
     """n = 1 within the last-level cache: blocks of up to the kernel's most rows and
     VECTOR_MAX_SIZE's k, whatever the size, the large contraction's cache blocks aside."""
-    op = gemm(m, 1, k, dtype, target)
+    op = gemm(m, 1, k, dtype, target, num_threads=1)
     sizes = block.max_sizes(op)
     assert sizes == block.VECTOR_MAX_SIZE
     prims = {d.type: d.size for d in split(op).dims if d.size > 1}
@@ -292,7 +292,7 @@ def test_a_matrix_times_a_vector_reads_long_runs_of_few_columns(target, dtype, m
 def test_a_matrix_times_a_vector_from_memory_reads_fewer_columns_a_call(target, dtype, m, k):
     """n = 1 with the matrix in three quarters of the last-level cache or more:
     VECTOR_FROM_MEMORY_K columns a call."""
-    op = gemm(m, 1, k, dtype, target)
+    op = gemm(m, 1, k, dtype, target, num_threads=1)
     beyond = 4 * m * k * ITEMSIZE[dtype] > 3 * op.target.micro.llc_bytes
     expected = block.VECTOR_FROM_MEMORY_K if beyond else block.VECTOR_MAX_SIZE["k"]
     assert block.max_sizes(op) == dict(block.VECTOR_MAX_SIZE, k=expected)
@@ -329,3 +329,19 @@ def test_a_panel_takes_the_largest_divisor_within_its_block(target, dtype, n):
     panel = next(d.size for d in einjit.optimize(op, num_threads=1).dims
                  if d.type == "n" and d.exec_type == "prim")
     assert panel == max(d for d in range(1, nc + 1) if n % d == 0), (panel, nc)
+
+
+@pytest.mark.parametrize("m, threads, rows", [
+    (3000, 1, 1024), (3000, 2, 750), (3000, 3, 1000), (4096, 2, 1024), (4096, 4, 1024),
+    (4096, 3, 1024), (1031, 2, 1024), (1000, 2, 1024), (8000, 2, 1000)])
+def test_a_matrix_times_a_vector_on_threads_takes_rows_they_share_evenly(m, threads, rows):
+    """n = 1: blocks of the largest divisor of m within the kernel's rows whose count the
+    threads share evenly (none within a tenth of them, 4096 on 3 threads: the kernel's most;
+    m within them: one block, which the threads cannot share in any case)."""
+    op = gemm(m, 1, 512, num_threads=threads)
+    assert block.vector_rows(op) == rows
+    assert block.max_sizes(op)["m"] == rows
+    if threads > 1 and m > rows and m // rows % threads == 0:
+        new = einjit.optimize(op, num_threads=threads)
+        assert [d.size for d in new.dims if d.type == "m" and d.exec_type == "prim"] == [rows]
+        assert new.dims[0].type == "m" and new.dims[0].exec_type == "shared"
