@@ -98,6 +98,11 @@ def k_chunk(micro) -> int:
     return micro.l1_bytes // (4 * LINE_BYTES)
 
 
+def is_vector(op) -> bool:
+    """Whether a contraction is a matrix times a vector (n of 1: see VECTOR_MAX_SIZE)."""
+    return op.kind == "contraction" and _totals(op)["n"] == 1
+
+
 def vector_rows(op) -> int:
     """The rows of a matrix times a vector's blocks: VECTOR_MAX_SIZE's, or on several threads
     the largest divisor of the kernel's m dim within it whose blocks the threads share evenly
@@ -108,8 +113,8 @@ def vector_rows(op) -> int:
                default=0)
     if threads == 1 or rows <= most:
         return most
-    even = [b for b in range(most, most // 10, -1) if rows % b == 0 and rows // b % threads == 0]
-    return even[0] if even else most
+    return next((b for b in range(most, most // 10, -1)
+                 if rows % b == 0 and rows // b % threads == 0), most)
 
 
 def is_large(op) -> bool:
@@ -137,8 +142,8 @@ def max_sizes(op) -> dict[str, int | None]:
     matrix times a vector (k VECTOR_FROM_MEMORY_K from 3/4 of llc_bytes), ROWS_MAX_SIZE for a
     vector times a matrix beyond L2, split's defaults, or for a large one its cache blocks
     (see the module doc)."""
-    totals = _totals(op)
-    if totals["n"] == 1 and op.kind == "contraction":
+    if is_vector(op):
+        totals = _totals(op)
         matrix = totals["m"] * totals["k"] * np.dtype(op.dtype).itemsize
         k = VECTOR_FROM_MEMORY_K if 4 * matrix > 3 * op.target.micro.llc_bytes else \
             VECTOR_MAX_SIZE["k"]

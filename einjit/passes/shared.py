@@ -21,8 +21,6 @@ run on).
 
 from __future__ import annotations
 
-from math import prod
-
 from einjit.ir import Dim, TensorOperation
 from einjit.ir.dims import check_int
 from einjit.passes import block
@@ -40,7 +38,7 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     iterations_per_thread = check_int("iterations_per_thread", iterations_per_thread, 1)
     dims = list(op.dims)
     blocked = block.is_large(op)
-    vector = op.kind == "contraction" and prod(d.size for d in dims if d.type == "n") == 1
+    vector = block.is_vector(op)
     iterations = 1
     for dim in dims:
         if dim.exec_type == "shared":
@@ -52,9 +50,10 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
             (dim.type == "k" or inside_k and vector) and blocked and iterations >= num_threads)
         if (not done and dim.exec_type == "seq" and dim.type != "k" and dim.size > 1
                 and dim.stride_out != 0):
-            wanted = -(-(num_threads if blocked else target) // iterations)
-            outer = (_threads_part(dim.size, wanted, num_threads, iterations)
-                     if inside_k and vector else None)
+            outer = None
+            if inside_k and vector:
+                wanted = -(-(num_threads if blocked else target) // iterations)
+                outer = _threads_part(dim.size, wanted, num_threads, iterations)
             if outer is None:
                 dim = dim.with_(exec_type="shared")
                 iterations *= dim.size

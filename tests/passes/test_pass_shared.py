@@ -67,12 +67,15 @@ def test_bad_thread_count():
         shared(build(BRGEMM), 0)
 
 
-@pytest.mark.parametrize("threads", [2, 4])
-def test_a_matrix_times_a_vector_shares_the_outer_part_of_its_rows_loop(threads):
+@pytest.mark.parametrize("m, threads, dtype", [(8192, 2, "float32"), (8192, 4, "float32"),
+                                               (3000, 2, "float32"), (3000, 2, "float64"),
+                                               (8000, 2, "float64")])
+def test_a_matrix_times_a_vector_shares_the_outer_part_of_its_rows_loop(m, threads, dtype):
     """n = 1 with a k loop around the m loop: the threads take ranges of the m blocks, each
-    walked inside the k loop (long runs of the matrix's rows), not the m loop moved out."""
-    m, k = 8192, 520          # 8 blocks of 1024 rows; a large contraction (block.is_large)
-    op = TensorOperation("float32", "zero", "gemm", "none", ("m", "n", "k"), None, (m, 1, k),
+    walked inside the k loop (long runs of the matrix's rows), not the m loop moved out.
+    (8192 rows: 8 blocks of 1024; 3000: 4 of 750; 8000: 8 of 1000.)"""
+    k = 520                   # a large contraction (block.is_large), K in chunks
+    op = TensorOperation(dtype, "zero", "gemm", "none", ("m", "n", "k"), None, (m, 1, k),
                          (1, 0, m), (0, k, 1), (1, m, 0), num_threads=threads)
     new = einjit.optimize(op, num_threads=threads)
     loops = [(d.type, d.exec_type, d.size) for d in new.dims if d.exec_type != "prim"]
@@ -80,11 +83,11 @@ def test_a_matrix_times_a_vector_shares_the_outer_part_of_its_rows_loop(threads)
     first_k = next(i for i, (t, _, _) in enumerate(loops) if t == "k")
     assert any(t == "m" and e == "seq" for t, e, _ in loops[first_k:]), loops
     assert math.prod(d.size for d in new.dims if d.type == "m") == m
-    a = np.random.default_rng(0).integers(-2, 3, size=(m, k)).astype(np.float32)
-    x = np.random.default_rng(1).integers(-2, 3, size=k).astype(np.float32)
-    out = np.empty(m, np.float32)
+    a = np.random.default_rng(0).integers(-2, 3, size=(m, k)).astype(dtype)
+    x = np.random.default_rng(1).integers(-2, 3, size=k).astype(dtype)
+    out = np.full(m, np.nan, dtype)
     new.execute(a.T.copy(), x, out)   # in0: column-major m x k (m contiguous)
-    np.testing.assert_array_equal(out, (a.astype(np.float64) @ x).astype(np.float32))
+    np.testing.assert_array_equal(out, (a.astype(np.float64) @ x).astype(dtype))
 
 
 def test_a_gemm_moves_its_m_blocks_out_of_the_k_loop_when_short_of_panels():
