@@ -9,6 +9,8 @@ Every backend module offers the same functions with the same signatures:
     guard_entry(target, code) -> bytes               (code behind a stub keeping the FP flags)
     default_variant() -> str                         (the host's best variant, or the widest)
     missing_features(variant) -> tuple[str, ...]     (what this host lacks to run it)
+    brgemm_vector_bits(target, m, k, dtype) -> int
+                                     (the vector width a BRGEMM of M rows computes in)
     flush_icache: a function(start, end) making freshly written code visible to instruction
                   fetch, or None where the ISA keeps instruction fetch coherent with stores
     VARIANTS: dict[str, Target]

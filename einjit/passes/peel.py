@@ -11,10 +11,15 @@ in1, the n with the smallest stride in out), is cut instead into
     rest: the remainder, smaller than one block, as one block
 
 and each part is peeled again where another of its dims splits badly (at most 8 parts). Badly:
-into blocks below a quarter of the dim's maximum; for the m dim of a large contraction
-(block.is_large), whose every block rereads B's panel, into more blocks than the parts would
-take: 1000 rows of float32 run as 7 blocks of 128 and a rest of 104 rather than 25 blocks of
-40 (130 rows stay 2 blocks of 65); for its k dim, whose every chunk rereads C's blocks, into
+into blocks below a quarter of the dim's maximum; for the m dim, into blocks whose kernel
+computes in narrower vectors than the target has (the backend's brgemm_vector_bits: Zen 4
+takes AVX2 code for an M with a tail, which in a nest runs far slower than whole AVX-512
+vectors, docs/measurements.md): 700 rows of float32 run as 5 blocks of 128 and a rest of
+60 rather than 10 blocks of 70; for the m dim of a large contraction (block.is_large), whose
+every block rereads B's panel, into more blocks than the parts would take: 1000 rows of
+float32 run as 7 blocks of 128 and a rest of 104 rather than 25 blocks of 40 (130 rows stay
+2 blocks of 65 where their kernels take the target's vectors); for its k dim, whose every
+chunk rereads C's blocks, into
 chunks below half of kc (a K of 305 runs as 256 and 49, not 5 chunks of 61). The k dim of a
 vector times a matrix beyond L2 (block.is_rows) is peeled to whole vectors of
 block.ROWS_K_MULTIPLE (its kernels take K a vector at a time), whatever its blocks. The parts
@@ -26,9 +31,11 @@ dim's parts write disjoint blocks of out; a k dim's rest adds to what its main p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
+from einjit.backends import backend
 from einjit.ir import Dim, TensorOperation
-from einjit.passes.block import ROWS_K_MULTIPLE, is_large, is_rows
+from einjit.passes.block import ROWS_K_MULTIPLE, is_large, is_rows, is_vector
 from einjit.passes.fuse import fuse
 from einjit.passes.split import DIVISORS, block_size, max_sizes
 
@@ -60,6 +67,14 @@ def _kernel_dims(op: TensorOperation) -> list[int]:
     return chosen
 
 
+def _narrow(op: TensorOperation, rows: int) -> bool:
+    """Whether a BRGEMM kernel of `rows` rows computes in narrower vectors than the op's
+    target has (Zen 4 runs an M with a tail in AVX2 code)."""
+    target = op.target
+    k = prod(d.size for d in op.dims if d.type == "k")
+    return backend(target.isa).brgemm_vector_bits(target, rows, k, op.dtype) < target.vector_bits
+
+
 def _poor(op: TensorOperation, dim: Dim) -> int | None:
     """The block to peel `dim` by where split would cut it into poor blocks (or keep it whole
     beyond its maximum), else None."""
@@ -74,6 +89,8 @@ def _poor(op: TensorOperation, dim: Dim) -> int | None:
     whole = max(multiple, limit // multiple * multiple)
     if block > limit:
         return whole
+    if dim.type == "m" and not is_vector(op) and _narrow(op, block):
+        return whole        # whole blocks in full vectors, the rest alone in narrower ones
     if dim.type == "m" and is_large(op):
         # each m block rereads B's panel: peeled where that makes fewer of them
         return whole if -(-dim.size // whole) < dim.size // block else None

@@ -50,6 +50,8 @@ def test_every_backend_offers_the_same_functions(isa):
                                    stream=True)
     for name in ("generate_brgemm", "generate_unary", "generate_binary"):
         assert inspect.signature(getattr(module, name)).parameters["dtype"].default == "float32"
+    assert list(inspect.signature(module.brgemm_vector_bits).parameters) == \
+        ["target", "m", "k", "dtype"]
     assert module.default_variant() in module.VARIANTS
     assert all(target.isa == isa for target in module.VARIANTS.values())
     assert module.flush_icache is None or callable(module.flush_icache)
@@ -138,3 +140,18 @@ def test_the_aarch64_backend_takes_its_variant_with_any_cores_facts():
                                                                                     4, 1)
     with pytest.raises(KernelParameterError, match="registers=16"):
         module.generate_brgemm(dataclasses.replace(neon, registers=16), 8, 6, 4, 1)
+
+
+@pytest.mark.parametrize("m, zen4_bits", [(48, 512), (125, 512), (40, 256), (100, 256),
+                                          (130, 256), (6, 512)])
+def test_a_brgemm_computes_in_narrower_vectors_only_where_its_core_runs_a_tail_so(m, zen4_bits):
+    """Zen 4 runs an M with a tail in AVX2 code (x86_64.blocking.unmasked_target); a core of
+    full-rate 512-bit vectors, the AVX2 variant and NEON compute in their own width."""
+    x86 = backend("x86_64")
+    zen4 = dataclasses.replace(x86.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
+    zen5 = dataclasses.replace(x86.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen5"])
+    assert x86.brgemm_vector_bits(zen4, m, 64, "float32") == zen4_bits
+    assert x86.brgemm_vector_bits(zen5, m, 64, "float32") == 512
+    assert x86.brgemm_vector_bits(x86.VARIANTS["avx2"], m, 64, "float32") == 256
+    neon = backend("aarch64").VARIANTS["neon"]
+    assert backend("aarch64").brgemm_vector_bits(neon, m, 64, "float32") == neon.vector_bits

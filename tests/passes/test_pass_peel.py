@@ -7,7 +7,7 @@ from math import prod
 import numpy as np
 import pytest
 
-from einjit.backends import x86_64
+from einjit.backends import backend, x86_64
 from einjit.backends.x86_64 import cpu
 from einjit.ir import TensorOperation
 from einjit.passes import fuse, optimize
@@ -16,6 +16,7 @@ from einjit.passes.peel import POOR_BLOCK_SHARE, peel
 from einjit.passes.split import max_sizes
 
 ZEN4 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
+AVX2 = dataclasses.replace(x86_64.VARIANTS["avx2"], micro=cpu.MICROARCHS["zen4"])
 
 
 def gemm(m, n, k, first="zero", last="none", dtype="float32", isa=ZEN4, ld_pad=0):
@@ -85,9 +86,10 @@ def test_k_chunks_peeled_compute_the_product_bit_for_bit():
     check_parts((256, 64, 305), 3, "float64")
 
 
-def check_parts(sizes, pad, dtype):
+def check_parts(sizes, pad, dtype, peeled=True):
     """The peeled parts of an m x n x k GEMM (leading dims padded by `pad`) against numpy, on
-    integer data (exact sums), the padding rows never written."""
+    integer data (exact sums), the padding rows never written. peeled: whether the host's
+    plan must have several parts (None: either)."""
     m, n, k = sizes
     rng = np.random.default_rng(sum(sizes))
     lda, ldb, ldc = m + pad, k + pad, m + pad
@@ -95,7 +97,7 @@ def check_parts(sizes, pad, dtype):
     b = rng.integers(-3, 4, ldb * n).astype(dtype)
     c = np.full(ldc * n, np.nan, dtype)
     op = gemm(m, n, k, dtype=dtype, isa=None, ld_pad=pad)
-    assert len(peel(op, 1)) > 1
+    assert peeled is None or len(peel(op, 1)) > 1
     run_parts(op, a, b, c)
     A = a.reshape(k, lda).T[:m]
     B = b.reshape(n, ldb).T[:k]
@@ -149,9 +151,37 @@ def test_rows_in_short_blocks_run_as_whole_blocks_and_a_rest():
     parts = peel(gemm(1000, 1000, 1000), 1)
     assert kernel_sizes(parts[0].op)["m"] == 128
     assert sorted({part.op.dims[2].size for part in parts}) == [104, 896]
-    # 130 rows: 2 blocks of 65, as many as 128 and a rest of 2 would take
-    parts = peel(gemm(130, 1000, 1000), 1)
+    # 130 rows where every kernel computes in the core's own vectors: 2 blocks of 65, as
+    # many as 128 and a rest of 2 would take
+    parts = peel(gemm(130, 1000, 1000, isa=AVX2), 1)
     assert all(part.op.dims[2].size == 130 for part in parts)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows", [130, 300, 700, 980, 1000, 3000])
+def test_rows_whose_blocks_take_narrower_code_run_as_whole_blocks_and_a_rest(rows, dtype):
+    # Zen 4 computes a block of rows with a tail in AVX2 code: in the nest it runs slower
+    # than whole AVX-512 vectors, so the rows run as blocks of 128 and a rest
+    x86 = backend("x86_64")
+    op = gemm(rows, 2000, 64, dtype=dtype)
+    block = kernel_sizes(op)["m"]
+    narrow = x86.brgemm_vector_bits(ZEN4, block, 64, dtype) < 512
+    parts = peel(op, 1)
+    assert sum(prod(d.size for d in part.op.dims) for part in parts) == rows * 2000 * 64
+    if not narrow:
+        assert len(parts) == 1
+        return
+    sizes = [part.op.dims[2].size for part in parts]
+    assert sizes == [rows // 128 * 128, rows % 128]
+    assert kernel_sizes(parts[0].op)["m"] == 128
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("sizes, pad", [((700, 300, 64), 3), ((130, 257, 100), 0),
+                                        ((1000, 96, 33), 5)])
+def test_peeled_rows_compute_the_product_bit_for_bit(sizes, pad, dtype):
+    # peeled on this host where its kernels take narrower code for split's blocks (Zen 4)
+    check_parts(sizes, pad, dtype, peeled=None)
 
 
 def test_k_chunks_below_half_of_kc_run_as_whole_chunks_and_a_rest():

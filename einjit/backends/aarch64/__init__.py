@@ -34,10 +34,16 @@ def missing_features(variant: str) -> tuple[str, ...]:
     return ()   # Advanced SIMD is part of every AArch64 application processor
 
 
+def brgemm_vector_bits(target, m: int, k: int, dtype: str) -> int:
+    """The vector width a BRGEMM kernel computes in: NEON's, whatever its M."""
+    return target.vector_bits
+
+
 # last: the loop nests import the generators above
 from einjit.backends.aarch64.loops import generate_loop_nest  # noqa: E402
 
 __all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_features",
+           "brgemm_vector_bits",
            "generate_brgemm", "generate_unary", "generate_binary", "generate_loop_nest",
            "emit_brgemm", "emit_unary", "emit_binary", "guard_entry", "flush_icache",
            "generate_worker_loop", "generate_run_tasks", "generate_spin"]

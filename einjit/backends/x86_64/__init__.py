@@ -8,10 +8,14 @@ The emit_* functions place the same code as a callable function into a caller's 
 
 from __future__ import annotations
 
+import numpy as np
+
 from einjit.backends import Target
 from einjit.backends.x86_64 import cpu
 from einjit.backends.x86_64.binary import emit_binary, generate_binary
+from einjit.backends.x86_64.blocking import unmasked_target
 from einjit.backends.x86_64.brgemm import emit_brgemm, generate_brgemm
+from einjit.backends.x86_64.complex_brgemm import complex_target
 from einjit.backends.x86_64.dispatch import (
     generate_run_tasks,
     generate_spin,
@@ -20,6 +24,7 @@ from einjit.backends.x86_64.dispatch import (
 from einjit.backends.x86_64.entry import guard_entry
 from einjit.backends.x86_64.loops import generate_loop_nest
 from einjit.backends.x86_64.unary import emit_unary, generate_unary
+from einjit.ops import COMPLEX_DTYPES
 
 # the host core's facts (or EINJIT_X86_MICROARCH's) choose block shapes; a Target built with
 # dataclasses.replace(VARIANTS[v], micro=cpu.MICROARCHS[name]) generates for another core
@@ -47,7 +52,17 @@ def missing_features(variant: str) -> tuple[str, ...]:
     return tuple(name for name in cpu.VARIANTS[variant] if name not in cpu.features())
 
 
+def brgemm_vector_bits(target: Target, m: int, k: int, dtype: str) -> int:
+    """The vector width a BRGEMM kernel of M rows and K steps computes in: the target's, or
+    AVX2's where a tail of M takes that code (Zen 4: blocking.unmasked_target,
+    complex_brgemm.complex_target)."""
+    if dtype in COMPLEX_DTYPES:
+        return complex_target(target, m, dtype).vector_bits
+    return unmasked_target(target, m, np.dtype(dtype).itemsize, k).vector_bits
+
+
 __all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_features",
+           "brgemm_vector_bits",
            "emit_brgemm", "emit_unary", "emit_binary", "generate_brgemm", "generate_unary",
            "generate_binary",
            "generate_loop_nest", "guard_entry", "flush_icache", "generate_worker_loop",
