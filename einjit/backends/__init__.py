@@ -7,6 +7,8 @@ Every backend module offers the same functions with the same signatures:
     generate_binary(target, op, m, n, dtype) -> bytes
     generate_loop_nest(target, plan) -> bytes        (a NestPlan, einjit.backends.nest_plan)
     guard_entry(target, code) -> bytes               (code behind a stub keeping the FP flags)
+    object_entry(target, field) -> bytes             (a line of code before the guard: takes
+                                     objects whose data pointer lies `field` bytes in)
     default_variant() -> str                         (the host's best variant, or the widest)
     missing_features(variant) -> tuple[str, ...]     (what this host lacks to run it)
     brgemm_vector_bits(target, m, k, dtype) -> int

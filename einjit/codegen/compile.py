@@ -25,6 +25,7 @@ from ..disasm import disassemble
 from ..errors import IsaMismatchError
 from ..log import nest_generated
 from ..ops import multiply_add_flops
+from ..runtime.arrays import DATA_FIELD
 from ..runtime.threads import check_threads, split_range, stack_suffices
 from .loop_nest import plan_nest
 from .workers import CALL_WORD, NestShares
@@ -96,16 +97,25 @@ class CompiledOperation:
         self.stack_bytes = packed + NEST_STACK_MARGIN_BYTES if packed else 0
         self._not_runnable = why_not_runnable(self.target)
         self._block = None
+        self._entry = None
         self.function = None
+        # nest(id(in0), id(in1), id(out), begin, end) on numpy arrays, None where not offered
+        self.on_arrays = None
         self._nest_shares: NestShares | None = None
         # runnable here on any calling thread alone: nest(in0, in1, out, 0, single)
         self.single = None
         if self._not_runnable is None:
             # the nest behind the entry guard (the caller's FP exception flags survive a run);
             # shares pages with other placed code
-            self._block = place_code(self.target, module.guard_entry(self.target, self.code))
-            self.function = _ENTRY(self._block.address)
-            self._nest_shares = NestShares(self.target, self._block.address, self.function,
+            # before it, where numpy's array struct was probed, an entry that takes the
+            # arrays themselves and reads their data pointers (a Python call saved for each)
+            prefix = b"" if DATA_FIELD is None else module.object_entry(self.target, DATA_FIELD)
+            self._block = place_code(self.target, prefix + module.guard_entry(self.target,
+                                                                               self.code))
+            self._entry = self._block.address + len(prefix)
+            self.function = _ENTRY(self._entry)
+            self.on_arrays = _ENTRY(self._block.address) if prefix else None
+            self._nest_shares = NestShares(self.target, self._entry, self.function,
                                            self._shares)
             self.single = total if len(self._shares) == 1 and not self.stack_bytes else None
 
@@ -117,7 +127,7 @@ class CompiledOperation:
     @property
     def address(self) -> int | None:
         """The entry: the guard, which calls `code` (the nest as generated) behind it."""
-        return None if self._block is None else self._block.address
+        return self._entry
 
     def run(self, in0: int, in1: int, out: int) -> None:
         """Execute on validated operand addresses (no checks here: TensorOperation.execute

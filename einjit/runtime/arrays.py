@@ -158,7 +158,8 @@ def _data_field_offset() -> int | None:
 
 
 _read_word = ctypes.c_size_t.from_address
-_DATA_FIELD = _data_field_offset()
+#: an ndarray's data pointer lies this many bytes into the object (None: not probed so)
+DATA_FIELD = _data_field_offset()
 
 
 def data_address(array: np.ndarray) -> int:
@@ -166,6 +167,6 @@ def data_address(array: np.ndarray) -> int:
     alike), read from the array's struct, a fraction of the cost of asking numpy; numpy's
     own report where the struct's layout is not the one probed at import. The caller
     guarantees `array` is an ndarray (another object's memory would be read)."""
-    if _DATA_FIELD is None:
+    if DATA_FIELD is None:
         return _address_from_numpy(array)
-    return _read_word(id(array) + _DATA_FIELD).value
+    return _read_word(id(array) + DATA_FIELD).value

@@ -131,4 +131,4 @@ def test_data_address_reads_the_array_struct_on_cpython():
     """The probes at import found the layout: data_address does not fall back to numpy."""
     if platform.python_implementation() != "CPython":
         pytest.skip("the struct is read on CPython only")
-    assert arrays._DATA_FIELD == object.__basicsize__
+    assert arrays.DATA_FIELD == object.__basicsize__

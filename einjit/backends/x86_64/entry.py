@@ -23,8 +23,9 @@ entry takes) so the body finds them where a direct call would have put them.
 
 from __future__ import annotations
 
+from einjit.backends import LINE_BYTES
 from einjit.backends.x86_64 import encode as e
-from einjit.backends.x86_64.encode import RAX, RSP, Mem
+from einjit.backends.x86_64.encode import RAX, RDI, RDX, RSI, RSP, Mem
 
 BODY_OFFSET = 64    # a cache line: the body keeps the alignment of offset 0 (blocks are 64-aligned)
 STACK_ARGUMENTS = 2
@@ -49,3 +50,19 @@ def guard_entry(target, code: bytes) -> bytes:
     """`code` (a function assembled at offset 0) behind the MXCSR-keeping stub: the bytes to
     map and call, entry at offset 0, the body at BODY_OFFSET."""
     return _STUB + bytes(code)
+
+
+def object_entry(target, field: int) -> bytes:
+    """A cache line of code to place before guard_entry's: an entry for callers that pass
+    the objects holding the pointers instead (numpy arrays, whose data pointer lies `field`
+    bytes in: einjit.runtime.arrays). It replaces rdi, rsi and rdx by the word `field` bytes
+    into each and jumps to the guard behind it.
+
+        mov rdi, [rdi+field]
+        mov rsi, [rsi+field]
+        mov rdx, [rdx+field]
+        jmp guard                   LINE_BYTES on: the guard keeps its alignment
+    """
+    code = b"".join(e.mov_rm(register, Mem(register, disp=field)) for register in (RDI, RSI, RDX))
+    code += e.jmp(LINE_BYTES - len(code) - 5)
+    return code + e.nop(LINE_BYTES - len(code))      # never executed
