@@ -4,8 +4,11 @@ compile_operation plans the nest for the op's target (loop_nest.plan_nest), asks
 backend for its code (generate_loop_nest: the nest and its kernels in one buffer), puts it
 behind the backend's entry guard (guard_entry: the caller's FP exception flags survive), maps
 it executable (backends.place_code) and wraps the entry nest(in0, in1, out, begin, end) in
-a ctypes function. The flattened shared iterations are split into one contiguous share per
-thread (runtime.threads.split_range), whose task records for the native workers
+a ctypes function; where runtime.arrays probed numpy's array struct, a second entry a line
+before the guard (object_entry) takes the arrays' ids instead and reads their data pointers
+itself (on_arrays, which the frontend's one-step plans call). The flattened shared
+iterations are split into one contiguous share per thread (runtime.threads.split_range),
+whose task records for the native workers
 (codegen.workers.NestShares) are built with the operation; run() hands all shares but its
 own to the workers in one native call: one call of the nest per thread per operation.
 Operations too small to gain from threads run on the calling thread; a nest that copies A or
