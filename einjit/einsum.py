@@ -23,7 +23,8 @@ operands are the tree's leaves, left to right, its result has the root's dims.
 Call cost: a plan is checked and compiled once; a call whose operands have the shapes, strides
 and dtype the plan was made for (checked in a few comparisons per operand) runs each step's
 JIT'd code on the operands' addresses (Plan.run_addresses): a plan of one step is one call
-of its nest."""
+of its nest. A plain call of a one-step expression (no out=) makes one native call that does
+the checks itself (Plan.array_call) and falls back to the Python checks where one fails."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from einjit.backends import backend
+from einjit.backends.array_call import ArrayLayout
+from einjit.frontend import plan as plan_module
 from einjit.frontend.errors import EinsumTypeError, EinsumValueError
 from einjit.frontend.lower import PRIMITIVES
 from einjit.frontend.numpy_rules import (
@@ -526,6 +529,7 @@ class ContractExpression:
         self._c_strides = strides
         self._variants = PlanCache(32)
         self._fast = None
+        self._array_call = None
         if self.empty:
             resolved = _resolved(self.subscripts, self.shapes)     # checks the subscripts
             self._prepared = None
@@ -542,6 +546,10 @@ class ContractExpression:
             self._fast_bytes = tuple(math.prod(shape) * item for shape in self.shapes)
             self._fast_out = (self._shape, tuple(item * x for x in _dense(self._shape, "C")),
                               math.prod(self._shape) * item)
+            # the same checks and the step in one native call (a one-step plan's)
+            self._array_call = self._prepared.plan.array_call(
+                [ArrayLayout(id(np.ndarray), id(self._kind), shape, strides)
+                 for shape, strides in self._fast])
 
     def _plan(self, strides: tuple, out_strides: tuple | None, dtype: np.dtype) -> _Prepared:
         if self._source is not None:
@@ -570,6 +578,13 @@ class ContractExpression:
         return None if self._prepared is None else self._prepared.slicing
 
     def __call__(self, *arrays: Any, out: np.ndarray | None = None) -> Any:
+        call = self._array_call
+        if call is not None and out is None and len(arrays) == len(self.shapes) and \
+                plan_module.EXECUTOR is None:
+            prepared = self._prepared
+            result = prepared.empty(prepared.shape, self._kind)
+            if not call(id(arrays[0]), id(arrays[-1]), id(result)):
+                return result if result.ndim else result[()]
         fast = self._fast
         if fast is not None and len(arrays) == len(fast):
             kind = self._kind

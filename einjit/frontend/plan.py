@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from einjit.backends.array_call import ArrayLayout
 from einjit.frontend.concurrency import concurrent_groups
 from einjit.frontend.long_sums import (
     CHUNK,
@@ -202,6 +203,7 @@ class Plan:
         # (compile)
         self._direct: Callable | None = None
         self._direct_addresses: Callable | None = None
+        self._one: tuple | None = None      # (compiled step, in0, in1) as _one_step takes them
         if compile:
             self.finish()
 
@@ -294,13 +296,25 @@ class Plan:
             frees = tuple(index for entry, _, _ in members for index in entry[6])
             program.append((_Group(pool, members), _GROUP, 0, 0, 0, None, frees))
         self._program = (tuple(program), tuple(tail))
-        self._direct = self._direct_addresses = None
+        self._direct = self._direct_addresses = self._one = None
         if len(self.steps) == 1 and not self.buffer_sizes and not any(self.steps[0].offsets):
             # one step from the leaves into the result: no slots, no buffers
             _, in0, in1, _, _, _, _ = program[0]
-            self._direct, self._direct_addresses = _one_step(
-                compiled, *((index, 0) if index < leaves else (None, tail[index - leaves - 1])
-                            for index in (in0, in1)))
+            self._one = (compiled, *((index, 0) if index < leaves else
+                                     (None, tail[index - leaves - 1]) for index in (in0, in1)))
+            self._direct, self._direct_addresses = _one_step(*self._one)
+
+    def array_call(self, layouts: Sequence[ArrayLayout]) -> Callable[[int, int, int], int] | None:
+        """For a one-step plan of at most two leaves that runs on the calling thread: a native
+        f(id(leaf 0), id(leaf 1) or 0, id(out)) that checks each leaf is an ndarray of its
+        layout in `layouts` (what the caller would check), runs the step into out's data and
+        returns 0, or returns 1 having run nothing (codegen.compile_array_call). out: an ndarray
+        with the plan's out strides, unchecked. None where not offered."""
+        if self._one is None or len(layouts) > 2 or len(layouts) != self.num_leaves:
+            return None
+        from einjit.codegen.compile import compile_array_call
+        compiled, in0, in1 = self._one
+        return compile_array_call(compiled, (*layouts, None)[:2], (in0, in1))
 
     @property
     def compiled(self) -> bool:

@@ -437,6 +437,10 @@ class SlicedPlan:
         self.shown = (layouts.result or layouts.dense)[layouts.keys[0]]
         self._slices = self._prepared_slices()
 
+    def array_call(self, layouts) -> None:
+        """None: slices run several plans (Plan.array_call is a one-step plan's)."""
+        return None
+
     def _prepared_slices(self) -> list[tuple]:
         """Per slice: (operand indices, output index, shape key, first of its result part,
         the accumulator's shape and byte strides): made with the plan, not on each call."""

@@ -26,7 +26,9 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import sys
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -142,7 +144,6 @@ def _data_field_offset() -> int | None:
     array struct is the object header, then that pointer, and CPython's id() is the
     object's address. None where probes of every kind (offset, read-only, strided, F-ordered,
     broadcast, 0-d) disagree with numpy's own report: another interpreter or layout."""
-    import sys
     if sys.implementation.name != "cpython":
         return None
     offset = object.__basicsize__
@@ -160,6 +161,52 @@ def _data_field_offset() -> int | None:
 _read_word = ctypes.c_size_t.from_address
 #: an ndarray's data pointer lies this many bytes into the object (None: not probed so)
 DATA_FIELD = _data_field_offset()
+
+
+@dataclass(frozen=True)
+class ArrayFields:
+    """Where an ndarray keeps what a generated check reads, in bytes from the object's
+    address: its type (the object header's last word), data pointer, ndim (a C int, the low
+    half of an 8-byte word), the pointers to its shape and strides (ndim words each), and its
+    dtype (the descr object)."""
+    type: int
+    data: int
+    nd: int
+    dims: int
+    strides: int
+    descr: int
+
+
+def _array_fields() -> ArrayFields | None:
+    """numpy's array struct as it lays the fields out (PyArrayObject_fields: data, nd,
+    dimensions, strides, base, descr, one word apart from DATA_FIELD on), checked on probes
+    of every kind; None where a probe disagrees or DATA_FIELD was not probed."""
+    if DATA_FIELD is None or ctypes.sizeof(ctypes.c_void_p) != 8 or \
+            ctypes.sizeof(ctypes.c_int) != 4 or sys.byteorder != "little":
+        return None
+    fields = ArrayFields(type=DATA_FIELD - 8, data=DATA_FIELD, nd=DATA_FIELD + 8,
+                         dims=DATA_FIELD + 16, strides=DATA_FIELD + 24, descr=DATA_FIELD + 40)
+    base = np.arange(24.0).reshape(4, 6)
+    probes = (base, base[1:, 2:], base[:, ::2], np.asfortranarray(base),
+              np.broadcast_to(base[0], (3, 6)), np.array(2.0, np.float32),
+              np.empty((2, 0, 3), np.int8), np.ones((1, 2, 3, 4, 5), np.complex64))
+
+    def words(address: int, count: int) -> tuple[int, ...]:
+        return tuple((ctypes.c_int64 * count).from_address(address)) if count else ()
+    for probe in probes:
+        at = id(probe)
+        nd = probe.ndim
+        if (_read_word(at + fields.type).value != id(type(probe))
+                or _read_word(at + fields.descr).value != id(probe.dtype)
+                or ctypes.c_int.from_address(at + fields.nd).value != nd
+                or words(_read_word(at + fields.dims).value, nd) != probe.shape
+                or words(_read_word(at + fields.strides).value, nd) != probe.strides):
+            return None
+    return fields
+
+
+#: where an ndarray keeps its type, data, ndim, shape, strides and dtype (None: not probed so)
+ARRAY_FIELDS = _array_fields()
 
 
 def data_address(array: np.ndarray) -> int:

@@ -53,6 +53,7 @@ def test_every_backend_offers_the_same_functions(isa):
     assert list(inspect.signature(module.brgemm_vector_bits).parameters) == \
         ["target", "m", "k", "dtype"]
     assert list(inspect.signature(module.object_entry).parameters) == ["target", "field"]
+    assert list(inspect.signature(module.array_call).parameters) == ["target", "call"]
     assert module.default_variant() in module.VARIANTS
     assert all(target.isa == isa for target in module.VARIANTS.values())
     assert module.flush_icache is None or callable(module.flush_icache)

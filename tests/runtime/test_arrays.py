@@ -132,3 +132,18 @@ def test_data_address_reads_the_array_struct_on_cpython():
     if platform.python_implementation() != "CPython":
         pytest.skip("the struct is read on CPython only")
     assert arrays.DATA_FIELD == object.__basicsize__
+
+
+def test_the_array_fields_are_numpys_on_cpython(monkeypatch):
+    """The probes at import found numpy's struct one word apart from the data pointer on, and
+    a layout the probes contradict is refused."""
+    if platform.python_implementation() != "CPython":
+        pytest.skip("the struct is read on CPython only")
+    base = object.__basicsize__
+    assert arrays.ARRAY_FIELDS == arrays.ArrayFields(type=base - 8, data=base, nd=base + 8,
+                                                     dims=base + 16, strides=base + 24,
+                                                     descr=base + 40)
+    monkeypatch.setattr(arrays, "DATA_FIELD", base + 8)
+    assert arrays._array_fields() is None
+    monkeypatch.setattr(arrays, "DATA_FIELD", None)
+    assert arrays._array_fields() is None

@@ -61,3 +61,61 @@ def object_entry(target, field: int) -> bytes:
     words.append(e.b(LINE_BYTES - 4 * len(words)))
     words += [e.nop()] * (LINE_BYTES // 4 - len(words))      # never executed
     return b"".join(word.to_bytes(4, "little") for word in words)
+
+
+ARRAY_CALL_ENTRY = 16          # the entry, past the failure's return (mov x0, #1; ret)
+
+
+def array_call(target, call) -> tuple[bytes, int]:
+    """The checked array call (einjit.backends.array_call) as code, and its entry's offset.
+    Arguments x0, x1 (the operands' objects, or 0 where unused), x2 (the result's). Offset 0
+    holds `mov x0, #1; ret`; each check branches back there where it fails:
+
+        ldr x9, [x0, #type]; mov x10, type; cmp x9, x10; b.ne fail     and descr alike
+        ldr x9, [x0, #nd]; lsl x9, x9, #32; mov x10, nd << 32; cmp...  ndim, a C int
+        ldr x11, [x0, #dims]; ldr x9, [x11, #8i]; mov x10, size_i; cmp  each dim, each stride
+        ...                                                            x1 alike
+        ldr x12, [x0, #data]; ldr x13, [x1, #data]; ldr x2, [x2, #data]
+        mov x0, x12 (or a fixed address); mov x1, x13 (or one)
+        mov x3, #0; mov x4, count
+        stp x29, x30, [sp, #-16]!; mov x29, sp
+        mov x16, nest; blr x16
+        ldp x29, x30, [sp], #16
+        mov x0, #0; ret
+    """
+    fields = call.fields
+    words = [e.movz(0, 1), e.ret()]
+    words += [e.nop()] * (ARRAY_CALL_ENTRY // 4 - len(words))
+
+    def expect(value: int) -> list[int]:
+        """x9 == value, else to the failure's return."""
+        code = e.mov_imm(10, value) + [e.cmp_reg(9, 10)]
+        return code + [e.b_cond("ne", -4 * (len(words) + len(code)))]
+
+    for register, layout in zip((0, 1), call.arguments):
+        if layout is None:
+            continue
+        for offset, value in ((fields.type, layout.type), (fields.descr, layout.descr)):
+            words.append(e.ldr_x(9, register, offset))
+            words += expect(value)
+        words += [e.ldr_x(9, register, fields.nd), e.lsl_imm(9, 9, 32)]
+        words += expect(len(layout.shape) << 32)
+        for offset, values in ((fields.dims, layout.shape), (fields.strides, layout.strides)):
+            if values:
+                words.append(e.ldr_x(11, register, offset))
+            for index, value in enumerate(values):
+                words.append(e.ldr_x(9, 11, 8 * index))
+                words += expect(value)
+    data = (12, 13)
+    for register, layout, loaded in zip((0, 1), call.arguments, data):
+        if layout is not None:
+            words.append(e.ldr_x(loaded, register, fields.data))
+    words.append(e.ldr_x(2, 2, fields.data))
+    for register, (argument, fixed) in zip((0, 1), call.operands):
+        words += e.mov_imm(register, fixed) if argument is None else \
+            [e.mov_reg(register, data[argument])]
+    words += [e.movz(3, 0)] + e.mov_imm(4, call.count)
+    words += [e.stp_x(29, e.LR, e.SP, -16, "pre"), e.mov_sp(29, e.SP)]
+    words += e.mov_imm(16, call.nest) + [e.blr(16)]
+    words += [e.ldp_x(29, e.LR, e.SP, 16, "post"), e.movz(0, 0), e.ret()]
+    return b"".join(word.to_bytes(4, "little") for word in words), ARRAY_CALL_ENTRY

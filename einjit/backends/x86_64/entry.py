@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from einjit.backends import LINE_BYTES
 from einjit.backends.x86_64 import encode as e
-from einjit.backends.x86_64.encode import RAX, RDI, RDX, RSI, RSP, Mem
+from einjit.backends.x86_64.encode import R8, R9, R10, R11, RAX, RCX, RDI, RDX, RSI, RSP, Mem
 
 BODY_OFFSET = 64    # a cache line: the body keeps the alignment of offset 0 (blocks are 64-aligned)
 STACK_ARGUMENTS = 2
@@ -66,3 +66,64 @@ def object_entry(target, field: int) -> bytes:
     code = b"".join(e.mov_rm(register, Mem(register, disp=field)) for register in (RDI, RSI, RDX))
     code += e.jmp(LINE_BYTES - len(code) - 5)
     return code + e.nop(LINE_BYTES - len(code))      # never executed
+
+
+_FAIL = e.mov_ri(RAX, 1) + e.ret()      # where an argument differs: return 1, nothing done
+ARRAY_CALL_ENTRY = 16                   # the entry, past the failure's return
+
+
+def _expect(register: int, value: int, scratch: int) -> bytes:
+    """register == value (an immediate where it fits a sign-extended 32 bits)."""
+    if -(1 << 31) <= value < (1 << 31):
+        return e.cmp_ri(register, value)
+    return e.mov_ri(scratch, value) + e.cmp_rr(register, scratch)
+
+
+def array_call(target, call) -> tuple[bytes, int]:
+    """The checked array call (einjit.backends.array_call) as code, and its entry's offset.
+    Arguments rdi, rsi (the operands' objects, or 0 where unused), rdx (the result's).
+    Offset 0 holds `mov eax, 1; ret`; each check jumps back there where it fails:
+
+        mov rax, [rdi+type]; mov r11, type; cmp rax, r11; jne fail      and descr alike
+        mov rax, [rdi+nd]; shl rax, 32; cmp rax, (nd << 32)             ndim, a C int
+        mov r10, [rdi+dims]; mov rax, [r10+8i]; cmp rax, size_i; jne    each dim, each stride
+        ...                                                             rsi alike
+        mov r9, [rdi+data]; mov r10, [rsi+data]; mov rdx, [rdx+data]
+        mov rdi, r9 (or a fixed address); mov rsi, r10 (or one)
+        xor ecx, ecx; mov r8, count
+        sub rsp, 8; mov rax, nest; call rax; add rsp, 8                 rsp 16-aligned at the call
+        xor eax, eax; ret
+    """
+    fields = call.fields
+    code = _FAIL + e.nop(ARRAY_CALL_ENTRY - len(_FAIL))
+
+    def fail_if_not_equal() -> bytes:
+        return e.jcc("ne", -(len(code) + 6))
+
+    for register, layout in zip((RDI, RSI), call.arguments):
+        if layout is None:
+            continue
+        for offset, value in ((fields.type, layout.type), (fields.descr, layout.descr)):
+            code += e.mov_rm(RAX, Mem(register, disp=offset)) + _expect(RAX, value, R11)
+            code += fail_if_not_equal()
+        code += e.mov_rm(RAX, Mem(register, disp=fields.nd)) + e.shl_ri(RAX, 32)
+        code += _expect(RAX, len(layout.shape) << 32, R11)
+        code += fail_if_not_equal()
+        for offset, values in ((fields.dims, layout.shape), (fields.strides, layout.strides)):
+            if values:
+                code += e.mov_rm(R10, Mem(register, disp=offset))
+            for index, value in enumerate(values):
+                code += e.mov_rm(RAX, Mem(R10, disp=8 * index)) + _expect(RAX, value, R11)
+                code += fail_if_not_equal()
+    data = (R9, R10)
+    for register, layout, loaded in zip((RDI, RSI), call.arguments, data):
+        if layout is not None:
+            code += e.mov_rm(loaded, Mem(register, disp=fields.data))
+    code += e.mov_rm(RDX, Mem(RDX, disp=fields.data))
+    for register, (argument, fixed) in zip((RDI, RSI), call.operands):
+        code += e.mov_ri(register, fixed) if argument is None else \
+            e.mov_rr(register, data[argument])
+    code += e.xor_rr(RCX, RCX) + e.mov_ri(R8, call.count)
+    code += e.sub_ri(RSP, 8) + e.mov_ri(RAX, call.nest) + e.call_r(RAX) + e.add_ri(RSP, 8)
+    code += e.xor_rr(RAX, RAX) + e.ret()
+    return code, ARRAY_CALL_ENTRY

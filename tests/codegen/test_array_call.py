@@ -1,0 +1,145 @@
+"""The checked array call (einjit.backends.array_call): one native function checks that each
+operand is an ndarray of the type, dtype, ndim, shape and strides the plan was made for,
+runs a one-step plan's nest on the arrays' data and returns 0; where an operand differs in
+any of them it returns 1 and writes nothing. ContractExpression's plain calls make it. Runs
+on the host and in the aarch64 lane."""
+
+import numpy as np
+import pytest
+
+import einjit
+from einjit.backends import ISAS, backend, resolve_target
+from einjit.backends.array_call import ArrayCall, ArrayLayout
+from einjit.disasm import disassemble
+from einjit.frontend import plan as plan_module
+from einjit.runtime.arrays import ARRAY_FIELDS, ArrayFields
+from einjit.runtime.host import host_isa
+
+FIELDS = ArrayFields(type=8, data=16, nd=24, dims=32, strides=40, descr=56)
+
+
+def _layout(shape, strides):
+    return ArrayLayout(id(np.ndarray), 0x7F00_0000_1234, shape, strides)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("arguments", [
+    (_layout((3, 5), (20, 4)), None),
+    (_layout((3, 5), (20, 4)), _layout((5, 7, 2), (56, 8, 4))),
+    (_layout((), ()), _layout((9,), (-4,))),
+])
+def test_every_field_is_compared_and_every_failure_returns_1(isa, arguments):
+    call = ArrayCall(FIELDS, arguments, ((1 if arguments[1] else None, 0x1000), (0, 0)),
+                     0x7FFF_1234_5678, 7)
+    code, entry = backend(isa).array_call(resolve_target(isa), call)
+    lines = [line.split(None, 2)[2] for line in disassemble(code, isa).splitlines()]
+    first = ["mov eax, 1", "ret"] if isa == "x86_64" else ["mov x0, #1", "ret"]
+    assert lines[:2] == first and entry == 16
+    branches = [line for line in lines if line.startswith(("jne", "b.ne"))]
+    # type, dtype and ndim, then each size and each stride, of each argument given
+    assert len(branches) == sum(3 + 2 * len(layout.shape) for layout in arguments if layout)
+    assert set(branches) == ({"jne 0"} if isa == "x86_64" else {"b.ne #0"})
+    assert lines[-1] == "ret"
+    assert sum(line.startswith(("call", "blr")) for line in lines) == 1
+
+
+needs_host_code = pytest.mark.skipif(host_isa() is None or ARRAY_FIELDS is None,
+                                     reason="runs generated code on numpy's probed arrays")
+
+EXPRESSIONS = [("ij,jk->ik", [(37, 19), (19, 5)]), ("ij,jk->ik", [(64, 64), (64, 64)]),
+               ("ij,jk->ik", [(1, 16), (16, 13)]), ("bij,bjk->bik", [(3, 7, 5), (3, 5, 6)]),
+               ("i,i->", [(33,), (33,)]), ("ij,j->i", [(17, 40), (40,)])]
+
+
+def _operands(shapes, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+
+
+@needs_host_code
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("equation, shapes", EXPRESSIONS)
+def test_the_plans_arrays_run_the_step_as_the_pointer_path_does(dtype, equation, shapes):
+    expr = einjit.contract_expression(equation, *shapes, dtype=dtype)
+    call = expr._array_call
+    assert call is not None
+    operands = _operands(shapes, dtype)
+    by_call, by_pointers = (np.full(expr.shape, np.nan, dtype) for _ in range(2))
+    assert call(id(operands[0]), id(operands[-1]), id(by_call)) == 0
+    expr._prepared.plan.run(operands, by_pointers)
+    np.testing.assert_array_equal(by_call, by_pointers)
+    expected = np.einsum(equation, *[o.astype(np.float64) for o in operands])
+    np.testing.assert_allclose(by_call, expected, rtol=1e-4, atol=1e-4)
+
+
+def _differing(a):
+    """Arrays and objects that are not `a` as the plan takes it, each named."""
+    class Sub(np.ndarray):
+        pass
+    big = np.zeros((a.shape[0], 2 * a.shape[1]), a.dtype)
+    return {
+        "transposed copy, F order": np.asfortranarray(a),
+        "every other column": big[:, ::2],
+        "another shape, same size": a.reshape(a.shape[::-1]).copy(),
+        "one dim": a.ravel(),
+        "three dims": a[None],
+        "float64": a.astype(np.float64),
+        "byte-swapped": a.astype(a.dtype.newbyteorder()),
+        "a subclass": a.view(Sub),
+        "a list": a.tolist(),
+        "an int": 5,
+        "None": None,
+    }
+
+
+@needs_host_code
+@pytest.mark.parametrize("position", [0, 1])
+@pytest.mark.parametrize("kind", list(_differing(np.zeros((4, 6), np.float32))))
+def test_an_operand_that_differs_makes_it_return_1_with_nothing_written(position, kind):
+    shapes = [(6, 10), (10, 6)]
+    expr = einjit.contract_expression("ij,jk->ik", *shapes)
+    operands = _operands(shapes, "float32")
+    operands[position] = _differing(operands[position])[kind]
+    out = np.full((6, 6), np.nan, np.float32)
+    assert expr._array_call(id(operands[0]), id(operands[1]), id(out)) == 1
+    assert np.isnan(out).all()
+
+
+@needs_host_code
+@pytest.mark.parametrize("equation", ["ij->ji", "ij->i", "ij->"])
+def test_one_operand_reads_no_second_argument(equation):
+    a = _operands([(13, 21)], "float32")[0]
+    expr = einjit.contract_expression(equation, a.shape)
+    out = np.full(expr.shape, np.nan, np.float32)
+    assert expr._array_call(id(a), 0, id(out)) == 0
+    np.testing.assert_allclose(out, np.einsum(equation, a), rtol=1e-5, atol=1e-5)
+    assert expr._array_call(id(a.T), 0, id(out)) == 1
+
+
+@needs_host_code
+def test_plain_calls_take_it_and_calls_it_refuses_take_the_checked_path(monkeypatch):
+    a, b = _operands([(24, 9), (9, 11)], "float32")
+    expr = einjit.contract_expression("ij,jk->ik", a.shape, b.shape)
+    native, returned = expr._array_call, []
+
+    def recorded(*ids):
+        returned.append(native(*ids))
+        return returned[-1]
+    monkeypatch.setattr(expr, "_array_call", recorded)
+    for x, y in [(a, b), (np.asfortranarray(a), b), (a, b.astype(np.float64))]:
+        np.testing.assert_allclose(expr(x, y), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    assert returned == [0, 1, 1]
+    out = np.empty((24, 11), np.float32)
+    assert expr(a, b, out=out) is out and len(returned) == 3       # out= checks in Python
+    with pytest.raises(einjit.EinsumValueError, match="takes 2 operands"):
+        expr(a)
+    assert len(returned) == 3
+
+
+@needs_host_code
+def test_no_array_call_where_the_step_runs_in_shares_or_the_plan_has_more(monkeypatch):
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "2")
+    assert einjit.contract_expression("ij,jk->ik", (512, 512), (512, 512))._array_call is None
+    assert einjit.contract_expression("ij,jk,kl->il", (8, 9), (9, 10), (10, 3)) \
+        ._array_call is None
+    assert plan_module.EXECUTOR is None
