@@ -550,6 +550,8 @@ class ContractExpression:
             self._array_call = self._prepared.plan.array_call(
                 [ArrayLayout(id(np.ndarray), id(self._kind), shape, strides)
                  for shape, strides in self._fast])
+            self._arity = len(self.shapes)
+            self._result_of_call = (self._prepared.empty, self._prepared.shape, self._kind)
 
     def _plan(self, strides: tuple, out_strides: tuple | None, dtype: np.dtype) -> _Prepared:
         if self._source is not None:
@@ -579,12 +581,12 @@ class ContractExpression:
 
     def __call__(self, *arrays: Any, out: np.ndarray | None = None) -> Any:
         call = self._array_call
-        if call is not None and out is None and len(arrays) == len(self.shapes) and \
+        if call is not None and out is None and len(arrays) == self._arity and \
                 plan_module.EXECUTOR is None:
-            prepared = self._prepared
-            result = prepared.empty(prepared.shape, self._kind)
+            empty, shape, kind = self._result_of_call
+            result = empty(shape, kind)
             if not call(id(arrays[0]), id(arrays[-1]), id(result)):
-                return result if result.ndim else result[()]
+                return result if shape else result[()]
         fast = self._fast
         if fast is not None and len(arrays) == len(fast):
             kind = self._kind
