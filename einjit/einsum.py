@@ -101,6 +101,7 @@ _EINJITS_CHOICE = _NotGiven("einjit's choice of path")
 _SAFE = _NotGiven("'safe'")
 _PLAIN_OPTIMIZE = (bool, str, _NotGiven)   # optimize= values the fast path takes as keys
 _LAYOUT = operator.attrgetter("shape", "strides")   # an operand's part of a plan's key
+_NOT_MADE = object()                                # a prepared plan's array call, not yet made
 
 
 @functools.lru_cache(maxsize=512)
@@ -235,6 +236,14 @@ class _Prepared:
         # small ones skip aligned_empty's checks (on the call path of every tiny einsum)
         large = self.size * self.dtype.itemsize >= ALIGN_FROM_BYTES
         self.empty = aligned_empty if large else np.empty
+        self._array_call = _NOT_MADE
+
+    def array_call(self, layouts: Sequence[ArrayLayout]) -> Any:
+        """The plan's checked array call (Plan.array_call) for operands of `layouts` (the
+        ones this plan was made for), made on first use; None where the plan offers none."""
+        if self._array_call is _NOT_MADE:
+            self._array_call = self.plan.array_call(layouts)
+        return self._array_call
 
     def allocate(self, order: str) -> np.ndarray:
         """A new result array laid out as this plan writes it (order: the caller's C/F/K)."""
@@ -381,19 +390,33 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     if out is None and dtype is None and order == "K" and casting is _SAFE \
             and memory_limit is None and len(operands) > 1 and type(operands[0]) is str \
             and type(optimize) in _PLAIN_OPTIMIZE and type(operands[1]) is np.ndarray:
+        # the plan these subscripts ran last, where its array call finds the operands its own
+        signature = (operands[0], path, len(operands), threads_setting())
+        shortcut = _PLANS.shortcut(signature)
+        if shortcut is not None and plan_module.EXECUTOR is None:
+            call, allocate, key = shortcut
+            result = allocate("K")
+            if not call(id(operands[1]), id(operands[-1]), id(result)):
+                _PLANS.hit(key)
+                return result if result.ndim else result[()]
         arrays = operands[1:]
         kind = arrays[0].dtype
         for a in arrays:
             if type(a) is not np.ndarray or a.dtype is not kind:
                 break
         else:
-            entry = _PLANS.get((operands[0], tuple(map(_LAYOUT, arrays)), path, "K", _HOST,
-                                kind, threads_setting())) \
-                if kind in _NATIVE else None
+            key = (operands[0], tuple(map(_LAYOUT, arrays)), path, "K", _HOST, kind,
+                   threads_setting())
+            entry = _PLANS.get(key) if kind in _NATIVE else None
             if entry is not None:
                 prepared, copies = entry
                 if copies:
                     arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
+                elif len(arrays) <= 2:
+                    call = prepared.array_call([ArrayLayout(id(np.ndarray), id(kind), a.shape,
+                                                            a.strides) for a in arrays])
+                    if call is not None:
+                        _PLANS.remember(signature, (call, prepared.allocate, key))
                 result = prepared.allocate("K")
                 prepared.plan.run(arrays, result)
                 return result if result.ndim else result[()]
@@ -547,7 +570,7 @@ class ContractExpression:
             self._fast_out = (self._shape, tuple(item * x for x in _dense(self._shape, "C")),
                               math.prod(self._shape) * item)
             # the same checks and the step in one native call (a one-step plan's)
-            self._array_call = self._prepared.plan.array_call(
+            self._array_call = self._prepared.array_call(
                 [ArrayLayout(id(np.ndarray), id(self._kind), shape, strides)
                  for shape, strides in self._fast])
             self._arity = len(self.shapes)

@@ -1,7 +1,12 @@
 """A bounded, thread-safe LRU map for einsum plans (einjit.einsum's plan cache).
 
 Plans are built outside the lock: two threads missing on the same key both build, the later
-insert wins, and both results are correct (a plan is immutable once built)."""
+insert wins, and both results are correct (a plan is immutable once built).
+
+Beside the plans, the cache remembers a shortcut per call signature (a key cheaper to build
+than a plan's: einsum's subscripts and options without the operands' layouts): what a caller
+needs to run the plan that signature ran last, checking the operands itself. A shortcut that
+ran counts as a hit of its plan's key; clear() forgets the shortcuts with the plans."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ class PlanCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self._shortcuts: dict[Hashable, Any] = {}      # at most maxsize; read without the lock
 
     def get(self, key: Hashable) -> Any:
         """The value for `key` (a hit, made most recent), or None without counting a miss
@@ -58,6 +64,24 @@ class PlanCache:
                 self._items.popitem(last=False)
         return value
 
+    def shortcut(self, signature: Hashable) -> Any:
+        """What remember() stored for `signature`, or None."""
+        return self._shortcuts.get(signature)
+
+    def remember(self, signature: Hashable, value: Any) -> None:
+        """Keep `value` as the shortcut for `signature` (all of them forgotten when maxsize are
+        kept: a shortcut only saves a lookup)."""
+        shortcuts = self._shortcuts
+        if len(shortcuts) >= self.maxsize and signature not in shortcuts:
+            shortcuts.clear()
+        shortcuts[signature] = value
+
+    def hit(self, key: Hashable) -> None:
+        """Count and log a hit of `key` served through a shortcut."""
+        with self._lock:
+            self.hits += 1
+        cache_hit("plan", key)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
@@ -65,4 +89,5 @@ class PlanCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._shortcuts.clear()
             self.hits = self.misses = 0

@@ -241,3 +241,66 @@ def test_a_product_gets_a_second_thread_only_for_enough_flops(monkeypatch, dtype
     assert len(compiled._shares) == (2 if threaded else 1)
     np.testing.assert_allclose(expr(a, b), a.astype(np.float64) @ b, rtol=_tolerance(dtype),
                                atol=_tolerance(dtype) * k)
+
+
+def test_the_plan_cache_keeps_shortcuts_apart_from_plans_and_forgets_them_together():
+    from einjit.plan_cache import PlanCache
+    cache = PlanCache(3)
+    cache.remember("ij,jk->ik", "run it")
+    assert cache.shortcut("ij,jk->ik") == "run it" and cache.shortcut("other") is None
+    assert len(cache) == 0 and cache.hits == 0
+    cache.hit("the plan's key")
+    assert cache.hits == 1
+    for name in ("a", "b"):
+        cache.remember(name, name)
+    assert cache.shortcut("ij,jk->ik") == "run it"
+    cache.remember("ij,jk->ik", "again")                 # the same signature: replaced
+    assert cache.shortcut("ij,jk->ik") == "again" and cache.shortcut("a") == "a"
+    cache.remember("c", "c")                             # a fourth: the three are forgotten
+    assert [cache.shortcut(name) for name in ("ij,jk->ik", "a", "b", "c")] == \
+        [None, None, None, "c"]
+    cache.clear()
+    assert cache.shortcut("c") is None and cache.hits == 0
+
+
+def test_einsum_runs_the_plan_its_subscripts_ran_last_through_its_array_call(dtype):
+    """The second call of a signature remembers its plan's array call; calls with other
+    shapes, strides or dtypes miss it and take the plan cache (which then remembers theirs),
+    and every result is right."""
+    rng = np.random.default_rng(4)
+    shapes = [((6, 7), (7, 8)), ((5, 7), (7, 8)), ((6, 7), (7, 8))]
+    other = np.float64 if np.dtype(dtype) == np.float32 else np.float32
+    with numpy_einsum_forbidden():
+        for _ in range(3):
+            for first, second in shapes:
+                a, b = rng.standard_normal(first).astype(dtype), \
+                    rng.standard_normal(second).astype(dtype)
+                for x, y in [(a, b), (np.asfortranarray(a), b), (a.astype(other),
+                                                                  b.astype(other))]:
+                    for _ in range(2):
+                        result = einjit.einsum("ij,jk->ik", x, y)
+                        assert result.dtype == x.dtype
+                        np.testing.assert_allclose(result, a.astype(np.float64) @ b,
+                                                   rtol=1e-5, atol=1e-5)
+                    call, allocate, key = plan_cache().shortcut(
+                        ("ij,jk->ik", True, 3, einsum_module.threads_setting()))
+                    out = allocate("K")
+                    if key[1] != ((x.shape, x.strides), (y.shape, y.strides)):
+                        # a plan of more steps has no array call: the last one refuses these
+                        assert x.flags.f_contiguous and call(id(x), id(y), id(out)) == 1
+                        continue
+                    assert call(id(x), id(y), id(out)) == 0
+                    np.testing.assert_array_equal(out, einjit.einsum("ij,jk->ik", x, y))
+                    assert call(id(y), id(x), id(out)) == 1
+
+
+def test_a_shortcut_hit_counts_as_a_plan_cache_hit_and_numpys_calls_take_none():
+    a, b = _operands(np.float32)
+    einjit.einsum("ij,jk->ik", a, b)
+    einjit.einsum("ij,jk->ik", a, b)
+    hits = plan_cache().hits
+    einjit.einsum("ij,jk->ik", a, b)
+    assert plan_cache().hits == hits + 1
+    ints = [np.arange(4).reshape(2, 2)] * 2
+    for _ in range(2):
+        np.testing.assert_array_equal(einjit.einsum("ij,jk->ik", *ints), ints[0] @ ints[1])
