@@ -415,8 +415,9 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
                 if copies:
                     arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
                 elif len(arrays) <= 2:
-                    call = prepared.array_call([ArrayLayout(id(np.ndarray), id(kind), a.shape,
-                                                            a.strides) for a in arrays])
+                    call = prepared.array_call([ArrayLayout(id(np.ndarray), id(kind),
+                                                            kind.itemsize, a.shape, a.strides)
+                                                for a in arrays])
                     if call is not None:
                         _PLANS.remember(signature, (call, prepared.allocate, key))
                 result = prepared.allocate("K")
@@ -572,11 +573,14 @@ class ContractExpression:
             self._fast_out = (self._shape, tuple(item * x for x in _dense(self._shape, "C")),
                               math.prod(self._shape) * item)
             # the same checks and the step in one native call (a one-step plan's)
-            self._array_call = self._prepared.array_call(
-                [ArrayLayout(id(np.ndarray), id(self._kind), shape, strides)
-                 for shape, strides in self._fast])
+            layouts = [ArrayLayout(id(np.ndarray), id(self._kind), item, shape, strides)
+                       for shape, strides in self._fast]
+            self._array_call = self._prepared.array_call(layouts)
             self._arity = len(self.shapes)
             self._result_of_call = (self._prepared.empty, self._prepared.shape, self._kind)
+            # out= given: checked too, writable, sharing no byte with an operand
+            self._out_call = self._prepared.plan.array_call(layouts, ArrayLayout(
+                id(np.ndarray), id(self._kind), item, *self._fast_out[:2]))
 
     def _plan(self, strides: tuple, out_strides: tuple | None, dtype: np.dtype) -> _Prepared:
         if self._source is not None:
@@ -606,12 +610,14 @@ class ContractExpression:
 
     def __call__(self, *arrays: Any, out: np.ndarray | None = None) -> Any:
         call = self._array_call
-        if call is not None and out is None and len(arrays) == self._arity and \
-                plan_module.EXECUTOR is None:
-            empty, shape, kind = self._result_of_call
-            result = empty(shape, kind)
-            if not call(id(arrays[0]), id(arrays[-1]), id(result)):
-                return result if shape else result[()]
+        if call is not None and len(arrays) == self._arity and plan_module.EXECUTOR is None:
+            if out is None:
+                empty, shape, kind = self._result_of_call
+                result = empty(shape, kind)
+                if not call(id(arrays[0]), id(arrays[-1]), id(result)):
+                    return result if shape else result[()]
+            elif not self._out_call(id(arrays[0]), id(arrays[-1]), id(out)):
+                return out
         fast = self._fast
         if fast is not None and len(arrays) == len(fast):
             kind = self._kind

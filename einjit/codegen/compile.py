@@ -163,17 +163,20 @@ def compile_operation(op) -> CompiledOperation:
 
 def compile_array_call(compiled: CompiledOperation,
                        arguments: tuple[ArrayLayout | None, ArrayLayout | None],
-                       operands: tuple[tuple[int | None, int], tuple[int | None, int]]
+                       operands: tuple[tuple[int | None, int], tuple[int | None, int]],
+                       result: ArrayLayout | None = None
                        ) -> Callable[[int, int, int], int] | None:
     """The checked array call of a nest that runs on the calling thread alone
     (einjit.backends.array_call), mapped: f(id(a), id(b) or 0, id(out)) checks a and b
-    against `arguments`, runs the nest on the data of the operands `operands` names and
-    returns 0, or returns 1 having run nothing. None where numpy's array struct was not
-    probed (runtime.arrays.ARRAY_FIELDS) or the nest runs in shares."""
+    against `arguments` (and out against `result`, where given), runs the nest on the data
+    of the operands `operands` names and returns 0, or returns 1 having run nothing. None
+    where numpy's array struct was not probed (runtime.arrays.ARRAY_FIELDS) or the nest runs
+    in shares."""
     if ARRAY_FIELDS is None or compiled.single is None:
         return None
     target = compiled.target
-    call = ArrayCall(ARRAY_FIELDS, arguments, operands, compiled.address, compiled.single)
+    call = ArrayCall(ARRAY_FIELDS, arguments, operands, compiled.address, compiled.single,
+                     result)
     code, entry = backend(target.isa).array_call(target, call)
     block = place_code(target, code)
     function = _ARRAY_CALL(block.address + entry)

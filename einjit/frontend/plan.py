@@ -304,17 +304,19 @@ class Plan:
                                      (None, tail[index - leaves - 1]) for index in (in0, in1)))
             self._direct, self._direct_addresses = _one_step(*self._one)
 
-    def array_call(self, layouts: Sequence[ArrayLayout]) -> Callable[[int, int, int], int] | None:
+    def array_call(self, layouts: Sequence[ArrayLayout], result: ArrayLayout | None = None
+                   ) -> Callable[[int, int, int], int] | None:
         """For a one-step plan of at most two leaves that runs on the calling thread: a native
         f(id(leaf 0), id(leaf 1) or 0, id(out)) that checks each leaf is an ndarray of its
         layout in `layouts` (what the caller would check), runs the step into out's data and
-        returns 0, or returns 1 having run nothing (codegen.compile_array_call). out: an ndarray
-        with the plan's out strides, unchecked. None where not offered."""
+        returns 0, or returns 1 having run nothing (codegen.compile_array_call). out: checked
+        against `result` (the plan's out strides), writable and sharing no byte with a leaf;
+        without `result`, an ndarray the caller made so, unchecked. None where not offered."""
         if self._one is None or len(layouts) > 2 or len(layouts) != self.num_leaves:
             return None
         from einjit.codegen.compile import compile_array_call
         compiled, in0, in1 = self._one
-        return compile_array_call(compiled, (*layouts, None)[:2], (in0, in1))
+        return compile_array_call(compiled, (*layouts, None)[:2], (in0, in1), result)
 
     @property
     def compiled(self) -> bool:

@@ -167,27 +167,35 @@ DATA_FIELD = _data_field_offset()
 class ArrayFields:
     """Where an ndarray keeps what a generated check reads, in bytes from the object's
     address: its type (the object header's last word), data pointer, ndim (a C int, the low
-    half of an 8-byte word), the pointers to its shape and strides (ndim words each), and its
-    dtype (the descr object)."""
+    half of an 8-byte word), the pointers to its shape and strides (ndim words each), its
+    dtype (the descr object) and its flags (a C int, the low half of a word; WRITEABLE_FLAG
+    set where it may be written)."""
     type: int
     data: int
     nd: int
     dims: int
     strides: int
     descr: int
+    flags: int
+
+
+WRITEABLE_FLAG = 0x0400       # numpy's NPY_ARRAY_WRITEABLE
 
 
 def _array_fields() -> ArrayFields | None:
     """numpy's array struct as it lays the fields out (PyArrayObject_fields: data, nd,
-    dimensions, strides, base, descr, one word apart from DATA_FIELD on), checked on probes
-    of every kind; None where a probe disagrees or DATA_FIELD was not probed."""
+    dimensions, strides, base, descr, flags, one word apart from DATA_FIELD on), checked on
+    probes of every kind; None where a probe disagrees or DATA_FIELD was not probed."""
     if DATA_FIELD is None or ctypes.sizeof(ctypes.c_void_p) != 8 or \
             ctypes.sizeof(ctypes.c_int) != 4 or sys.byteorder != "little":
         return None
     fields = ArrayFields(type=DATA_FIELD - 8, data=DATA_FIELD, nd=DATA_FIELD + 8,
-                         dims=DATA_FIELD + 16, strides=DATA_FIELD + 24, descr=DATA_FIELD + 40)
+                         dims=DATA_FIELD + 16, strides=DATA_FIELD + 24, descr=DATA_FIELD + 40,
+                         flags=DATA_FIELD + 48)
     base = np.arange(24.0).reshape(4, 6)
-    probes = (base, base[1:, 2:], base[:, ::2], np.asfortranarray(base),
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    probes = (base, base[1:, 2:], base[:, ::2], np.asfortranarray(base), read_only,
               np.broadcast_to(base[0], (3, 6)), np.array(2.0, np.float32),
               np.empty((2, 0, 3), np.int8), np.ones((1, 2, 3, 4, 5), np.complex64))
 
@@ -200,12 +208,15 @@ def _array_fields() -> ArrayFields | None:
                 or _read_word(at + fields.descr).value != id(probe.dtype)
                 or ctypes.c_int.from_address(at + fields.nd).value != nd
                 or words(_read_word(at + fields.dims).value, nd) != probe.shape
-                or words(_read_word(at + fields.strides).value, nd) != probe.strides):
+                or words(_read_word(at + fields.strides).value, nd) != probe.strides
+                or ctypes.c_int.from_address(at + fields.flags).value != probe.flags.num
+                or bool(probe.flags.num & WRITEABLE_FLAG) != probe.flags.writeable):
             return None
     return fields
 
 
-#: where an ndarray keeps its type, data, ndim, shape, strides and dtype (None: not probed so)
+#: where an ndarray keeps its type, data, ndim, shape, strides, dtype and flags (None: not
+#: probed so)
 ARRAY_FIELDS = _array_fields()
 
 

@@ -15,30 +15,47 @@ from einjit.frontend import plan as plan_module
 from einjit.runtime.arrays import ARRAY_FIELDS, ArrayFields
 from einjit.runtime.host import host_isa
 
-FIELDS = ArrayFields(type=8, data=16, nd=24, dims=32, strides=40, descr=56)
+FIELDS = ArrayFields(type=8, data=16, nd=24, dims=32, strides=40, descr=56, flags=64)
 
 
 def _layout(shape, strides):
-    return ArrayLayout(id(np.ndarray), 0x7F00_0000_1234, shape, strides)
+    return ArrayLayout(id(np.ndarray), 0x7F00_0000_1234, 4, shape, strides)
+
+
+def test_a_layouts_span_reaches_the_end_of_its_last_element():
+    assert _layout((3, 5), (20, 4)).span == 60
+    assert _layout((3, 5), (40, 4)).span == 100
+    assert _layout((), ()).span == 4 and _layout((7, 2), (0, 4)).span == 8
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("arguments", [
-    (_layout((3, 5), (20, 4)), None),
-    (_layout((3, 5), (20, 4)), _layout((5, 7, 2), (56, 8, 4))),
-    (_layout((), ()), _layout((9,), (-4,))),
+@pytest.mark.parametrize("arguments, result", [
+    ((_layout((3, 5), (20, 4)), None), None),
+    ((_layout((3, 5), (20, 4)), _layout((5, 7, 2), (56, 8, 4))), None),
+    ((_layout((), ()), _layout((9,), (4,))), _layout((9, 9), (36, 4))),
+    ((_layout((3, 5), (20, 4)), None), _layout((), ())),
 ])
-def test_every_field_is_compared_and_every_failure_returns_1(isa, arguments):
+def test_every_field_is_compared_and_every_failure_returns_1(isa, arguments, result):
     call = ArrayCall(FIELDS, arguments, ((1 if arguments[1] else None, 0x1000), (0, 0)),
-                     0x7FFF_1234_5678, 7)
+                     0x7FFF_1234_5678, 7, result)
     code, entry = backend(isa).array_call(resolve_target(isa), call)
     lines = [line.split(None, 2)[2] for line in disassemble(code, isa).splitlines()]
     first = ["mov eax, 1", "ret"] if isa == "x86_64" else ["mov x0, #1", "ret"]
     assert lines[:2] == first and entry == 16
-    branches = [line for line in lines if line.startswith(("jne", "b.ne"))]
-    # type, dtype and ndim, then each size and each stride, of each argument given
-    assert len(branches) == sum(3 + 2 * len(layout.shape) for layout in arguments if layout)
-    assert set(branches) == ({"jne 0"} if isa == "x86_64" else {"b.ne #0"})
+    branches = [line for line in lines if line.startswith(("j", "b.")) and line != "jmp"]
+    failures = [line for line in branches if line.endswith((" 0", " #0"))]
+    operands = [layout for layout in arguments if layout]
+    # type, dtype and ndim, then each size and each stride, of each array checked; a result
+    # given: its flags, and where its bytes meet each operand's
+    checked = operands + ([result] if result else [])
+    assert len(failures) == sum(3 + 2 * len(layout.shape) for layout in checked) + \
+        (1 + len(operands) if result else 0)
+    kinds = {line.split()[0] for line in failures}
+    expected = {"jne"} | ({"je", "jb"} if result else set()) if isa == "x86_64" else \
+        {"b.ne"} | ({"b.eq", "b.lo"} if result else set())
+    assert kinds == expected
+    # the only other branches skip an operand whose bytes start past the result's end
+    assert len(branches) - len(failures) == (len(operands) if result else 0)
     assert lines[-1] == "ret"
     assert sum(line.startswith(("call", "blr")) for line in lines) == 1
 
@@ -143,3 +160,52 @@ def test_no_array_call_where_the_step_runs_in_shares_or_the_plan_has_more(monkey
     assert einjit.contract_expression("ij,jk,kl->il", (8, 9), (9, 10), (10, 3)) \
         ._array_call is None
     assert plan_module.EXECUTOR is None
+
+
+@needs_host_code
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_given_result_is_checked_for_its_layout_its_flags_and_its_bytes(dtype):
+    """An expression's out= call: an out of the plan's layout, writable, sharing no byte
+    with an operand is written; any other returns 1 with nothing written. Operands and out
+    carved from one buffer end to end share no byte: the bounds are exact."""
+    m, k, n = 5, 7, 6
+    expr = einjit.contract_expression("ij,jk->ik", (m, k), (k, n), dtype=dtype)
+    call = expr._out_call
+    item = np.dtype(dtype).itemsize
+    buffer = np.full(m * k + k * n + m * n + 1, np.nan, dtype)
+    a, b = buffer[:m * k].reshape(m, k), buffer[m * k:m * k + k * n].reshape(k, n)
+    a[...], b[...] = _operands([(m, k), (k, n)], dtype)
+    out = buffer[m * k + k * n:-1].reshape(m, n)
+    assert call(id(a), id(b), id(out)) == 0
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    assert np.isnan(buffer[-1])
+
+    read_only = np.full((m, n), np.nan, dtype)
+    read_only.flags.writeable = False
+    shifted = buffer[m * k + k * n - 1:-2].reshape(m, n)        # its first element is b's last
+    square = einjit.contract_expression("ij,jk->ik", (m, m), (m, m), dtype=dtype)
+    x, y = _operands([(m, m), (m, m)], dtype)
+    refused = [(call, a, b, read_only), (call, a, b, shifted),
+               (call, a, b, np.full((n, m), np.nan, dtype).T),
+               (call, a, b, np.full((m, n), np.nan, np.float16)),
+               (call, a, b, np.full((m, n + 1), np.nan, dtype)[:, :n]),
+               (call, a, b, [[0.0] * n] * m),
+               (square._out_call, x, y, x), (square._out_call, x, y, y[::-1])]
+    for function, left, right, result in refused:
+        before = np.array(result, dtype=np.float64, copy=True)
+        assert function(id(left), id(right), id(result)) == 1
+        np.testing.assert_array_equal(np.asarray(result, np.float64), before)
+    assert item == buffer.itemsize
+
+
+@needs_host_code
+def test_an_expressions_out_calls_take_it_and_the_refused_ones_compute_as_numpy():
+    a, b = _operands([(9, 4), (4, 9)], "float32")
+    expr = einjit.contract_expression("ij,jk->ik", a.shape, b.shape)
+    out = np.full((9, 9), np.nan, np.float32)
+    assert expr(a, b, out=out) is out
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    c = np.array(a @ b)
+    assert expr(c[:, :4], b, out=c) is c                  # out meets an operand: a copy
+    np.testing.assert_allclose(c, (a @ b)[:, :4].astype(np.float64) @ b, rtol=1e-4,
+                               atol=1e-4)

@@ -142,7 +142,7 @@ def test_the_array_fields_are_numpys_on_cpython(monkeypatch):
     base = object.__basicsize__
     assert arrays.ARRAY_FIELDS == arrays.ArrayFields(type=base - 8, data=base, nd=base + 8,
                                                      dims=base + 16, strides=base + 24,
-                                                     descr=base + 40)
+                                                     descr=base + 40, flags=base + 48)
     monkeypatch.setattr(arrays, "DATA_FIELD", base + 8)
     assert arrays._array_fields() is None
     monkeypatch.setattr(arrays, "DATA_FIELD", None)

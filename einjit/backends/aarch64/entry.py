@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from einjit.backends import LINE_BYTES
 from einjit.backends.aarch64 import encode as e
+from einjit.runtime.arrays import WRITEABLE_FLAG
 
 BODY_OFFSET = 64    # a cache line: the body keeps the alignment of offset 0 (blocks are 64-aligned)
 _SAVED = 16         # the FPSR word's slot in the stub's 32-byte frame
@@ -74,8 +75,12 @@ def array_call(target, call) -> tuple[bytes, int]:
         ldr x9, [x0, #type]; mov x10, type; cmp x9, x10; b.ne fail     and descr alike
         ldr x9, [x0, #nd]; lsl x9, x9, #32; mov x10, nd << 32; cmp...  ndim, a C int
         ldr x11, [x0, #dims]; ldr x9, [x11, #8i]; mov x10, size_i; cmp  each dim, each stride
-        ...                                                            x1 alike
+        ...                                                            x1, x2 alike
+        ldr x9, [x2, #flags]; tst x9, #WRITEABLE; b.eq fail            a result given
         ldr x12, [x0, #data]; ldr x13, [x1, #data]; ldr x2, [x2, #data]
+        mov x10, span; add x11, x2, x10                                its bytes' end, then
+        cmp x12, x11; b.hs next; mov x10, span_0; add x9, x12, x10;    per operand: fail
+        cmp x2, x9; b.lo fail                                          where they meet
         mov x0, x12 (or a fixed address); mov x1, x13 (or one)
         mov x3, #0; mov x4, count
         stp x29, x30, [sp, #-16]!; mov x29, sp
@@ -87,30 +92,42 @@ def array_call(target, call) -> tuple[bytes, int]:
     words = [e.movz(0, 1), e.ret()]
     words += [e.nop()] * (ARRAY_CALL_ENTRY // 4 - len(words))
 
-    def expect(value: int) -> list[int]:
-        """x9 == value, else to the failure's return."""
-        code = e.mov_imm(10, value) + [e.cmp_reg(9, 10)]
-        return code + [e.b_cond("ne", -4 * (len(words) + len(code)))]
+    def fail_if(condition: str) -> int:
+        return e.b_cond(condition, -4 * len(words))
 
-    for register, layout in zip((0, 1), call.arguments):
+    for register, layout in zip((0, 1, 2), (*call.arguments, call.result)):
         if layout is None:
             continue
-        for offset, value in ((fields.type, layout.type), (fields.descr, layout.descr)):
+        checks = [(fields.type, layout.type, None), (fields.descr, layout.descr, None),
+                  (fields.nd, len(layout.shape) << 32, 32)]
+        for offset, value, shift in checks:
             words.append(e.ldr_x(9, register, offset))
-            words += expect(value)
-        words += [e.ldr_x(9, register, fields.nd), e.lsl_imm(9, 9, 32)]
-        words += expect(len(layout.shape) << 32)
+            if shift:
+                words.append(e.lsl_imm(9, 9, shift))
+            words += e.mov_imm(10, value) + [e.cmp_reg(9, 10)]
+            words.append(fail_if("ne"))
         for offset, values in ((fields.dims, layout.shape), (fields.strides, layout.strides)):
             if values:
                 words.append(e.ldr_x(11, register, offset))
             for index, value in enumerate(values):
-                words.append(e.ldr_x(9, 11, 8 * index))
-                words += expect(value)
+                words += [e.ldr_x(9, 11, 8 * index)] + e.mov_imm(10, value) + [e.cmp_reg(9, 10)]
+                words.append(fail_if("ne"))
+    if call.result is not None:
+        words += [e.ldr_x(9, 2, fields.flags), e.tst_imm(9, WRITEABLE_FLAG)]
+        words.append(fail_if("eq"))
     data = (12, 13)
     for register, layout, loaded in zip((0, 1), call.arguments, data):
         if layout is not None:
             words.append(e.ldr_x(loaded, register, fields.data))
     words.append(e.ldr_x(2, 2, fields.data))
+    if call.result is not None:
+        words += e.mov_imm(10, call.result.span) + [e.add_reg(11, 2, 10)]
+        for loaded, layout in zip(data, call.arguments):
+            if layout is None:
+                continue
+            meets = e.mov_imm(10, layout.span) + [e.add_reg(9, loaded, 10), e.cmp_reg(2, 9)]
+            words += [e.cmp_reg(loaded, 11), e.b_cond("hs", 4 * (len(meets) + 2))] + meets
+            words.append(fail_if("lo"))
     for register, (argument, fixed) in zip((0, 1), call.operands):
         words += e.mov_imm(register, fixed) if argument is None else \
             [e.mov_reg(register, data[argument])]

@@ -26,6 +26,7 @@ from __future__ import annotations
 from einjit.backends import LINE_BYTES
 from einjit.backends.x86_64 import encode as e
 from einjit.backends.x86_64.encode import R8, R9, R10, R11, RAX, RCX, RDI, RDX, RSI, RSP, Mem
+from einjit.runtime.arrays import WRITEABLE_FLAG
 
 BODY_OFFSET = 64    # a cache line: the body keeps the alignment of offset 0 (blocks are 64-aligned)
 STACK_ARGUMENTS = 2
@@ -87,8 +88,12 @@ def array_call(target, call) -> tuple[bytes, int]:
         mov rax, [rdi+type]; mov r11, type; cmp rax, r11; jne fail      and descr alike
         mov rax, [rdi+nd]; shl rax, 32; cmp rax, (nd << 32)             ndim, a C int
         mov r10, [rdi+dims]; mov rax, [r10+8i]; cmp rax, size_i; jne    each dim, each stride
-        ...                                                             rsi alike
+        ...                                                             rsi, rdx alike
+        mov rax, [rdx+flags]; and rax, WRITEABLE; je fail               a result given
         mov r9, [rdi+data]; mov r10, [rsi+data]; mov rdx, [rdx+data]
+        mov r11, span; add r11, rdx                                     its bytes' end, then
+        cmp r9, r11; jae next; mov rax, span_0; add rax, r9;            per operand: fail
+        cmp rdx, rax; jb fail                                           where they meet
         mov rdi, r9 (or a fixed address); mov rsi, r10 (or one)
         xor ecx, ecx; mov r8, count
         sub rsp, 8; mov rax, nest; call rax; add rsp, 8                 rsp 16-aligned at the call
@@ -97,29 +102,40 @@ def array_call(target, call) -> tuple[bytes, int]:
     fields = call.fields
     code = _FAIL + e.nop(ARRAY_CALL_ENTRY - len(_FAIL))
 
-    def fail_if_not_equal() -> bytes:
-        return e.jcc("ne", -(len(code) + 6))
+    def fail_if(condition: str) -> bytes:
+        return e.jcc(condition, -(len(code) + 6))
 
-    for register, layout in zip((RDI, RSI), call.arguments):
+    for register, layout in zip((RDI, RSI, RDX), (*call.arguments, call.result)):
         if layout is None:
             continue
         for offset, value in ((fields.type, layout.type), (fields.descr, layout.descr)):
             code += e.mov_rm(RAX, Mem(register, disp=offset)) + _expect(RAX, value, R11)
-            code += fail_if_not_equal()
+            code += fail_if("ne")
         code += e.mov_rm(RAX, Mem(register, disp=fields.nd)) + e.shl_ri(RAX, 32)
         code += _expect(RAX, len(layout.shape) << 32, R11)
-        code += fail_if_not_equal()
+        code += fail_if("ne")
         for offset, values in ((fields.dims, layout.shape), (fields.strides, layout.strides)):
             if values:
                 code += e.mov_rm(R10, Mem(register, disp=offset))
             for index, value in enumerate(values):
                 code += e.mov_rm(RAX, Mem(R10, disp=8 * index)) + _expect(RAX, value, R11)
-                code += fail_if_not_equal()
+                code += fail_if("ne")
+    if call.result is not None:
+        code += e.mov_rm(RAX, Mem(RDX, disp=fields.flags)) + e.and_ri(RAX, WRITEABLE_FLAG)
+        code += fail_if("e")
     data = (R9, R10)
     for register, layout, loaded in zip((RDI, RSI), call.arguments, data):
         if layout is not None:
             code += e.mov_rm(loaded, Mem(register, disp=fields.data))
     code += e.mov_rm(RDX, Mem(RDX, disp=fields.data))
+    if call.result is not None:
+        code += e.mov_ri(R11, call.result.span) + e.add_rr(R11, RDX)
+        for loaded, layout in zip(data, call.arguments):
+            if layout is None:
+                continue
+            meets = e.mov_ri(RAX, layout.span) + e.add_rr(RAX, loaded) + e.cmp_rr(RDX, RAX)
+            code += e.cmp_rr(loaded, R11) + e.jcc("ae", len(meets) + 6) + meets
+            code += fail_if("b")
     for register, (argument, fixed) in zip((RDI, RSI), call.operands):
         code += e.mov_ri(register, fixed) if argument is None else \
             e.mov_rr(register, data[argument])
