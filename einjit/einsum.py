@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -240,11 +240,12 @@ class _Prepared:
         self.empty = aligned_empty if large else np.empty
         self._array_call = _NOT_MADE
 
-    def array_call(self, layouts: Sequence[ArrayLayout]) -> Any:
-        """The plan's checked array call (Plan.array_call) for operands of `layouts` (the
-        ones this plan was made for), made on first use; None where the plan offers none."""
+    def array_call(self, layouts: Callable[[], Sequence[ArrayLayout]]) -> Any:
+        """The plan's checked array call (Plan.array_call) for operands of the layouts
+        `layouts()` gives (the ones this plan was made for), made on first use; None where
+        the plan offers none."""
         if self._array_call is _NOT_MADE:
-            self._array_call = self.plan.array_call(layouts)
+            self._array_call = self.plan.array_call(layouts())
         return self._array_call
 
     def allocate(self, order: str) -> np.ndarray:
@@ -398,7 +399,8 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
         if shortcut is not None and plan_module.EXECUTOR is None:
             call, allocate, key = shortcut
             result = allocate("K")
-            if not call(id(operands[1]), id(operands[-1]), id(result)):
+            if not (call(id(operands[1]), id(operands[2]), id(result)) if len(operands) == 3
+                    else call(*map(id, operands[1:]), id(result))):
                 _PLANS.hit(key)
                 return result if result.ndim else result[()]
         arrays = operands[1:]
@@ -414,10 +416,10 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
                 prepared, copies = entry
                 if copies:
                     arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
-                elif len(arrays) <= 2:
-                    call = prepared.array_call([ArrayLayout(id(np.ndarray), id(kind),
-                                                            kind.itemsize, a.shape, a.strides)
-                                                for a in arrays])
+                else:
+                    call = prepared.array_call(lambda: [
+                        ArrayLayout(id(np.ndarray), id(kind), kind.itemsize, a.shape, a.strides)
+                        for a in arrays])
                     if call is not None:
                         _PLANS.remember(signature, (call, prepared.allocate, key))
                 result = prepared.allocate("K")
@@ -575,7 +577,7 @@ class ContractExpression:
             # the same checks and the step in one native call (a one-step plan's)
             layouts = [ArrayLayout(id(np.ndarray), id(self._kind), item, shape, strides)
                        for shape, strides in self._fast]
-            self._array_call = self._prepared.array_call(layouts)
+            self._array_call = self._prepared.array_call(lambda: layouts)
             self._arity = len(self.shapes)
             self._result_of_call = (self._prepared.empty, self._prepared.shape, self._kind)
             # out= given: checked too, writable, sharing no byte with an operand
@@ -614,9 +616,11 @@ class ContractExpression:
             if out is None:
                 empty, shape, kind = self._result_of_call
                 result = empty(shape, kind)
-                if not call(id(arrays[0]), id(arrays[-1]), id(result)):
+                if not (call(id(arrays[0]), id(arrays[1]), id(result)) if len(arrays) == 2
+                        else call(*map(id, arrays), id(result))):
                     return result if shape else result[()]
-            elif not self._out_call(id(arrays[0]), id(arrays[-1]), id(out)):
+            elif not (self._out_call(id(arrays[0]), id(arrays[1]), id(out)) if len(arrays) == 2
+                      else self._out_call(*map(id, arrays), id(out))):
                 return out
         fast = self._fast
         if fast is not None and len(arrays) == len(fast):

@@ -1,17 +1,23 @@
-"""What a checked array call is: a native function f(id(a), id(b), id(out)) that a plain
-call of a one-step expression makes instead of checking its operands in Python. It reads
-each argument's numpy array struct (where runtime.arrays.ARRAY_FIELDS says the fields lie),
+"""What a checked array call is: a native function f(id(a), id(b), ..., id(out)) that a
+plain call of a small plan makes instead of checking its operands in Python. It reads each
+argument's numpy array struct (where runtime.arrays.ARRAY_FIELDS says the fields lie),
 compares type, dtype, ndim, shape and strides with the layout the plan was made for (and,
 for a result the caller gave, that it is writable and shares no byte with an operand), and
-returns 1 having done nothing where one differs; else it runs the compiled nest on the
-arrays' data pointers and returns 0. Each backend's array_call(target, call) turns an
-ArrayCall into code (entry.py)."""
+returns 1 having done nothing where one differs; else it calls the plan's compiled nests in
+order on the arrays' data pointers, intermediates in a scratch frame on its stack, and
+returns 0. Each backend's array_call(target, call) turns an ArrayCall into code
+(entry.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..runtime.arrays import ArrayFields
+
+MAX_ARGUMENTS = 6          # the operands and the result, all passed in registers on both ISAs
+# the most scratch an array call takes from its caller's stack (a thread's may be small)
+MAX_FRAME_BYTES = 32 << 10
+FRAME_ALIGNMENT = 64       # each intermediate starts on a cache line
 
 
 @dataclass(frozen=True)
@@ -33,16 +39,32 @@ class ArrayLayout:
 
 
 @dataclass(frozen=True)
-class ArrayCall:
-    """fields: the array struct's offsets. arguments: the first two arguments' layouts
-    (None: unused, the caller passes 0 and nothing reads it). result: the third argument's
-    layout, checked with its flags and its bytes against each operand's; None where the
-    caller made it (only its data pointer is read). operands: the nest's in0 and in1, each
-    (argument index, 0) or (None, a fixed address). The nest is called as nest(in0, in1,
-    out, 0, count) at address `nest` (its entry guard)."""
-    fields: ArrayFields
-    arguments: tuple[ArrayLayout | None, ArrayLayout | None]
-    operands: tuple[tuple[int | None, int], tuple[int | None, int]]
+class Source:
+    """Where a nest's operand lies: `offset` bytes past the data of argument `index`
+    (kind "argument"), past the scratch frame's base ("frame"), or at address `offset`
+    ("address": a vector of ones, 0 where unused)."""
+    kind: str
+    index: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class NestCall:
+    """nest(in0, in1, out, 0, count) at address `nest` (a compiled nest's entry guard)."""
     nest: int
     count: int
-    result: ArrayLayout | None = None
+    operands: tuple[Source, Source, Source]
+
+
+@dataclass(frozen=True)
+class ArrayCall:
+    """fields: the array struct's offsets. arguments: the operands' layouts, one argument
+    each, in order; the result is the argument after them, checked against `result` (with
+    its flags and its bytes against each operand's), unchecked where None (the caller made
+    it; only its data pointer is read). calls: the nests, in order. frame_bytes: the scratch
+    frame the intermediates take (FRAME_ALIGNMENT-aligned, at most MAX_FRAME_BYTES)."""
+    fields: ArrayFields
+    arguments: tuple[ArrayLayout, ...]
+    result: ArrayLayout | None
+    calls: tuple[NestCall, ...]
+    frame_bytes: int = 0

@@ -21,16 +21,16 @@ from __future__ import annotations
 import ctypes
 import time
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 from ..backends import backend, place_code, why_not_runnable
-from ..backends.array_call import ArrayCall, ArrayLayout
+from ..backends.array_call import MAX_ARGUMENTS, ArrayCall
 from ..backends.nest_plan import NestPlan
 from ..disasm import disassemble
 from ..errors import IsaMismatchError
 from ..log import nest_generated
 from ..ops import multiply_add_flops
-from ..runtime.arrays import ARRAY_FIELDS, DATA_FIELD
+from ..runtime.arrays import DATA_FIELD
 from ..runtime.threads import check_threads, split_range, stack_suffices
 from .loop_nest import plan_nest
 from .workers import CALL_WORD, NestShares
@@ -45,7 +45,9 @@ MIN_FLOPS_PER_THREAD = 1 << 19
 NEST_STACK_MARGIN_BYTES = 256 << 10
 
 _ENTRY = ctypes.CFUNCTYPE(None, *[CALL_WORD] * 5)
-_ARRAY_CALL = ctypes.CFUNCTYPE(ctypes.c_int, *[CALL_WORD] * 3)
+# an array call of each argument count: the operands' ids, then the result's
+_ARRAY_CALLS = {count: ctypes.CFUNCTYPE(ctypes.c_int, *[CALL_WORD] * count)
+                for count in range(2, MAX_ARGUMENTS + 1)}
 
 
 def _least_work_per_thread(plan: NestPlan) -> int:
@@ -161,24 +163,12 @@ def compile_operation(op) -> CompiledOperation:
     return CompiledOperation(op)
 
 
-def compile_array_call(compiled: CompiledOperation,
-                       arguments: tuple[ArrayLayout | None, ArrayLayout | None],
-                       operands: tuple[tuple[int | None, int], tuple[int | None, int]],
-                       result: ArrayLayout | None = None
-                       ) -> Callable[[int, int, int], int] | None:
-    """The checked array call of a nest that runs on the calling thread alone
-    (einjit.backends.array_call), mapped: f(id(a), id(b) or 0, id(out)) checks a and b
-    against `arguments` (and out against `result`, where given), runs the nest on the data
-    of the operands `operands` names and returns 0, or returns 1 having run nothing. None
-    where numpy's array struct was not probed (runtime.arrays.ARRAY_FIELDS) or the nest runs
-    in shares."""
-    if ARRAY_FIELDS is None or compiled.single is None:
-        return None
-    target = compiled.target
-    call = ArrayCall(ARRAY_FIELDS, arguments, operands, compiled.address, compiled.single,
-                     result)
+def place_array_call(call: ArrayCall, target, keep: Any) -> Callable[..., int]:
+    """An ArrayCall (einjit.backends.array_call) mapped to run: f(id(a), ..., id(out)) -> 0
+    (it ran) or 1 (an argument differs, nothing ran). `keep`: what its code calls (the
+    compiled nests, vectors of ones), alive as long as it is."""
     code, entry = backend(target.isa).array_call(target, call)
     block = place_code(target, code)
-    function = _ARRAY_CALL(block.address + entry)
-    function.keep = (block, compiled)        # its code, and the nest's, live while it does
+    function = _ARRAY_CALLS[len(call.arguments) + 1](block.address + entry)
+    function.keep = (block, keep)
     return function

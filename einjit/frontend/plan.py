@@ -19,7 +19,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from einjit.backends.array_call import ArrayLayout
+from einjit.backends.array_call import (
+    FRAME_ALIGNMENT,
+    MAX_ARGUMENTS,
+    MAX_FRAME_BYTES,
+    ArrayCall,
+    ArrayLayout,
+    NestCall,
+    Source,
+)
 from einjit.frontend.concurrency import concurrent_groups
 from einjit.frontend.long_sums import (
     CHUNK,
@@ -34,7 +42,7 @@ from einjit.frontend.rewrite import dense_strides
 from einjit.frontend.tree import EinsumTree, Node
 from einjit.log import plan_built
 from einjit.ops import COMPLEX_DTYPES, DTYPES
-from einjit.runtime.arrays import ALIGN_FROM_BYTES, aligned_empty, data_address
+from einjit.runtime.arrays import ALIGN_FROM_BYTES, ARRAY_FIELDS, aligned_empty, data_address
 from einjit.runtime.threads import default_threads
 
 #: how a step's operation runs: op.execute(in0, in1, out) unless a test swaps in the numpy
@@ -203,7 +211,9 @@ class Plan:
         # (compile)
         self._direct: Callable | None = None
         self._direct_addresses: Callable | None = None
-        self._one: tuple | None = None      # (compiled step, in0, in1) as _one_step takes them
+        # (calls, frame bytes, compiled steps) of array_call, where every step runs on the
+        # calling thread (compile)
+        self._nests: tuple | None = None
         if compile:
             self.finish()
 
@@ -296,27 +306,50 @@ class Plan:
             frees = tuple(index for entry, _, _ in members for index in entry[6])
             program.append((_Group(pool, members), _GROUP, 0, 0, 0, None, frees))
         self._program = (tuple(program), tuple(tail))
-        self._direct = self._direct_addresses = self._one = None
+        self._direct = self._direct_addresses = None
         if len(self.steps) == 1 and not self.buffer_sizes and not any(self.steps[0].offsets):
             # one step from the leaves into the result: no slots, no buffers
             _, in0, in1, _, _, _, _ = program[0]
-            self._one = (compiled, *((index, 0) if index < leaves else
-                                     (None, tail[index - leaves - 1]) for index in (in0, in1)))
-            self._direct, self._direct_addresses = _one_step(*self._one)
+            self._direct, self._direct_addresses = _one_step(
+                compiled, *((index, 0) if index < leaves else (None, tail[index - leaves - 1])
+                            for index in (in0, in1)))
+        self._nests = None
+        if all(len(group) == 1 for group in self.groups) and \
+                all(compiled.single is not None for _, compiled, _ in records):
+            # every step on the calling thread, one after another: what array_call calls
+            def source(index: int, offset: int) -> Source:
+                if index <= leaves:                   # a leaf, or the result after them
+                    return Source("argument", index, offset)
+                if index < first_buffer:              # a ones vector, or 0 where unused
+                    return Source("address", 0, tail[index - leaves - 1] + offset)
+                return Source("frame", 0, frame[index - first_buffer] + offset)
+            frame, end = [], 0
+            for size in self.buffer_sizes:
+                frame.append(end)
+                end += -(-size * self.itemsize // FRAME_ALIGNMENT) * FRAME_ALIGNMENT
+            self._nests = (tuple(NestCall(compiled.address, compiled.single,
+                                          tuple(map(source, entry[1:4], offsets)))
+                                 for entry, compiled, offsets in records), end,
+                           tuple(compiled for _, compiled, _ in records))
 
     def array_call(self, layouts: Sequence[ArrayLayout], result: ArrayLayout | None = None
-                   ) -> Callable[[int, int, int], int] | None:
-        """For a one-step plan of at most two leaves that runs on the calling thread: a native
-        f(id(leaf 0), id(leaf 1) or 0, id(out)) that checks each leaf is an ndarray of its
-        layout in `layouts` (what the caller would check), runs the step into out's data and
-        returns 0, or returns 1 having run nothing (codegen.compile_array_call). out: checked
-        against `result` (the plan's out strides), writable and sharing no byte with a leaf;
-        without `result`, an ndarray the caller made so, unchecked. None where not offered."""
-        if self._one is None or len(layouts) > 2 or len(layouts) != self.num_leaves:
+                   ) -> Callable[..., int] | None:
+        """A native f(id(leaf 0), ..., id(out)) that checks each leaf is an ndarray of its
+        layout in `layouts` (what the caller would check), runs the steps into out's data
+        (intermediates on its stack) and returns 0, or returns 1 having run nothing
+        (einjit.backends.array_call). out: checked against `result` (the plan's out strides),
+        writable and sharing no byte with a leaf; without `result`, an ndarray the caller
+        made so, unchecked. None where not offered: a step runs on threads, the
+        intermediates outgrow MAX_FRAME_BYTES, or numpy's struct was not probed."""
+        if self._nests is None or ARRAY_FIELDS is None or \
+                not 0 < len(layouts) == self.num_leaves < MAX_ARGUMENTS:
             return None
-        from einjit.codegen.compile import compile_array_call
-        compiled, in0, in1 = self._one
-        return compile_array_call(compiled, (*layouts, None)[:2], (in0, in1), result)
+        calls, frame, compiled = self._nests
+        if frame > MAX_FRAME_BYTES:
+            return None
+        from einjit.codegen.compile import place_array_call
+        call = ArrayCall(ARRAY_FIELDS, tuple(layouts), result, calls, frame)
+        return place_array_call(call, compiled[0].target, (compiled, self.ones))
 
     @property
     def compiled(self) -> bool:

@@ -437,8 +437,8 @@ class SlicedPlan:
         self.shown = (layouts.result or layouts.dense)[layouts.keys[0]]
         self._slices = self._prepared_slices()
 
-    def array_call(self, layouts) -> None:
-        """None: slices run several plans (Plan.array_call is a one-step plan's)."""
+    def array_call(self, layouts, result=None) -> None:
+        """None: slices run several plans, each on its own views."""
         return None
 
     def _prepared_slices(self) -> list[tuple]:

@@ -23,9 +23,10 @@ entry takes) so the body finds them where a direct call would have put them.
 
 from __future__ import annotations
 
-from einjit.backends import LINE_BYTES
+from einjit.backends import LINE_BYTES, STACK_PROBE_BYTES
+from einjit.backends.array_call import FRAME_ALIGNMENT
 from einjit.backends.x86_64 import encode as e
-from einjit.backends.x86_64.encode import R8, R9, R10, R11, RAX, RCX, RDI, RDX, RSI, RSP, Mem
+from einjit.backends.x86_64.encode import R8, R9, R10, R11, RAX, RBP, RCX, RDI, RDX, RSI, RSP, Mem
 from einjit.runtime.arrays import WRITEABLE_FLAG
 
 BODY_OFFSET = 64    # a cache line: the body keeps the alignment of offset 0 (blocks are 64-aligned)
@@ -80,66 +81,95 @@ def _expect(register: int, value: int, scratch: int) -> bytes:
     return e.mov_ri(scratch, value) + e.cmp_rr(register, scratch)
 
 
+_ARGUMENTS = (RDI, RSI, RDX, RCX, R8, R9)
+
+
+def _check(register: int, layout, fields, fail_if) -> bytes:
+    """The array object in `register` has `layout`'s type, dtype, ndim, shape and strides
+    (rax, r10, r11 scratch)."""
+    code = b""
+    for offset, value in ((fields.type, layout.type), (fields.descr, layout.descr)):
+        code += e.mov_rm(RAX, Mem(register, disp=offset)) + _expect(RAX, value, R11)
+        code += fail_if("ne", code)
+    code += e.mov_rm(RAX, Mem(register, disp=fields.nd)) + e.shl_ri(RAX, 32)
+    code += _expect(RAX, len(layout.shape) << 32, R11)
+    code += fail_if("ne", code)
+    for offset, values in ((fields.dims, layout.shape), (fields.strides, layout.strides)):
+        if values:
+            code += e.mov_rm(R10, Mem(register, disp=offset))
+        for index, value in enumerate(values):
+            code += e.mov_rm(RAX, Mem(R10, disp=8 * index)) + _expect(RAX, value, R11)
+            code += fail_if("ne", code)
+    return code
+
+
 def array_call(target, call) -> tuple[bytes, int]:
     """The checked array call (einjit.backends.array_call) as code, and its entry's offset.
-    Arguments rdi, rsi (the operands' objects, or 0 where unused), rdx (the result's).
+    Arguments in rdi, rsi, rdx, rcx, r8, r9: the operands' objects, then the result's.
     Offset 0 holds `mov eax, 1; ret`; each check jumps back there where it fails:
 
         mov rax, [rdi+type]; mov r11, type; cmp rax, r11; jne fail      and descr alike
         mov rax, [rdi+nd]; shl rax, 32; cmp rax, (nd << 32)             ndim, a C int
         mov r10, [rdi+dims]; mov rax, [r10+8i]; cmp rax, size_i; jne    each dim, each stride
-        ...                                                             rsi, rdx alike
-        mov rax, [rdx+flags]; and rax, WRITEABLE; je fail               a result given
-        mov r9, [rdi+data]; mov r10, [rsi+data]; mov rdx, [rdx+data]
-        mov r11, span; add r11, rdx                                     its bytes' end, then
-        cmp r9, r11; jae next; mov rax, span_0; add rax, r9;            per operand: fail
-        cmp rdx, rax; jb fail                                           where they meet
-        mov rdi, r9 (or a fixed address); mov rsi, r10 (or one)
-        xor ecx, ecx; mov r8, count
-        sub rsp, 8; mov rax, nest; call rax; add rsp, 8                 rsp 16-aligned at the call
-        xor eax, eax; ret
+        ...                                                             each argument alike
+        mov rax, [r9+flags]; and rax, WRITEABLE; je fail                a result given: writable,
+        mov r11, [r9+data]; mov r10, span; add r10, r11                 its bytes [r11, r10)
+        mov rax, [rdi+data]; cmp rax, r10; jae next                     met by no operand's:
+        mov rax, span_0; add rax, [rdi+data]; cmp rax, r11; ja fail     each one's alike
+        push rbp; mov rbp, rsp; sub rsp, 8 * arguments (16-aligned)
+        mov rax, [rdi+data]; mov [rbp-8], rax; ...                      every data pointer
+        sub rsp, 4032; mov [rsp], rax; ...                              the scratch frame, a
+        sub rsp, rest; and rsp, -64; mov [rsp], rax                     page at most a touch
+        per nest: mov rdi, [rbp-8i]; add rdi, offset (or lea rdi, [rsp+offset], or an
+        address), rsi and rdx alike; xor ecx, ecx; mov r8, count; mov rax, nest; call rax
+        mov rsp, rbp; pop rbp; xor eax, eax; ret
     """
     fields = call.fields
     code = _FAIL + e.nop(ARRAY_CALL_ENTRY - len(_FAIL))
 
-    def fail_if(condition: str) -> bytes:
-        return e.jcc(condition, -(len(code) + 6))
+    def fail_if(condition: str, tail: bytes = b"") -> bytes:
+        return e.jcc(condition, -(len(code) + len(tail) + 6))
 
-    for register, layout in zip((RDI, RSI, RDX), (*call.arguments, call.result)):
-        if layout is None:
-            continue
-        for offset, value in ((fields.type, layout.type), (fields.descr, layout.descr)):
-            code += e.mov_rm(RAX, Mem(register, disp=offset)) + _expect(RAX, value, R11)
-            code += fail_if("ne")
-        code += e.mov_rm(RAX, Mem(register, disp=fields.nd)) + e.shl_ri(RAX, 32)
-        code += _expect(RAX, len(layout.shape) << 32, R11)
-        code += fail_if("ne")
-        for offset, values in ((fields.dims, layout.shape), (fields.strides, layout.strides)):
-            if values:
-                code += e.mov_rm(R10, Mem(register, disp=offset))
-            for index, value in enumerate(values):
-                code += e.mov_rm(RAX, Mem(R10, disp=8 * index)) + _expect(RAX, value, R11)
-                code += fail_if("ne")
-    if call.result is not None:
-        code += e.mov_rm(RAX, Mem(RDX, disp=fields.flags)) + e.and_ri(RAX, WRITEABLE_FLAG)
-        code += fail_if("e")
-    data = (R9, R10)
-    for register, layout, loaded in zip((RDI, RSI), call.arguments, data):
+    arguments = _ARGUMENTS[:len(call.arguments) + 1]
+    result = arguments[-1]
+    for register, layout in zip(arguments, (*call.arguments, call.result)):
         if layout is not None:
-            code += e.mov_rm(loaded, Mem(register, disp=fields.data))
-    code += e.mov_rm(RDX, Mem(RDX, disp=fields.data))
+            code += _check(register, layout, fields, fail_if)
     if call.result is not None:
-        code += e.mov_ri(R11, call.result.span) + e.add_rr(R11, RDX)
-        for loaded, layout in zip(data, call.arguments):
-            if layout is None:
-                continue
-            meets = e.mov_ri(RAX, layout.span) + e.add_rr(RAX, loaded) + e.cmp_rr(RDX, RAX)
-            code += e.cmp_rr(loaded, R11) + e.jcc("ae", len(meets) + 6) + meets
-            code += fail_if("b")
-    for register, (argument, fixed) in zip((RDI, RSI), call.operands):
-        code += e.mov_ri(register, fixed) if argument is None else \
-            e.mov_rr(register, data[argument])
-    code += e.xor_rr(RCX, RCX) + e.mov_ri(R8, call.count)
-    code += e.sub_ri(RSP, 8) + e.mov_ri(RAX, call.nest) + e.call_r(RAX) + e.add_ri(RSP, 8)
-    code += e.xor_rr(RAX, RAX) + e.ret()
+        code += e.mov_rm(RAX, Mem(result, disp=fields.flags)) + e.and_ri(RAX, WRITEABLE_FLAG)
+        code += fail_if("e")
+        code += e.mov_rm(R11, Mem(result, disp=fields.data))
+        code += e.mov_ri(R10, call.result.span) + e.add_rr(R10, R11)
+        for register, layout in zip(arguments, call.arguments):
+            data = Mem(register, disp=fields.data)
+            meets = e.mov_ri(RAX, layout.span) + e.add_rr(RAX, data) + e.cmp_rr(RAX, R11)
+            code += e.mov_rm(RAX, data) + e.cmp_rr(RAX, R10) + e.jcc("ae", len(meets) + 6)
+            code += meets
+            code += fail_if("a")         # the operand's end lies past out's start
+    slots = 16 * -(-len(arguments) // 2)           # rsp stays 16-aligned for the calls
+    code += e.push(RBP) + e.mov_rr(RBP, RSP) + e.sub_ri(RSP, slots)
+
+    def slot(index: int) -> Mem:
+        return Mem(RBP, disp=-8 * (index + 1))
+    for index, register in enumerate(arguments):
+        code += e.mov_rm(RAX, Mem(register, disp=fields.data)) + e.mov_mr(slot(index), RAX)
+    frame, step = call.frame_bytes, STACK_PROBE_BYTES - FRAME_ALIGNMENT
+    while frame > step:                    # each page touched before the next is taken
+        code += e.sub_ri(RSP, step) + e.mov_mr(Mem(RSP), RAX)
+        frame -= step
+    if call.frame_bytes:
+        code += e.sub_ri(RSP, frame) + e.and_ri(RSP, -FRAME_ALIGNMENT)
+        code += e.mov_mr(Mem(RSP), RAX)
+    for nest in call.calls:
+        for register, source in zip((RDI, RSI, RDX), nest.operands):
+            if source.kind == "argument":
+                code += e.mov_rm(register, slot(source.index))
+                code += e.add_ri(register, source.offset) if source.offset else b""
+            elif source.kind == "frame":
+                code += e.lea(register, Mem(RSP, disp=source.offset))
+            else:
+                code += e.mov_ri(register, source.offset)
+        code += e.xor_rr(RCX, RCX) + e.mov_ri(R8, nest.count)
+        code += e.mov_ri(RAX, nest.nest) + e.call_r(RAX)
+    code += e.mov_rr(RSP, RBP) + e.pop(RBP) + e.xor_rr(RAX, RAX) + e.ret()
     return code, ARRAY_CALL_ENTRY
