@@ -23,10 +23,11 @@ operands are the tree's leaves, left to right, its result has the root's dims.
 Call cost: a plan is checked and compiled once; a call whose operands have the shapes, strides
 and dtype the plan was made for (checked in a few comparisons per operand) runs each step's
 JIT'd code on the operands' addresses (Plan.run_addresses): a plan of one step is one call
-of its nest. A plain call of a one-step expression (no out=) makes one native call that does
-the checks itself (Plan.array_call) and falls back to the Python checks where one fails; so
-does a repeated einjit.einsum call with default options, through the array call of the plan
-its subscripts ran last (the plan cache's shortcut)."""
+of its nest. A call of an expression whose steps all run on the calling thread makes one
+native call that does the checks and runs every step (Plan.array_call), and falls back to
+the Python checks where one fails; so does a repeated einjit.einsum call with default
+options, through the array call of the plan its subscripts ran last (the plan cache's
+shortcut)."""
 
 from __future__ import annotations
 
