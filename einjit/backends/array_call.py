@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from ..runtime.arrays import ArrayFields
 
 MAX_ARGUMENTS = 6          # the operands and the result, all passed in registers on both ISAs
-# the most scratch an array call takes from its caller's stack (a thread's may be small)
-MAX_FRAME_BYTES = 32 << 10
+# the most scratch an array call takes from its caller's stack, beside the nests' own frames
+# (under 64 KiB): a thread's stack may be small (musl's default is 128 KiB), and plans whose
+# intermediates outgrow this spend their time in the nests rather than in the call
+MAX_FRAME_BYTES = 16 << 10
 FRAME_ALIGNMENT = 64       # each intermediate starts on a cache line
 
 
