@@ -314,7 +314,7 @@ class Plan:
                 compiled, *((index, 0) if index < leaves else (None, tail[index - leaves - 1])
                             for index in (in0, in1)))
         self._nests = None
-        if all(len(group) == 1 for group in self.groups) and \
+        if records and all(len(group) == 1 for group in self.groups) and \
                 all(compiled.single is not None for _, compiled, _ in records):
             # every step on the calling thread, one after another: what array_call calls
             def source(index: int, offset: int) -> Source:
