@@ -575,7 +575,7 @@ class ContractExpression:
             self._fast_bytes = tuple(math.prod(shape) * item for shape in self.shapes)
             self._fast_out = (self._shape, tuple(item * x for x in _dense(self._shape, "C")),
                               math.prod(self._shape) * item)
-            # the same checks and the step in one native call (a one-step plan's)
+            # the same checks and every step in one native call, where the plan offers it
             layouts = [ArrayLayout(id(np.ndarray), id(self._kind), item, shape, strides)
                        for shape, strides in self._fast]
             self._array_call = self._prepared.array_call(lambda: layouts)

@@ -11,7 +11,7 @@ Every backend module offers the same functions with the same signatures:
                                      objects whose data pointer lies `field` bytes in)
     array_call(target, call) -> (bytes, entry offset)
                                      (an ArrayCall, einjit.backends.array_call: checks numpy
-                                     arrays against a plan's layouts, then runs its nest)
+                                     arrays against a plan's layouts, then runs its nests)
     default_variant() -> str                         (the host's best variant, or the widest)
     missing_features(variant) -> tuple[str, ...]     (what this host lacks to run it)
     brgemm_vector_bits(target, m, k, dtype) -> int

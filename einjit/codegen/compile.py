@@ -6,7 +6,8 @@ behind the backend's entry guard (guard_entry: the caller's FP exception flags s
 it executable (backends.place_code) and wraps the entry nest(in0, in1, out, begin, end) in
 a ctypes function; where runtime.arrays probed numpy's array struct, a second entry a line
 before the guard (object_entry) takes the arrays' ids instead and reads their data pointers
-itself (on_arrays, which the frontend's one-step plans call). The flattened shared
+itself (on_arrays, which the frontend's one-step plans call); place_array_call maps a
+plan's checked array call (einjit.backends.array_call). The flattened shared
 iterations are split into one contiguous share per thread (runtime.threads.split_range),
 whose task records for the native workers
 (codegen.workers.NestShares) are built with the operation; run() hands all shares but its
