@@ -79,7 +79,11 @@ class Microarch:
     back is stored non-temporally. c_set_ways: where C comes from beyond L2 (a large
     contraction's calls, brgemm's far_c), the most lines of one register block's C that may
     map to one L1 set, in L1 ways (chosen by measurement at power-of-two ld_c:
-    docs/measurements.md, "C from beyond L2")."""
+    docs/measurements.md, "C from beyond L2"). c_prefetch_next_block: there each register
+    block prefetches the C of the block after it, not of the block a row below: where the
+    last-level cache is far (Intel's mesh), C prefetched a row ahead has left L2's few sets a
+    power-of-two ld_c gives it before it is read (docs/measurements.md, "C prefetched a block
+    ahead")."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
@@ -95,6 +99,7 @@ class Microarch:
     pack_max_bytes: int = 288 << 10
     stream_out_bytes: int = 64 << 20
     c_set_ways: float = 1.5
+    c_prefetch_next_block: bool = False
 
     @property
     def l1_bytes(self) -> int:

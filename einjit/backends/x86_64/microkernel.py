@@ -29,7 +29,7 @@ from einjit.backends.x86_64.frame import (
 from einjit.backends.x86_64.precision import Precision
 from einjit.backends.x86_64.tuning import rules
 
-C_PREFETCH = enc.prefetcht1      # C's lines a block row ahead go to L2 (see prefetch_c)
+C_PREFETCH = enc.prefetcht1      # C's lines a block row or a block ahead go to L2 (prefetch_c)
 
 
 class Microkernel:
@@ -92,17 +92,22 @@ class Microkernel:
     def prefetch_c(self, cols: int, c_offset: int = 0) -> None:
         """Where c_ahead is set: prefetch into L2 the c_ahead bytes of each of the block's
         columns that lie c_ahead bytes below its own rows (C_PTR's block, `c_offset` columns
-        on), the last byte's line too (C's columns need not start on a line). Issued a block
-        row ahead of its loads, so that C coming from L3 or memory arrives in time; into L2,
-        not L1: with a pitch of a power of two, a block's columns share few of L1's sets.
-        The walker is the K counter: free before the K loop. Prefetches never fault."""
+        on), the last byte's line too (C's columns need not start on a line); on a core with
+        c_prefetch_next_block, those of the `cols` columns after the block's, at its own rows
+        (the next block's, if as wide). Issued a block row or a block ahead of its loads, so
+        that C coming from L3 or memory arrives in time; into L2, not L1: with a pitch of a
+        power of two, a block's columns share few of L1's sets. The walker is the K counter:
+        free before the K loop. Prefetches never fault."""
         ahead = self.c_ahead
         if not ahead:
             return
+        below = ahead
+        if self.target.micro.c_prefetch_next_block:
+            c_offset, below = c_offset + cols, 0
         walker = self.counter
         code = ([enc.imul_rri(walker, LDC, c_offset), enc.add_rr(walker, C_PTR)] if c_offset
                 else [enc.mov_rr(walker, C_PTR)])
-        offsets = sorted(set(range(ahead, 2 * ahead, LINE_BYTES)) | {2 * ahead - 1})
+        offsets = sorted(set(range(below, below + ahead, LINE_BYTES)) | {below + ahead - 1})
         for j in range(cols):
             if j:
                 code.append(enc.add_rr(walker, LDC))

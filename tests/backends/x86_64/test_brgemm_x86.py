@@ -1276,6 +1276,24 @@ def test_far_c_kernels_run_k_whole(variant, micro):
     assert not setting.far_c
 
 
+@pytest.mark.parametrize("micro", ["zen4", "sapphirerapids"])
+def test_far_c_prefetches_the_block_a_row_below_or_the_next_block(micro):
+    """far_c's prefetches of a large contraction's call: on a core with
+    c_prefetch_next_block the lines of the block's own rows in the columns after its own
+    (from displacement 0, the walker moved on by a multiple of ld_c), else the rows a block
+    below (every displacement at least a line on)."""
+    text = _disassembly(generate_brgemm(target("avx512", micro), 128, 512, 128, 1,
+                                        ld_b=144, far_c=2048))
+    displacements = [int(d, 16) if d.startswith("0x") else int(d) for d in
+                     re.findall(r"prefetcht1 byte ptr \[r\w+(?: \+ (\w+))?\]", text)
+                     for d in [d or "0"]]
+    assert displacements and len(displacements) == text.count("prefetcht1")
+    if cpu.MICROARCHS[micro].c_prefetch_next_block:
+        assert min(displacements) == 0
+    else:
+        assert min(displacements) >= 64
+
+
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
 def test_far_c_prefetches_never_fault(variant, micro):
