@@ -352,13 +352,16 @@ def peer_seconds(equation: str, operands: list[np.ndarray], threads: int
 
 # -- measuring ---------------------------------------------------------------------------------
 def relative_error(result, reference) -> float:
+    """|result - reference| / |reference| in float64 (complex128), numpy's BLAS on one thread:
+    its other threads, once woken, would spin on the cores of the timing that follows."""
     wide = np.promote_types(np.asarray(result).dtype, np.float64)    # complex128 for complex
     result = np.asarray(result, wide)
     reference = np.asarray(reference, wide)
     if result.shape != reference.shape:
         return math.inf
-    scale = np.linalg.norm(reference.ravel())
-    return float(np.linalg.norm((result - reference).ravel()) / max(scale, 1e-30))
+    with one_blas_thread():
+        scale = np.linalg.norm(reference.ravel())
+        return float(np.linalg.norm((result - reference).ravel()) / max(scale, 1e-30))
 
 
 def interleaved(functions: dict[str, Callable], first: dict[str, float]) -> dict[str, float]:

@@ -58,22 +58,6 @@ def einjit_threads(threads: int):
             os.environ[THREADS_ENV] = saved
 
 
-@contextlib.contextmanager
-def one_core():
-    """A context in which the calling thread runs on one core, the last this process may use:
-    a kernel's timings and the peaks they are set against come from the same core, with no
-    move between cores in a run (a virtual machine's cores need not be alike)."""
-    if not hasattr(os, "sched_setaffinity"):
-        yield
-        return
-    saved = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {max(saved)})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, saved)
-
-
 def one_blas_thread():
     """A context in which numpy's BLAS runs on one thread (threadpoolctl, where installed): the
     reference products computed in the process that times einjit, whose BLAS threads would

@@ -42,7 +42,6 @@ from .harness import (
     best_seconds,
     cold_ms,
     fma_peak_gflops,
-    one_core,
     placed,
     write_result,
 )
@@ -302,14 +301,8 @@ def complex_lines(variant, verdict=None, rounds=7):
 
 def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, passes=2,
         verdict=None):
-    """Measure the grid on one core (harness.one_core); return (summary lines, CSV text). The
-    targets go to `verdict`."""
-    with one_core():
-        return _measured(variant, sizes, k_values, progress, dtype, fp64, passes,
-                         verdict or Verdict())
-
-
-def _measured(variant, sizes, k_values, progress, dtype, fp64, passes, verdict):
+    """Measure the grid; return (summary lines, CSV text). The targets go to `verdict`."""
+    verdict = verdict or Verdict()
     timer = GemmTimer(variant, dtype)
     best, peaks = measure_grid(timer, sizes, k_values, progress, passes)
     grid = [(m, n, k, 1, g, percent, bound) for (m, n, k), (percent, g, bound) in best.items()]

@@ -39,7 +39,7 @@ from einjit.backends.x86_64.precision import precision
 from einjit.runtime.host import host_isa
 
 from . import llvm_mca
-from .harness import one_core, write_result
+from .harness import write_result
 from .x86_gemm import GemmTimer
 
 TRIPLE = "x86_64"
@@ -259,14 +259,12 @@ def measured_percent(variant: str, dtype: str, m: int, n: int, k: int,
     """This host's GFLOPS for the kernel as a % of the FMA peak measured in the same rounds:
     the best kernel over the best peak, each round timing both for about MEASURE_SECONDS a
     batch (benchmarks.x86_gemm's timer), short and alike: on a shared machine another
-    process cuts a longer batch more often, which would favour the shorter one. On one core
-    (harness.one_core)."""
+    process cuts a longer batch more often, which would favour the shorter one."""
     timer = GemmTimer(variant, dtype)
     peaks, kernels = [], []
-    with one_core():
-        for _ in range(rounds):
-            peaks.append(timer.peak(seconds=MEASURE_SECONDS))
-            kernels.append(timer.gflops(m, n, k, 1, seconds=MEASURE_SECONDS, repetitions=7))
+    for _ in range(rounds):
+        peaks.append(timer.peak(seconds=MEASURE_SECONDS))
+        kernels.append(timer.gflops(m, n, k, 1, seconds=MEASURE_SECONDS, repetitions=7))
     return 100 * max(kernels) / max(peaks)
 
 

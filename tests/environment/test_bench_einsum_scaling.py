@@ -2,6 +2,7 @@
 measured, beside the parallel profile's prediction and its predicted efficiency on 16, 48 and
 72 threads (peers replaced by a fixed time: only einjit's side is under test)."""
 
+import numpy as np
 import pytest
 
 from benchmarks import einsum
@@ -52,3 +53,22 @@ def test_complex_cases_count_8_flops_a_multiply_add_on_complex_operands(monkeypa
     # the error counts imaginary parts: a result off in them only is not within tolerance
     exact = operands[0] @ operands[0].T
     assert einsum.relative_error(exact.conj(), exact) > 0.1
+
+
+def test_relative_error_keeps_numpys_blas_on_one_thread(monkeypatch):
+    """The result checks that precede einjit's timings run numpy's BLAS on one thread: its
+    other threads, once woken, spin on the cores einjit's threads are then timed on."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    seen = []
+    norm = np.linalg.norm
+
+    def recording_norm(values):
+        seen.append([pool["num_threads"] for pool in threadpoolctl.threadpool_info()
+                     if pool["user_api"] == "blas"])
+        return norm(values)
+
+    monkeypatch.setattr(einsum.np.linalg, "norm", recording_norm)
+    reference = np.arange(1.0, 7.0).reshape(2, 3)
+    assert einsum.relative_error(reference * (1 + 1e-3), reference) == pytest.approx(1e-3)
+    assert len(seen) == 2 and all(seen), "no BLAS seen: nothing checked"
+    assert all(count == 1 for counts in seen for count in counts), seen

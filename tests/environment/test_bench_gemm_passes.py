@@ -1,11 +1,10 @@
 """The GEMM grid keeps each shape's best over its passes (a noisy machine takes more)."""
 
 import itertools
-import os
 
 import pytest
 
-from benchmarks import harness, x86_gemm
+from benchmarks import x86_gemm
 
 
 class ScriptedTimer:
@@ -70,16 +69,3 @@ def test_complex_brgemm_lines_count_8_flops_against_the_real_parts_peak(monkeypa
                      for br in (1, 16)]
     assert len(lines) == 4 and all("90.0% of the float" in line for line in lines)
     assert [target.goal for target in verdict.targets] == [85] * 4
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
-def test_one_core_pins_the_thread_to_its_last_core_and_restores_it():
-    """The grid runs on one core (harness.one_core): the last this process may use, the whole
-    set back afterwards, also after an error."""
-    before = os.sched_getaffinity(0)
-    with harness.one_core():
-        assert os.sched_getaffinity(0) == {max(before)}
-    assert os.sched_getaffinity(0) == before
-    with pytest.raises(ZeroDivisionError), harness.one_core():
-        1 / 0
-    assert os.sched_getaffinity(0) == before
