@@ -134,7 +134,10 @@ MAX_CALLS = 25
 
 
 def run_contractions(threads, quick, variant, lines, rows, seeds_only=False, verdict=None):
+    """Every case timed, then every case's peers: numpy's BLAS threads, once woken, would spin
+    on the cores of the einjit timing that followed."""
     verdict = verdict or Verdict()
+    timed = []
     for name, op in contraction_cases(threads, quick, seeds_only):
         in0, in1 = _buffer(op, "stride_in0"), _buffer(op, "stride_in1")
         out = np.zeros(1 + sum((d.size - 1) * d.stride_out for d in op.dims), np.float32)
@@ -161,8 +164,8 @@ def run_contractions(threads, quick, variant, lines, rows, seeds_only=False, ver
             peaks.append(fma_peak_gflops(variant) if op.num_threads == 1
                          else all_core_peak_gflops(variant, op.num_threads))
             seconds = min(seconds, best_seconds(lambda: op.execute(in0, in1, out), calls))
-        peak = max(peaks)
-        gflops = flops / seconds / 1e9
+        timed.append((name, flops / seconds / 1e9, seconds, max(peaks), equation, a, b, calls))
+    for name, gflops, seconds, peak, equation, a, b, calls in timed:
         peer_seconds = {peer: best_seconds(function, calls)
                         for peer, function in _peers(equation, a, b).items()}
         best_peer = min(peer_seconds.values())
