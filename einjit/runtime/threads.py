@@ -10,7 +10,10 @@ Python call (for a nest, one ctypes call, which releases the GIL) handed over th
 queue, so each handover costs a thread wake-up.
 
 The default thread count is the number of CPUs this process may run on
-(os.sched_getaffinity), overridden by the EINJIT_NUM_THREADS environment variable.
+(os.sched_getaffinity), or fewer where a cgroup CPU quota allows fewer (a container's --cpus,
+a Kubernetes CPU limit: the affinity still lists every core of the host, and more threads
+than the quota's CPUs queue behind one another), overridden by the EINJIT_NUM_THREADS
+environment variable.
 
 A loop nest may copy a block of A into its stack frame (the core's pack_max_bytes at most,
 einjit.backends.Microarch), so the workers get at least WORKER_STACK_BYTES of stack whatever
@@ -21,6 +24,8 @@ on_caller).
 from __future__ import annotations
 
 import ctypes
+import functools
+import math
 import os
 import queue
 import threading
@@ -31,6 +36,7 @@ from einjit.settings import int_setting
 from ..errors import KernelParameterError
 
 THREADS_ENV = "EINJIT_NUM_THREADS"
+CGROUP_ROOT = "/sys/fs/cgroup"       # where Linux mounts the cgroup hierarchies
 WORKER_STACK_BYTES = 8 << 20        # glibc's usual default; only the pages touched cost memory
 
 
@@ -50,12 +56,77 @@ def threads_setting() -> object:
 
 
 def default_threads() -> int:
-    """EINJIT_NUM_THREADS if set, else the CPUs this process may run on."""
+    """EINJIT_NUM_THREADS if set, else the CPUs this process may run on (its affinity, at
+    most its cgroup quota's CPUs)."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:      # not Linux
         usable = os.cpu_count() or 1
-    return int_setting(THREADS_ENV, usable, 1, KernelParameterError)
+    quota = _process_quota_cpus()
+    return int_setting(THREADS_ENV, min(usable, quota or usable), 1, KernelParameterError)
+
+
+@functools.cache
+def _process_quota_cpus() -> int | None:
+    return quota_cpus()
+
+
+def quota_cpus(root: str = CGROUP_ROOT, membership: str = "/proc/self/cgroup") -> int | None:
+    """The CPUs the cgroup CPU quotas of this process and its ancestor groups allow, the
+    tightest quota over its period rounded up, or None where none is set or readable:
+    cgroup v2's cpu.max ("max 100000": none; "250000 100000": 3), v1's cpu.cfs_quota_us over
+    cpu.cfs_period_us (-1: none). `membership` lists the process's groups (hierarchy,
+    controllers and path on each line, as /proc/self/cgroup); `root` is where the
+    hierarchies are mounted."""
+    try:
+        with open(membership) as groups:
+            lines = groups.read().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        hierarchy, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if hierarchy == "0" and controllers == "":
+            base, read = root, _v2_quota
+        elif "cpu" in controllers.split(","):
+            base, read = os.path.join(root, "cpu"), _v1_quota
+        else:
+            continue
+        group = path or "/"
+        while True:             # the group and each of its ancestors up to the root
+            limit = read(os.path.join(base, group.lstrip("/")))
+            if limit is not None:
+                limits.append(limit)
+            if group == "/":
+                break
+            group = os.path.dirname(group)
+    return max(1, math.ceil(min(limits))) if limits else None
+
+
+def _words(path: str) -> list[str] | None:
+    try:
+        with open(path) as file:
+            return file.read().split()
+    except OSError:
+        return None
+
+
+def _v2_quota(group: str) -> float | None:
+    words = _words(os.path.join(group, "cpu.max"))
+    try:
+        return int(words[0]) / int(words[1]) if words and words[0] != "max" else None
+    except (ValueError, IndexError, ZeroDivisionError):
+        return None
+
+
+def _v1_quota(group: str) -> float | None:
+    quota = _words(os.path.join(group, "cpu.cfs_quota_us"))
+    period = _words(os.path.join(group, "cpu.cfs_period_us"))
+    try:
+        return int(quota[0]) / int(period[0]) if quota and period and int(quota[0]) > 0 \
+            else None
+    except (ValueError, IndexError, ZeroDivisionError):
+        return None
 
 
 def check_threads(num_threads) -> int:

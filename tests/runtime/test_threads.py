@@ -147,3 +147,58 @@ def test_the_thread_setting_follows_the_environment(monkeypatch):
     assert three is not None and threads.threads_setting() not in (None, three)
     monkeypatch.delenv(threads.THREADS_ENV)
     assert threads.threads_setting() is None
+
+
+def _cgroups(tmp_path, membership, files):
+    """A made-up cgroup mount under tmp_path: `files` maps paths below it to contents."""
+    for name, text in files.items():
+        path = tmp_path / "mount" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (tmp_path / "cgroup").write_text(membership)
+    return str(tmp_path / "mount"), str(tmp_path / "cgroup")
+
+
+@pytest.mark.parametrize("membership, files, expected", [
+    # cgroup v2: the tightest of the group's and its ancestors' quotas, rounded up
+    ("0::/pod/app\n", {"pod/app/cpu.max": "250000 100000\n", "pod/cpu.max": "max 100000\n"}, 3),
+    ("0::/pod/app\n", {"pod/app/cpu.max": "400000 100000", "pod/cpu.max": "150000 100000"}, 2),
+    ("0::/\n", {"cpu.max": "50000 100000"}, 1),
+    ("0::/pod\n", {"pod/cpu.max": "max 100000"}, None),
+    ("0::/pod\n", {"pod/cpu.max": "lots 100000"}, None),
+    ("0::/pod\n", {}, None),
+    # cgroup v1: cpu.cfs_quota_us over cpu.cfs_period_us, -1 for none
+    ("4:memory:/x\n2:cpu,cpuacct:/docker/c1\n",
+     {"cpu/docker/c1/cpu.cfs_quota_us": "200000", "cpu/docker/c1/cpu.cfs_period_us": "100000"},
+     2),
+    ("2:cpu,cpuacct:/docker/c1\n",
+     {"cpu/docker/c1/cpu.cfs_quota_us": "-1", "cpu/docker/c1/cpu.cfs_period_us": "100000"},
+     None),
+    ("2:cpuacct:/docker/c1\n",
+     {"cpu/docker/c1/cpu.cfs_quota_us": "100000", "cpu/docker/c1/cpu.cfs_period_us": "100000"},
+     None),
+])
+def test_quota_cpus_reads_cgroup_v1_and_v2_limits(tmp_path, membership, files, expected):
+    root, groups = _cgroups(tmp_path, membership, files)
+    assert threads.quota_cpus(root, groups) == expected
+
+
+def test_quota_cpus_without_cgroups_is_none(tmp_path):
+    assert threads.quota_cpus(str(tmp_path), str(tmp_path / "missing")) is None
+
+
+def test_default_threads_keeps_within_the_cgroup_quota(monkeypatch):
+    """A container's CPU limit caps the default (its affinity still lists the host's every
+    core); EINJIT_NUM_THREADS still decides where it is set."""
+    import os
+    monkeypatch.delenv(threads.THREADS_ENV, raising=False)
+    usable = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(threads, "_process_quota_cpus", lambda: None)
+    assert default_threads() == usable
+    monkeypatch.setattr(threads, "_process_quota_cpus", lambda: 1)
+    assert default_threads() == 1
+    monkeypatch.setattr(threads, "_process_quota_cpus", lambda: usable + 5)
+    assert default_threads() == usable
+    monkeypatch.setattr(threads, "_process_quota_cpus", lambda: 1)
+    monkeypatch.setenv(threads.THREADS_ENV, "3")
+    assert default_threads() == 3
