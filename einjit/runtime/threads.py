@@ -97,9 +97,9 @@ def quota_cpus(root: str = CGROUP_ROOT, membership: str = "/proc/self/cgroup") -
             limit = read(os.path.join(base, group.lstrip("/")))
             if limit is not None:
                 limits.append(limit)
-            if group == "/":
+            if group in ("/", ""):
                 break
-            group = os.path.dirname(group)
+            group = os.path.dirname(group.rstrip("/")) or "/"
     return max(1, math.ceil(min(limits))) if limits else None
 
 

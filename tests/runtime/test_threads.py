@@ -167,6 +167,9 @@ def _cgroups(tmp_path, membership, files):
     ("0::/pod\n", {"pod/cpu.max": "max 100000"}, None),
     ("0::/pod\n", {"pod/cpu.max": "lots 100000"}, None),
     ("0::/pod\n", {}, None),
+    # paths Linux does not write (relative, a trailing slash) still end at the root
+    ("0::pod/app\n", {"pod/app/cpu.max": "300000 100000", "cpu.max": "200000 100000"}, 2),
+    ("0::/pod/\n", {"pod/cpu.max": "300000 100000"}, 3),
     # cgroup v1: cpu.cfs_quota_us over cpu.cfs_period_us, -1 for none
     ("4:memory:/x\n2:cpu,cpuacct:/docker/c1\n",
      {"cpu/docker/c1/cpu.cfs_quota_us": "200000", "cpu/docker/c1/cpu.cfs_period_us": "100000"},
