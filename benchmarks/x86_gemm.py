@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 
+from einjit.backends import LINE_BYTES
 from einjit.backends.x86_64 import VARIANTS, cpu, generate_brgemm
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64.asm import Assembler
@@ -68,6 +69,10 @@ SPLIT_SHAPE = (9, 8, 16)
 # A's pitch (see blocking.packs_a): a block of C of an einsum over a tall operand, A's columns
 # 512 bytes, 1 and 4 KiB apart, against 8 elements more (not a multiple of 512 bytes)
 PITCH_SHAPE, PITCH_LD_A, PITCH_STEP = (128, 64, 256), (128, 256, 1024), 8
+# a large contraction's call as a 2048^3 matmul makes it (einjit.passes.block: M and K blocks
+# of 128, N panels of FAR_C_N), C at a pitch of 2048 elements, against FAR_C_STEP more
+FAR_C_SHAPE, FAR_C_LD, FAR_C_STEP = (128, 128), 2048, 16
+FAR_C_N = {"float32": 512, "float64": 256}
 
 
 # a complex kernel's FMA peak is its part's; a complex multiply-add counts 8 real flops
@@ -89,25 +94,31 @@ class GemmTimer:
                                dtype=REAL_PART.get(self.dtype, self.dtype))
 
     def gflops(self, m, n, k, br=1, seconds=0.001, repetitions=3, c_offset=C_OFFSET,
-               ld_a=None):
+               ld_a=None, ld_b=None, ld_c=None, far_c=False):
+        """far_c: the kernel told that C comes from beyond L2 (generate_brgemm's far_c, at
+        ld_c), as a large contraction's calls are; ld_b, where given, is generated in."""
+        hints = {"ld_b": ld_b} if ld_b else {}
+        if far_c:
+            hints["far_c"] = ld_c or m
         if self.dtype == "float32":    # the generator's float32 form, as every caller uses it
-            code = generate_brgemm(VARIANTS[self.variant], m, n, k, br)
+            code = generate_brgemm(VARIANTS[self.variant], m, n, k, br, **hints)
         else:
-            code = generate_brgemm(VARIANTS[self.variant], m, n, k, br, dtype=self.dtype)
+            code = generate_brgemm(VARIANTS[self.variant], m, n, k, br, dtype=self.dtype,
+                                   **hints)
         kernel = JitFunction(code, 8)
-        operands, args = self._operands(m, n, k, br, c_offset, ld_a)
+        operands, args = self._operands(m, n, k, br, c_offset, ld_a, ld_b, ld_c)
         per_call = self.driver.seconds_per_call(kernel.memory.address, args, seconds, repetitions)
         return self.flops_per_step * m * n * k * br / per_call / 1e9
 
-    def _operands(self, m, n, k, br, c_offset=C_OFFSET, ld_a=None):
-        """Random A and B and a zero C, each placed past a page boundary (see PAGE); A's
-        columns ld_a elements apart (default M)."""
-        ld_a = ld_a or m
+    def _operands(self, m, n, k, br, c_offset=C_OFFSET, ld_a=None, ld_b=None, ld_c=None):
+        """Random A and B and a zero C, each placed past a page boundary (see PAGE); the
+        columns of A, B and C ld_a, ld_b and ld_c elements apart (default M, K and M)."""
+        ld_a, ld_b, ld_c = ld_a or m, ld_b or k, ld_c or m
         a = placed(self._random(br * ld_a * k), A_OFFSET, PAGE)
-        b = placed(self._random(br * k * n), B_OFFSET, PAGE)
-        c = placed(np.zeros(m * n, self.dtype), c_offset, PAGE)
-        return (a, b, c), (a.ctypes.data, b.ctypes.data, c.ctypes.data, ld_a, k, m, ld_a * k,
-                           k * n)
+        b = placed(self._random(br * ld_b * n), B_OFFSET, PAGE)
+        c = placed(np.zeros(ld_c * n, self.dtype), c_offset, PAGE)
+        return (a, b, c), (a.ctypes.data, b.ctypes.data, c.ctypes.data, ld_a, ld_b, ld_c,
+                           ld_a * k, ld_b * n)
 
     def _random(self, count):
         values = self.rng.uniform(-1, 1, count)
@@ -143,15 +154,16 @@ class GemmTimer:
         return 100 * best["stores"] / best["kernel"]
 
 
-def paired_percent(timer, m, n, k, br, rounds=5, c_offset=C_OFFSET, ld_a=None):
+def paired_percent(timer, m, n, k, br, rounds=5, c_offset=C_OFFSET, **layout):
     """The kernel's best GFLOPS over `rounds` rounds as a percentage of the best FMA peak
     measured in the same rounds, each right before the kernel: the machine is shared, and a
-    busy spell only ever slows a measurement down."""
+    busy spell only ever slows a measurement down. layout: GemmTimer.gflops's ld_a, ld_b,
+    ld_c, far_c."""
     peaks, kernels = [], []
     for _ in range(rounds):
         peaks.append(timer.peak())
         kernels.append(timer.gflops(m, n, k, br, seconds=0.01, repetitions=5,
-                                    c_offset=c_offset, ld_a=ld_a))
+                                    c_offset=c_offset, **layout))
     return 100 * max(kernels) / max(peaks)
 
 
@@ -260,6 +272,20 @@ def pitch_lines(timer):
     return lines
 
 
+def far_c_lines(timer):
+    """A large contraction's call (FAR_C_SHAPE and FAR_C_N, A and B read from copies at a
+    pitch of M plus a line, as the nest makes them, C from beyond L2: far_c), the same C
+    block each call, at a power-of-two ld_c, whose lines share few of L2's sets, and
+    FAR_C_STEP elements further, paired: what C's pitch costs the nest's kernel."""
+    m, k = FAR_C_SHAPE
+    n, copies = FAR_C_N[timer.dtype], m + LINE_BYTES // np.dtype(timer.dtype).itemsize
+    figures = [paired_percent(timer, m, n, k, 1, ld_a=copies, ld_b=copies, ld_c=ld_c,
+                              far_c=True) for ld_c in (FAR_C_LD, FAR_C_LD + FAR_C_STEP)]
+    return [f"  {m}x{n}x{k}, a large contraction's call (C from beyond L2): at ld_c = "
+            f"{FAR_C_LD}: {figures[0]:.1f}% of peak; at ld_c = {FAR_C_LD + FAR_C_STEP}: "
+            f"{figures[1]:.1f}% (paired)"]
+
+
 def fp64_lines(variant, verdict=None):
     """The FP64 figures: 64^3 and the mean over M, N >= 16, K >= 64, each shape the best of
     rounds against the FP64 peak measured right before it; their targets go to `verdict`."""
@@ -309,7 +335,7 @@ def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, pa
     batched = [(m, n, k, paired_percent(timer, m, n, k, 16)) for m, n, k in BATCH_SHAPES]
     headline = paired_percent(timer, 64, 64, 64, 1)
     split = page_split_lines(timer)
-    pitches = pitch_lines(timer)
+    pitches = pitch_lines(timer) + far_c_lines(timer)
     peak = max(peaks)
 
     out = io.StringIO()

@@ -69,3 +69,38 @@ def test_complex_brgemm_lines_count_8_flops_against_the_real_parts_peak(monkeypa
                      for br in (1, 16)]
     assert len(lines) == 4 and all("90.0% of the float" in line for line in lines)
     assert [target.goal for target in verdict.targets] == [85] * 4
+
+
+def test_operands_take_each_pitch_and_the_buffers_hold_them():
+    """GemmTimer's operands at the pitches asked for: the kernel's arguments say them, the
+    batch strides follow from them, and every buffer reaches its last column."""
+    timer = x86_gemm.GemmTimer("avx2", "float32")
+    (a, b, c), args = timer._operands(8, 4, 16, 2, ld_a=10, ld_b=20, ld_c=12)
+    assert args[3:] == (10, 20, 12, 10 * 16, 20 * 4)
+    assert (a.size, b.size, c.size) == (2 * 10 * 16, 2 * 20 * 4, 12 * 4)
+    (a, b, c), args = timer._operands(8, 4, 16, 1)
+    assert args[3:] == (8, 16, 8, 8 * 16, 16 * 4)
+
+
+@pytest.mark.parametrize("dtype, n, copies", [("float32", 512, 144), ("float64", 256, 136)])
+def test_far_c_lines_time_the_large_contractions_call_at_both_pitches(dtype, n, copies):
+    """The far_c line: the 2048^3 plan's call (copies of A and B a line past M apart, C from
+    beyond L2) at ld_c 2048 and 2064, each paired with the peak, both figures printed."""
+    calls = []
+
+    class Recorder:
+        def peak(self, seconds=0.02):
+            return 100.0
+
+        def gflops(self, m, n, k, br=1, **options):
+            calls.append(((m, n, k, br), options))
+            return 90.0 if options["ld_c"] == 2048 else 95.0
+
+    recorder = Recorder()
+    recorder.dtype = dtype
+    lines = x86_gemm.far_c_lines(recorder)
+    assert {shape for shape, _ in calls} == {(128, n, 128, 1)}
+    assert sorted({options["ld_c"] for _, options in calls}) == [2048, 2064]
+    assert all(options["far_c"] and options["ld_a"] == options["ld_b"] == copies
+               for _, options in calls)
+    assert len(lines) == 1 and "2048: 90.0% of peak" in lines[0] and "2064: 95.0%" in lines[0]
