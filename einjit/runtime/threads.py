@@ -114,8 +114,8 @@ def _words(path: str) -> list[str] | None:
 def _v2_quota(group: str) -> float | None:
     words = _words(os.path.join(group, "cpu.max"))
     try:
-        return int(words[0]) / int(words[1]) if words and words[0] != "max" else None
-    except (ValueError, IndexError, ZeroDivisionError):
+        return int(words[0]) / int(words[1])
+    except (TypeError, ValueError, IndexError, ZeroDivisionError):    # "max": no quota
         return None
 
 
@@ -123,10 +123,10 @@ def _v1_quota(group: str) -> float | None:
     quota = _words(os.path.join(group, "cpu.cfs_quota_us"))
     period = _words(os.path.join(group, "cpu.cfs_period_us"))
     try:
-        return int(quota[0]) / int(period[0]) if quota and period and int(quota[0]) > 0 \
-            else None
-    except (ValueError, IndexError, ZeroDivisionError):
+        limit = int(quota[0]) / int(period[0])
+    except (TypeError, ValueError, IndexError, ZeroDivisionError):    # absent or malformed
         return None
+    return limit if limit > 0 else None         # -1: no quota
 
 
 def check_threads(num_threads) -> int:
