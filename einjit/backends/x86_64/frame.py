@@ -13,9 +13,11 @@ POOL = (enc.RAX, enc.R10, enc.R11, enc.RBX, enc.RBP, enc.R12, enc.R13, enc.R14, 
 assert len(POOL) == POOL_REGISTERS, "blocking.base_registers counts on the pool's size"
 
 # red-zone slots below rsp (a leaf function may use 128 bytes there without moving rsp):
-# seven 8-byte slots from -8 down to -56, the 64-byte vector slot at -128..-65
+# seven 8-byte slots from -8 down to -56, one at -64, the 64-byte vector slot at -128..-65
 A_ROW, C_ROW, B_ORIGIN, B_COL, N_COUNT, M_COUNT, CHUNK_COUNT = (
     enc.Mem(enc.RSP, disp=-8 * i) for i in range(1, 8))
+# where the next block row's lines of A are prefetched from (see Microkernel.prefetch_ahead)
+A_AHEAD = enc.Mem(enc.RSP, disp=-64)
 # AVX2: the tail mask vector, 32 bytes, then (packed tails) 32 zero bytes: the 32-byte window
 # 4*share*s bytes on holds the lanes of the column s places before its group's end
 MASK_SLOT = enc.Mem(enc.RSP, disp=-128)

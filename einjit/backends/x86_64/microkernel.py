@@ -15,6 +15,7 @@ from einjit.backends.x86_64.block_registers import BlockRegisters
 from einjit.backends.x86_64.blocking import COLUMNS_PER_BASE, PAIR_STEPS, Panel
 from einjit.backends.x86_64.encode import Mem, Reg
 from einjit.backends.x86_64.frame import (
+    A_AHEAD,
     A_PTR,
     A_ROW,
     B_BASE,
@@ -29,7 +30,7 @@ from einjit.backends.x86_64.frame import (
 from einjit.backends.x86_64.precision import Precision
 from einjit.backends.x86_64.tuning import rules
 
-C_PREFETCH = enc.prefetcht1      # C's lines a block row or a block ahead go to L2 (prefetch_c)
+L2_PREFETCH = enc.prefetcht1     # lines of C and A wanted a block or a row on go to L2
 
 
 class Microkernel:
@@ -50,6 +51,7 @@ class Microkernel:
         self.a_tail, self.dot_origin = a_tail, dot_origin
         self.streaming = False
         self.c_ahead = 0
+        self.a_ahead: tuple[int, int, Reg | Mem] | None = None
 
     def block(self, panel: Panel, cols: int, accumulate: bool, k: int, entries: int = 1) -> None:
         """A block of `cols` columns at B_COL and C_PTR: its sums over K (and `entries` batch
@@ -72,7 +74,7 @@ class Microkernel:
         batch entries it runs (a chunk of the batch); c_offset: the block's columns past
         C_PTR (a pipelined block's: C_PTR still on the previous block)."""
         asm = self.asm
-        self.prefetch_c(regs.cols, c_offset)
+        self.prefetch_ahead(regs.cols, c_offset)
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         if panel.mode.dot:
             asm(enc.mov_rm(self.a_tail, self.dot_origin))
@@ -88,6 +90,12 @@ class Microkernel:
             with asm.counted_loop(batch_counter, entries):
                 self.k_loop(regs, bases, k)
                 asm(enc.add_rr(A_PTR, a_step), *(enc.add_rr(base, b_step) for base in bases))
+
+    def prefetch_ahead(self, cols: int, c_offset: int = 0) -> None:
+        """A far_c block's prefetches, before its K loop: C's (prefetch_c), then A's
+        (prefetch_a)."""
+        self.prefetch_c(cols, c_offset)
+        self.prefetch_a()
 
     def prefetch_c(self, cols: int, c_offset: int = 0) -> None:
         """Where c_ahead is set: prefetch into L2 the c_ahead bytes of each of the block's
@@ -111,7 +119,28 @@ class Microkernel:
         for j in range(cols):
             if j:
                 code.append(enc.add_rr(walker, LDC))
-            code.extend(C_PREFETCH(Mem(walker, disp=offset)) for offset in offsets)
+            code.extend(L2_PREFETCH(Mem(walker, disp=offset)) for offset in offsets)
+        self.asm(code)
+
+    def prefetch_a(self) -> None:
+        """Where a_ahead = (row_bytes, columns, ld_a: its register or frame slot) is set:
+        prefetch into L2 the lines of the `columns` columns of A from A_AHEAD on, row_bytes
+        below the block row's rows (the next block row's; past the last one, the next call's
+        in a nest whose m blocks are innermost), and move A_AHEAD that many columns on. The
+        blocks of a row share out the next row's panel so that it comes from L3 while this
+        row runs (its columns lie ld_a apart: the hardware prefetchers do not follow them);
+        into L2, not L1, which holds this row's panel. The walker is the K counter: free
+        before the K loop."""
+        if self.a_ahead is None:
+            return
+        row_bytes, columns, ld_a = self.a_ahead
+        walker = self.counter
+        offsets = sorted(set(range(row_bytes, 2 * row_bytes, LINE_BYTES)) | {2 * row_bytes - 1})
+        code = [enc.mov_rm(walker, A_AHEAD)]
+        for j in range(columns):
+            code.extend(L2_PREFETCH(Mem(walker, disp=offset)) for offset in offsets)
+            code.append(enc.add_rr(walker, ld_a))
+        code.append(enc.mov_mr(A_AHEAD, walker))
         self.asm(code)
 
     def load_tail_roles(self, regs: BlockRegisters) -> None:

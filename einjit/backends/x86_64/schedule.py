@@ -151,7 +151,7 @@ def emit_skewed(kernel: Microkernel, panel: Panel, blocks: int, cols: int, accum
 
     def cycle(first: bool, drain: bool) -> None:
         if not drain:                     # C_PTR is on the previous block, if any
-            kernel.prefetch_c(cols, 0 if first else cols)
+            kernel.prefetch_ahead(cols, 0 if first else cols)
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_rm(B_BASE, B_COL))
         if not first:
             asm(enc.imul_rri(kernel.counter, LDB, cols), enc.mov_rr(previous[0], B_BASE),

@@ -915,16 +915,18 @@ def _conflicting_ld_a(m, dtype, micro):
     return -(-m // step) * step
 
 
+@pytest.mark.parametrize("far_c", [False, True])
 @pytest.mark.parametrize("micro", ["zen3", "zen4"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("variant", _variants())
 def test_a_copied_at_a_conflicting_pitch_gives_the_bits_of_a_reading_in_place(variant, dtype,
-                                                                              micro):
+                                                                              micro, far_c):
     """At an ld_a of a multiple of 512 bytes (and of 4 KiB) the block rows read a copy of A's
     panel: C gets the same bits as the same kernel reading A in place at another ld_a, both
-    within the tolerance of the exact product, nothing outside C written."""
+    within the tolerance of the exact product, nothing outside C written; far_c's kernels
+    too (their prefetches of A's next row walk ld_a in place, the copy while reading it)."""
     for index, (m, n, k, br) in enumerate(PACKED_A):
-        kernel = Compiled(m, n, k, br, variant, dtype, micro=micro)
+        kernel = Compiled(m, n, k, br, variant, dtype, micro=micro, far_c=m + 5 if far_c else 0)
         far = _conflicting_ld_a(m, dtype, micro) + 4096 // np.dtype(dtype).itemsize * (index % 2)
         copied = Case(m, n, k, br, seed=index, dtype=dtype, ld_a=far)
         in_place = Case(m, n, k, br, seed=index, dtype=dtype, ld_a=m + 3)
@@ -1292,6 +1294,47 @@ def test_far_c_prefetches_the_block_a_row_below_or_the_next_block(micro):
         assert min(displacements) == 0
     else:
         assert min(displacements) >= 64
+
+
+def _a_prefetch_groups(text):
+    """The far_c blocks' prefetches of A's next row in a disassembly: per group (from the
+    load of A_AHEAD, rsp - 0x40, to its store), the prefetches' displacements and the
+    operands added to the walker between them."""
+    groups = re.findall(r"mov (\w+), qword ptr \[rsp - 0x40\]\n(.*?)mov qword ptr "
+                        r"\[rsp - 0x40\], \1", text, re.S)
+    return [(sorted({int(d, 16) for d in re.findall(rf"prefetcht1 byte ptr \[{walker} \+ "
+                                                     r"(0x\w+)\]", body)}),
+             re.findall(rf"add {walker}, (.+)", body)) for walker, body in groups]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", ["zen4", "sapphirerapids"])
+def test_far_c_blocks_share_out_the_prefetch_of_the_next_rows_a(micro, dtype):
+    """Each far_c block without a batch prefetches the lines of A one block row below its
+    own (row_bytes on, up to the row's last byte), `columns` columns of it, the walker moved
+    ld_a on per column (rcx; a frame slot where the panel may read a copy of A): the row's
+    blocks together cover the chunk's k columns, each taking the fewest that do.
+    A batched kernel has none."""
+    for shape, ld_b in (((128, 496, 128, 1), 1999), ((128, 512, 128, 1), 144),
+                        ((79, 64, 512, 1), 1999)):
+        generator = _Generator(Assembler(), target("avx512", micro), *shape,
+                               precision(dtype), ld_b=ld_b, far_c=2048)
+        text = _disassembly(generate_brgemm(target("avx512", micro), *shape, dtype=dtype,
+                                            ld_b=ld_b, far_c=2048))
+        groups = _a_prefetch_groups(text)
+        assert groups, shape
+        for panel in generator.panels:
+            row_bytes = generator._row_bytes(panel)
+            blocks = sum(count for count, _ in panel.runs())
+            steps = shape[2] // generator.chunks[panel]
+            columns = -(-steps // blocks)
+            assert columns * blocks >= steps > (columns - 1) * blocks, shape
+            lines = sorted(set(range(row_bytes, 2 * row_bytes, 64)) | {2 * row_bytes - 1})
+            stride = "rcx" if not generator.packs[panel] else "qword ptr [rsp + 0x10]"
+            assert (lines, [stride] * columns) in groups, (shape, panel)
+    batched = _disassembly(generate_brgemm(target("avx512", micro), 64, 64, 64, 4,
+                                           dtype=dtype, far_c=2048))
+    assert not _a_prefetch_groups(batched)
 
 
 @pytest.mark.parametrize("micro", MICRO_NAMES)
