@@ -730,12 +730,13 @@ PACK_FRAME_BYTES = 32768         # most stack a block row's copy of A may take
 
 def packs_a(target: Target, panel: Panel, steps: int, br: int, element_bytes: int) -> bool:
     """Whether the panel's block rows copy A's panel (`steps` k-steps) into the frame where
-    ld_a is a multiple of the core's conflict pitch: no batch, whole vectors only (the copy
-    reads no row past M), two column blocks or more a row, and the copy within
+    ld_a is a multiple of the core's conflict pitch: the 16-register blocks only (the
+    32-register ones ran slower copying, docs/measurements.md), no batch, whole vectors only
+    (the copy reads no row past M), two column blocks or more a row, and the copy within
     PACK_FRAME_BYTES."""
     row_bytes = panel.vectors * target.vector_bits // 8
-    return (br == 1 and not panel.tail_rows and not panel.mode.dot and panel.column_blocks >= 2
-            and row_bytes * steps <= PACK_FRAME_BYTES)
+    return (target.registers == 16 and br == 1 and not panel.tail_rows and not panel.mode.dot
+            and panel.column_blocks >= 2 and row_bytes * steps <= PACK_FRAME_BYTES)
 
 
 # general registers a kernel has past its six arguments (frame.POOL): the K counter, 3 * ld_b,
