@@ -7,8 +7,6 @@ Every backend module offers the same functions with the same signatures:
     generate_binary(target, op, m, n, dtype) -> bytes
     generate_loop_nest(target, plan) -> bytes        (a NestPlan, einjit.backends.nest_plan)
     guard_entry(target, code) -> bytes               (code behind a stub keeping the FP flags)
-    object_entry(target, field) -> bytes             (a line of code before the guard: takes
-                                     objects whose data pointer lies `field` bytes in)
     array_call(target, call) -> (bytes, entry offset)
                                      (an ArrayCall, einjit.backends.array_call: checks numpy
                                      arrays against a plan's layouts, then runs its nests)

@@ -4,10 +4,8 @@ compile_operation plans the nest for the op's target (loop_nest.plan_nest), asks
 backend for its code (generate_loop_nest: the nest and its kernels in one buffer), puts it
 behind the backend's entry guard (guard_entry: the caller's FP exception flags survive), maps
 it executable (backends.place_code) and wraps the entry nest(in0, in1, out, begin, end) in
-a ctypes function; where runtime.arrays probed numpy's array struct, a second entry a line
-before the guard (object_entry) takes the arrays' ids instead and reads their data pointers
-itself (on_arrays, which the frontend's one-step plans call); place_array_call maps a
-plan's checked array call (einjit.backends.array_call). The flattened shared
+a ctypes function; place_array_call maps a plan's checked array call
+(einjit.backends.array_call), which reads numpy's arrays itself. The flattened shared
 iterations are split into one contiguous share per thread (runtime.threads.split_range),
 whose task records for the native workers
 (codegen.workers.NestShares) are built with the operation; run() hands all shares but its
@@ -31,7 +29,6 @@ from ..disasm import disassemble
 from ..errors import IsaMismatchError
 from ..log import nest_generated
 from ..ops import multiply_add_flops
-from ..runtime.arrays import DATA_FIELD
 from ..runtime.threads import check_threads, split_range, stack_suffices
 from .loop_nest import plan_nest
 from .workers import CALL_WORD, NestShares
@@ -108,22 +105,15 @@ class CompiledOperation:
         self._block = None
         self._entry = None
         self.function = None
-        # nest(id(in0), id(in1), id(out), begin, end) on numpy arrays, None where not offered
-        self.on_arrays = None
         self._nest_shares: NestShares | None = None
         # runnable here on any calling thread alone: nest(in0, in1, out, 0, single)
         self.single = None
         if self._not_runnable is None:
             # the nest behind the entry guard (the caller's FP exception flags survive a run);
             # shares pages with other placed code
-            # before it, where numpy's array struct was probed, an entry that takes the
-            # arrays themselves and reads their data pointers (a Python call saved for each)
-            prefix = b"" if DATA_FIELD is None else module.object_entry(self.target, DATA_FIELD)
-            self._block = place_code(self.target, prefix + module.guard_entry(self.target,
-                                                                               self.code))
-            self._entry = self._block.address + len(prefix)
+            self._block = place_code(self.target, module.guard_entry(self.target, self.code))
+            self._entry = self._block.address
             self.function = _ENTRY(self._entry)
-            self.on_arrays = _ENTRY(self._block.address) if prefix else None
             self._nest_shares = NestShares(self.target, self._entry, self.function,
                                            self._shares)
             self.single = total if len(self._shares) == 1 and not self.stack_bytes else None

@@ -459,15 +459,10 @@ def _one_step(compiled: Any, in0: tuple[int | None, int],
     run = compiled.run
     count = compiled.single
     if leaf0 is not None and leaf1 is not None and count is not None:
-        function, objects = compiled.function, compiled.on_arrays
+        function = compiled.function
 
-        if objects is not None:     # the nest reads the arrays' data pointers itself
-            def on_arrays(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
-                objects(id(leaves[leaf0]), id(leaves[leaf1]), id(out), 0, count)
-        else:
-            def on_arrays(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
-                function(address(leaves[leaf0]), address(leaves[leaf1]), address(out), 0,
-                         count)
+        def on_arrays(leaves: Sequence[np.ndarray], out: np.ndarray) -> None:
+            function(address(leaves[leaf0]), address(leaves[leaf1]), address(out), 0, count)
 
         def on_addresses(leaves: Sequence[int], out: int) -> None:
             function(leaves[leaf0], leaves[leaf1], out, 0, count)

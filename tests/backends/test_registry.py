@@ -52,7 +52,6 @@ def test_every_backend_offers_the_same_functions(isa):
         assert inspect.signature(getattr(module, name)).parameters["dtype"].default == "float32"
     assert list(inspect.signature(module.brgemm_vector_bits).parameters) == \
         ["target", "m", "k", "dtype"]
-    assert list(inspect.signature(module.object_entry).parameters) == ["target", "field"]
     assert list(inspect.signature(module.array_call).parameters) == ["target", "call"]
     assert module.default_variant() in module.VARIANTS
     assert all(target.isa == isa for target in module.VARIANTS.values())

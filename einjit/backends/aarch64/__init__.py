@@ -17,7 +17,7 @@ from einjit.backends.aarch64.dispatch import (
     generate_spin,
     generate_worker_loop,
 )
-from einjit.backends.aarch64.entry import array_call, guard_entry, object_entry
+from einjit.backends.aarch64.entry import array_call, guard_entry
 from einjit.backends.aarch64.icache import flush_icache
 from einjit.backends.aarch64.target import VARIANTS
 from einjit.backends.aarch64.unary import emit_unary, generate_unary
@@ -43,7 +43,7 @@ def brgemm_vector_bits(target, m: int, k: int, dtype: str) -> int:
 from einjit.backends.aarch64.loops import generate_loop_nest  # noqa: E402
 
 __all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_features",
-           "brgemm_vector_bits", "object_entry", "array_call",
+           "brgemm_vector_bits", "array_call",
            "generate_brgemm", "generate_unary", "generate_binary", "generate_loop_nest",
            "emit_brgemm", "emit_unary", "emit_binary", "guard_entry", "flush_icache",
            "generate_worker_loop", "generate_run_tasks", "generate_spin"]

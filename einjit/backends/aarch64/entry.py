@@ -20,7 +20,7 @@ calls the unchanged code with bl and writes FPSR back, so every flag reads as be
 
 from __future__ import annotations
 
-from einjit.backends import LINE_BYTES, STACK_PROBE_BYTES
+from einjit.backends import STACK_PROBE_BYTES
 from einjit.backends.aarch64 import encode as e
 from einjit.backends.array_call import FRAME_ALIGNMENT
 from einjit.runtime.arrays import WRITEABLE_FLAG
@@ -46,23 +46,6 @@ def guard_entry(target, code: bytes) -> bytes:
     """`code` (a function assembled at offset 0) behind the FPSR-keeping stub: the bytes to
     map and call, entry at offset 0, the body at BODY_OFFSET."""
     return _STUB + bytes(code)
-
-
-def object_entry(target, field: int) -> bytes:
-    """A cache line of code to place before guard_entry's: an entry for callers that pass
-    the objects holding the pointers instead (numpy arrays, whose data pointer lies `field`
-    bytes in: einjit.runtime.arrays). It replaces x0, x1 and x2 by the word `field` bytes
-    into each and branches to the guard behind it.
-
-        ldr x0, [x0, #field]
-        ldr x1, [x1, #field]
-        ldr x2, [x2, #field]
-        b   guard                   LINE_BYTES on: the guard keeps its alignment
-    """
-    words = [e.ldr_x(register, register, field) for register in (0, 1, 2)]
-    words.append(e.b(LINE_BYTES - 4 * len(words)))
-    words += [e.nop()] * (LINE_BYTES // 4 - len(words))      # never executed
-    return b"".join(word.to_bytes(4, "little") for word in words)
 
 
 ARRAY_CALL_ENTRY = 16          # the entry, past the failure's return (mov x0, #1; ret)

@@ -21,7 +21,7 @@ from einjit.backends.x86_64.dispatch import (
     generate_spin,
     generate_worker_loop,
 )
-from einjit.backends.x86_64.entry import array_call, guard_entry, object_entry
+from einjit.backends.x86_64.entry import array_call, guard_entry
 from einjit.backends.x86_64.loops import generate_loop_nest
 from einjit.backends.x86_64.unary import emit_unary, generate_unary
 from einjit.ops import COMPLEX_DTYPES
@@ -62,7 +62,7 @@ def brgemm_vector_bits(target: Target, m: int, k: int, dtype: str) -> int:
 
 
 __all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_features",
-           "brgemm_vector_bits", "object_entry", "array_call",
+           "brgemm_vector_bits", "array_call",
            "emit_brgemm", "emit_unary", "emit_binary", "generate_brgemm", "generate_unary",
            "generate_binary",
            "generate_loop_nest", "guard_entry", "flush_icache", "generate_worker_loop",

@@ -23,7 +23,7 @@ entry takes) so the body finds them where a direct call would have put them.
 
 from __future__ import annotations
 
-from einjit.backends import LINE_BYTES, STACK_PROBE_BYTES
+from einjit.backends import STACK_PROBE_BYTES
 from einjit.backends.array_call import FRAME_ALIGNMENT
 from einjit.backends.x86_64 import encode as e
 from einjit.backends.x86_64.encode import R8, R9, R10, R11, RAX, RBP, RCX, RDI, RDX, RSI, RSP, Mem
@@ -52,22 +52,6 @@ def guard_entry(target, code: bytes) -> bytes:
     """`code` (a function assembled at offset 0) behind the MXCSR-keeping stub: the bytes to
     map and call, entry at offset 0, the body at BODY_OFFSET."""
     return _STUB + bytes(code)
-
-
-def object_entry(target, field: int) -> bytes:
-    """A cache line of code to place before guard_entry's: an entry for callers that pass
-    the objects holding the pointers instead (numpy arrays, whose data pointer lies `field`
-    bytes in: einjit.runtime.arrays). It replaces rdi, rsi and rdx by the word `field` bytes
-    into each and jumps to the guard behind it.
-
-        mov rdi, [rdi+field]
-        mov rsi, [rsi+field]
-        mov rdx, [rdx+field]
-        jmp guard                   LINE_BYTES on: the guard keeps its alignment
-    """
-    code = b"".join(e.mov_rm(register, Mem(register, disp=field)) for register in (RDI, RSI, RDX))
-    code += e.jmp(LINE_BYTES - len(code) - 5)
-    return code + e.nop(LINE_BYTES - len(code))      # never executed
 
 
 _FAIL = e.mov_ri(RAX, 1) + e.ret()      # where an argument differs: return 1, nothing done
