@@ -105,9 +105,8 @@ class _Generator:
         # a dot tail: the frame holding A's copied tail rows, and the register walking them
         self.a_tail = pool.pop(0) if self.dot_panel else None
         # the frame: the copy of A's tail rows, then where the blocks start walking it; then
-        # A_ROW and ld_a saved while a block row reads its copy of A's panel (with far_c, the
-        # pitch its prefetches of the next row walk: ld_a, 0 while it reads a copy, which
-        # the copy's own loads bring in better), and that copy (see packs_a), 64-byte aligned
+        # A_ROW and ld_a saved while a block row reads its copy of A's panel, and that copy
+        # (see packs_a), 64-byte aligned
         self.dot_bytes = br * k * self.dot_panel.mode.dot * elements.bytes if self.dot_panel else 0
         self.dot_origin = Mem(RSP, disp=self.dot_bytes)
         self.packs = {panel: packs_a(self.target, panel, k // self.chunks[panel], br,
@@ -116,8 +115,7 @@ class _Generator:
                           for panel in self.panels if self.packs[panel]), default=0)
         saves = self.dot_bytes + 32 if self.dot_panel else 0
         self.saved_a_row, self.saved_lda = Mem(RSP, disp=saves), Mem(RSP, disp=saves + 8)
-        self.ahead_ld = Mem(RSP, disp=saves + 16) if self.far_c and br == 1 else None
-        self.pack_buffer = saves + (24 if self.ahead_ld else 16)
+        self.pack_buffer = saves + 16
         self.frame = self.pack_buffer + LINE_BYTES + pack_bytes if pack_bytes else saves
         bases = -(-widest // COLUMNS_PER_BASE)
         assert len(pool) >= bases - 1, "too few general registers for B's bases"
@@ -283,11 +281,13 @@ class _Generator:
         chunks = self.chunks[panel]
         steps = self.k // chunks if self.br == 1 else self.k      # a sweep's K steps
         self.kernel.c_ahead = row_bytes if self.far_c else 0
-        # without a batch the blocks of a row share out the prefetch of the next row's A
+        # without a batch the blocks of a row share out the prefetch of the next row's A;
+        # not where a row may read a copy of A, whose own loads fetch it (prefetches walking
+        # the real ld_a then measured slower)
         blocks = sum(count for count, _ in panel.runs())
-        self.kernel.a_ahead = ((row_bytes, -(-steps // blocks),
-                                self.ahead_ld if self.packs[panel] else LDA)
-                               if self.ahead_ld else None)
+        self.kernel.a_ahead = ((row_bytes, -(-steps // blocks))
+                               if self.far_c and self.br == 1 and not self.packs[panel]
+                               else None)
         with asm.counted_loop(M_COUNT, panel.blocks, align=1, scratch=scratch):
             self._row(panel, self.accumulate, steps)
             if chunks > 1:
@@ -308,9 +308,9 @@ class _Generator:
         packs_a) and ld_a is a multiple of the core's conflict pitch, from a copy of the row's k
         steps of A in the frame, whose pitch is the row's height (A_ROW and LDA point at it
         meanwhile): the blocks read the same elements, the sums are bit for bit alike."""
-        if self.kernel.a_ahead:
-            self.asm(enc.mov_rm(self.counter, A_ROW), enc.mov_mr(A_AHEAD, self.counter))
         if not self.packs[panel]:
+            if self.kernel.a_ahead:
+                self.asm(enc.mov_rm(self.counter, A_ROW), enc.mov_mr(A_AHEAD, self.counter))
             self._columns(panel, accumulate, k)
             return
         asm, scratch, p = self.asm, self.counter, self.p
@@ -319,15 +319,10 @@ class _Generator:
         asm(enc.mov_rm(A_PTR, A_ROW), enc.mov_mr(self.saved_a_row, A_PTR),
             enc.mov_mr(self.saved_lda, LDA), enc.mov_rr(scratch, LDA),
             enc.and_ri(scratch, self.target.micro.conflict_pitch_bytes - 1))
-        if self.ahead_ld:
-            asm(enc.mov_mr(self.ahead_ld, LDA))
         asm.jcc("ne", direct)
         copy = B_BASE                         # free until the first block loads it
         asm(enc.lea(copy, Mem(RSP, disp=self.pack_buffer + LINE_BYTES - 1)),
             enc.and_ri(copy, -LINE_BYTES), enc.mov_mr(A_ROW, copy))
-        if self.ahead_ld:             # the blocks' prefetches stay on the copy's first lines
-            asm(enc.mov_mr(A_AHEAD, copy), enc.mov_ri(scratch, 0),
-                enc.mov_mr(self.ahead_ld, scratch))
         vector_bytes = width // 8
         with asm.counted_loop(scratch, k):
             asm(p.load(v, Mem(A_PTR, disp=v * vector_bytes), width)

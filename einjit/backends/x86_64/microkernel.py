@@ -51,7 +51,7 @@ class Microkernel:
         self.a_tail, self.dot_origin = a_tail, dot_origin
         self.streaming = False
         self.c_ahead = 0
-        self.a_ahead: tuple[int, int, Reg | Mem] | None = None
+        self.a_ahead: tuple[int, int] | None = None
 
     def block(self, panel: Panel, cols: int, accumulate: bool, k: int, entries: int = 1) -> None:
         """A block of `cols` columns at B_COL and C_PTR: its sums over K (and `entries` batch
@@ -123,23 +123,22 @@ class Microkernel:
         self.asm(code)
 
     def prefetch_a(self) -> None:
-        """Where a_ahead = (row_bytes, columns, ld_a: its register or frame slot) is set:
-        prefetch into L2 the lines of the `columns` columns of A from A_AHEAD on, row_bytes
-        below the block row's rows (the next block row's; past the last one, the next call's
-        in a nest whose m blocks are innermost), and move A_AHEAD that many columns on. The
-        blocks of a row share out the next row's panel so that it comes from L3 while this
-        row runs (its columns lie ld_a apart: the hardware prefetchers do not follow them);
-        into L2, not L1, which holds this row's panel. The walker is the K counter: free
-        before the K loop."""
+        """Where a_ahead = (row_bytes, columns) is set: prefetch into L2 the lines of the
+        `columns` columns of A from A_AHEAD on, row_bytes below the block row's rows (the
+        next block row's; past the last one, the next call's in a nest whose m blocks are
+        innermost), and move A_AHEAD that many columns on. The blocks of a row share out the
+        next row's panel so that it comes from L3 while this row runs (its columns lie ld_a
+        apart: the hardware prefetchers do not follow them); into L2, not L1, which holds
+        this row's panel. The walker is the K counter: free before the K loop."""
         if self.a_ahead is None:
             return
-        row_bytes, columns, ld_a = self.a_ahead
+        row_bytes, columns = self.a_ahead
         walker = self.counter
         offsets = sorted(set(range(row_bytes, 2 * row_bytes, LINE_BYTES)) | {2 * row_bytes - 1})
         code = [enc.mov_rm(walker, A_AHEAD)]
         for j in range(columns):
             code.extend(L2_PREFETCH(Mem(walker, disp=offset)) for offset in offsets)
-            code.append(enc.add_rr(walker, ld_a))
+            code.append(enc.add_rr(walker, LDA))
         code.append(enc.mov_mr(A_AHEAD, walker))
         self.asm(code)
 
