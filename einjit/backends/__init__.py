@@ -81,7 +81,9 @@ class Microarch:
     block prefetches the C of the block after it, not of the block a row below: where the
     last-level cache is far (Intel's mesh), C prefetched a row ahead has left L2's few sets a
     power-of-two ld_c gives it before it is read (docs/measurements.md, "C prefetched a block
-    ahead")."""
+    ahead"). prefetch_next_call: a BRGEMM whose nest's operands outgrow L2 prefetches the
+    next call's blocks into L2 (brgemm's next_call; einjit.codegen.loop_nest), where the
+    backend's kernels can."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
@@ -98,6 +100,7 @@ class Microarch:
     stream_out_bytes: int = 64 << 20
     c_set_ways: float = 1.5
     c_prefetch_next_block: bool = False
+    prefetch_next_call: bool = True
 
     @property
     def l1_bytes(self) -> int:

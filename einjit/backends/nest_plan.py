@@ -60,14 +60,16 @@ class KernelCall:
 def emitter_arguments(kernel: tuple) -> tuple[tuple, dict]:
     """The positional and keyword arguments (after asm, target) of the backend's
     emit_<kind> for a KernelCall.kernel: brgemm params end with `accumulate`, `stream`,
-    `ld_b` (the leading dimension of B every call passes, so the kernel can block for it) and
+    `ld_b` (the leading dimension of B every call passes, so the kernel can block for it),
     `far_c` (0, or ld_c where the nest revisits each C block only after other blocks: C
-    comes from beyond L2)."""
+    comes from beyond L2) and `next_call` (None, or the bytes from this call's A, B and C to
+    the next call's, each 0 where not to be prefetched: the nest's operands stream from
+    beyond L2)."""
     kind, params, dtype = kernel
     if kind == "brgemm":
-        accumulate, stream, ld_b, far_c = params[4:]
+        accumulate, stream, ld_b, far_c, next_call = params[4:]
         return params[:4], {"dtype": dtype, "accumulate": accumulate, "stream": stream,
-                            "ld_b": ld_b, "far_c": far_c}
+                            "ld_b": ld_b, "far_c": far_c, "next_call": next_call}
     return params, {"dtype": dtype}
 
 

@@ -29,6 +29,8 @@ core (Target.micro, an einjit.backends.Microarch):
   so that the loads of C at the kernel's start hit L2: into L1 the lines would not last, the
   A and B a call streams evict them. Where the innermost loop is a k loop (the same C block
   again), the block's own lines go to L1 instead.
+- A BRGEMM without a batch or far_c in a nest whose operands outgrow L2 is told where the
+  next call's blocks lie (next_call): its register blocks prefetch them into L2 (_next_call).
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ from ..ops import DTYPES
 # beside the call's m x n x k FMAs (a large contraction's calls, einjit.passes.block)
 PACK_EVERY_CALL_MIN_N = 128
 MAX_PREFETCHES = 256     # beyond this many lines the prefetches cost more code than they save
+# the farthest a next call's block may lie for a kernel to prefetch it: x86 displacements are
+# 32-bit, and a block's own extent comes on top
+NEXT_CALL_MAX_BYTES = 1 << 30
+# in0 and in1 beyond this share of the last-level cache come from memory: only then does a
+# call prefetch the next call's A and B (docs/measurements.md)
+NEXT_CALL_INPUTS_LLC_SHARE = 8
 
 
 def _pack_a(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
@@ -134,8 +142,8 @@ _OPERANDS = {"in0": IN0, "in1": IN1, "out": OUT}
 def _kernel_call(call, dtype: str) -> KernelCall:
     """The nest's view of one of the IR's kernel calls (einjit.ir.verify.KernelCall)."""
     if call.kind == "brgemm":
-        # accumulate, stream, ld_b, far_c
-        params = (call.m, call.n, call.k, call.br_size, True, False, call.ld_b, 0)
+        # accumulate, stream, ld_b, far_c, next_call
+        params = (call.m, call.n, call.k, call.br_size, True, False, call.ld_b, 0, None)
     elif call.kind == "unary":
         params = (call.op, call.m, call.n, call.trans_b)
     else:
@@ -144,10 +152,48 @@ def _kernel_call(call, dtype: str) -> KernelCall:
                       call.arguments, dtype)
 
 
+def _span_bytes(op, operand: str) -> int:
+    """The bytes an operand ("in0", "in1" or "out") spans (from its strides)."""
+    return (1 + sum((dim.size - 1) * abs(getattr(dim, f"stride_{operand}"))
+                    for dim in op.dims)) * np.dtype(op.dtype).itemsize
+
+
 def _out_bytes(op) -> int:
-    """The bytes out spans (from its strides)."""
-    return (1 + sum((dim.size - 1) * dim.stride_out for dim in op.dims)) * \
-        np.dtype(op.dtype).itemsize
+    """The bytes out spans."""
+    return _span_bytes(op, "out")
+
+
+def _next_call(main: KernelCall | None, op, loops: tuple[LoopDim, ...], c_prefetched: bool,
+               micro: Microarch) -> KernelCall | None:
+    """A real BRGEMM without a batch or far_c, in a nest whose operands together outgrow L2
+    (each call's blocks then come from beyond it), is told where the next call's blocks lie
+    (brgemm's next_call): for A, B and C, the stride of the innermost loop that moves that
+    operand; its register blocks share out their prefetch into L2, which the hardware
+    prefetchers do not issue early enough for blocks that start anew at every call. 0
+    for an operand the call reads from the nest's copy (Pack), for C where the nest
+    prefetches it itself (Prefetch) or the kernel streams it, and for A and B unless in0
+    and in1 together outgrow a share of the last-level cache (NEXT_CALL_INPUTS_LLC_SHARE)
+    and the call is no matrix times a vector (whose long runs of A the hardware
+    prefetchers follow): where the inputs come from L3 in time, those prefetches measured
+    slower (docs/measurements.md)."""
+    if (main is None or main.kind != "brgemm" or not micro.prefetch_next_call or not loops
+            or main.params[3] != 1 or main.params[7] or main.dtype not in DTYPES):
+        return main
+    if sum(_span_bytes(op, name) for name in _OPERANDS) <= micro.l2_bytes:
+        return main
+    m, n = main.params[:2]
+    inputs_far = (m > 1 and n > 1 and _span_bytes(op, "in0") + _span_bytes(op, "in1")
+                  > micro.llc_bytes // NEXT_CALL_INPUTS_LLC_SHARE)
+    wanted = (inputs_far, inputs_far, not (c_prefetched or main.params[5]))  # streamed C: uncached
+    offsets = []
+    for operand in (IN0, IN1, OUT):
+        moving = [loop.strides[operand] for loop in loops if loop.strides[operand]]
+        read_here = main.pointers[operand] == operand and wanted[operand]
+        offset = moving[-1] if moving and read_here else 0
+        offsets.append(offset if abs(offset) < NEXT_CALL_MAX_BYTES else 0)
+    if not any(offsets):
+        return main
+    return replace(main, params=main.params[:8] + (tuple(offsets),))
 
 
 def _fold_k_loop(gemm: KernelCall, seq: tuple[LoopDim, ...], itemsize: int,
@@ -202,7 +248,8 @@ def plan_nest(op, target: Target) -> NestPlan:
         if lines * n <= MAX_PREFETCHES:
             prefetch = Prefetch(lines, n, main.integers[2] * itemsize, ahead)
     if _far_c(main, shared + seq):         # the hint is C's ld
-        main = replace(main, params=main.params[:7] + (main.integers[2],))
+        main = replace(main, params=main.params[:7] + (main.integers[2],) + main.params[8:])
     main, pack_a = _pack_a(main, shared + seq, itemsize, micro)
     main, pack_b = _pack_b(main, shared + seq, itemsize, micro)
+    main = _next_call(main, op, shared + seq, prefetch is not None, micro)
     return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch, pack_a, pack_b)

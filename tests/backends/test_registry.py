@@ -24,7 +24,7 @@ from einjit.ops import BINARY_OPS, UNARY_OPS
 TARGETS = [target for isa in ISAS for target in backend(isa).VARIANTS.values()]
 GENERATORS = {
     "generate_brgemm": ["target", "m", "n", "k", "br_size", "dtype", "accumulate", "stream",
-                        "ld_b", "far_c"],
+                        "ld_b", "far_c", "next_call"],
     "generate_unary": ["target", "op", "m", "n", "trans_b", "dtype"],
     "generate_binary": ["target", "op", "m", "n", "dtype"],
     "generate_loop_nest": ["target", "plan"],

@@ -218,7 +218,7 @@ def test_plans_skip_size_one_loops_and_call_each_kernel_once():
     # the size-1 k dims leave no k loop: the first touch's zero folds into the GEMM (it sets
     # C), the last touch's zero stays; brgemm params: m, n, k, batch, accumulate, stream, ld_b,
     # far_c (0: C is near)
-    assert plan.kernels == (("brgemm", (4, 5, 6, 1, False, False, 6, 0), "float32"),
+    assert plan.kernels == (("brgemm", (4, 5, 6, 1, False, False, 6, 0, None), "float32"),
                             ("unary", ("zero", 4, 5, False), "float32"))
 
 
@@ -405,6 +405,45 @@ def test_a_panel_walk_tells_its_kernel_that_c_comes_from_afar(dtype, first, last
     np.testing.assert_array_equal(bits(hinted), bits(plain))
 
 
+def _next_blocks(plan):
+    """Per operand, the stride of the innermost loop that moves it (0 where the call reads a
+    copy of it)."""
+    return tuple(next((loop.strides[operand] for loop in reversed(plan.loops)
+                       if loop.strides[operand]), 0)
+                 if plan.main.pointers[operand] == operand else 0 for operand in range(3))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_nest_beyond_l2_tells_its_kernel_where_the_next_call_is(dtype, every_share_threaded):
+    """Operands that outgrow L2 (a core with small caches here): the BRGEMM is told the next
+    call's blocks (next_call), per operand the stride of the innermost loop that moves it;
+    A's and B's only where in0 and in1 outgrow the last-level cache's share, none for a
+    matrix times a vector, none within L2 or on a core without the prefetch. Results as
+    numpy's, bit for bit those of the nest without the hint."""
+    shapes = ((6, 37, 24), (6, 24, 150))       # bij, bjk: a tail in the rows, n in blocks
+    expr = einjit.contract_expression("bij,bjk->bik", *shapes, dtype=dtype)
+    op = expr._prepared.shown.steps[0].lowered.op
+    small = with_core(op, l2_bytes=4096, llc_bytes=8 * 4096)
+    plan = plan_of(small)
+    assert plan.main.params[8] == _next_blocks(plan) and all(plan.main.params[8][1:])
+    only_c = plan_of(with_core(op, l2_bytes=4096)).main.params[8]
+    assert only_c[:2] == (0, 0) and only_c[2]
+    assert plan_of(op).main.params[8] is None
+    without = with_core(op, l2_bytes=4096, llc_bytes=8 * 4096, prefetch_next_call=False)
+    assert plan_of(without).main.params[8] is None
+    run_and_check(small)
+    rng = np.random.default_rng(7)
+    in0, in1, hinted = typed_buffers(small, rng)
+    plain = hinted.copy()
+    small.execute(in0, in1, hinted)
+    without.execute(in0, in1, plain)
+    np.testing.assert_array_equal(bits(hinted), bits(plain))
+    vector = einjit.contract_expression("ij,j->i", (300, 200), (200,), dtype=dtype)
+    for step in vector._prepared.shown.steps:
+        nest = plan_of(with_core(step.lowered.op, l2_bytes=4096, llc_bytes=8 * 4096))
+        assert nest.main.params[8] is None or nest.main.params[8][:2] == (0, 0)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_large_products_with_remainders_match_numpy(dtype):
     """Products large enough for the cache blocks (einjit.passes.block), far_c kernels in
@@ -443,7 +482,7 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     brgemm = TensorOperation("float32", "zero", "brgemm", "relu", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_of(brgemm)
-    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False, False, 32, 0)
+    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False, False, 32, 0, None)
     assert plan.prefetch_out is None and plan.last_touch.params[0] == "relu"
     k_loop_outside = TensorOperation(
         "float32", "zero", "gemm", "relu", ("k", "m", "n", "m", "n", "k"),
@@ -451,7 +490,7 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
         (1024, 8192, 0, 1, 0, 32), (1024, 0, 8192, 0, 32, 1), (0, 32768, 1024, 1, 32, 0))
     plan = plan_of(k_loop_outside)
     assert plan.first_touch.params[0] == "zero"
-    assert plan.main.params == (32, 32, 32, 1, True, False, 32, 32)   # far_c: k outermost
+    assert plan.main.params == (32, 32, 32, 1, True, False, 32, 32, None)   # far_c: k outermost
     no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_of(no_touch)
@@ -496,7 +535,7 @@ def test_a_gemm_runs_its_innermost_k_loop_as_one_brgemm_batch(dtype, first, last
     kept = _seeds_gemm(dtype, (2, 0, 1), first, last)
     plan = plan_of(folded)
     assert [dim.size for dim in plan.seq] == [OUTER, OUTER]
-    assert plan.main.params == (32, 32, 32, 8, first != "zero", False, 32, 0)
+    assert plan.main.params == (32, 32, 32, 8, first != "zero", False, 32, 0, None)
     assert plan.main.integers == (32, 32, 32, 1024, 1024)
     assert (plan.first_touch is None) == (first in ("none", "zero"))
     assert (plan.last_touch is None) == (last == "none")

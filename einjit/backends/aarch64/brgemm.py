@@ -444,7 +444,8 @@ def _batch_loop(asm: Assembler, kernel) -> None:
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32", accumulate: bool = True, stream: bool = False,
-                ld_b: int | None = None, far_c: int = 0) -> Label:
+                ld_b: int | None = None, far_c: int = 0,
+                next_call: tuple[int, int, int] | None = None) -> Label:
     """Emit the function C += sum_i A_i B_i with C m×n, A_i m×k, B_i k×n of `dtype` (float32,
     float64, or complex64 and complex128: complex_brgemm.py; see the module docstring) at
     the current position of `asm`; returns the Label of its entry.
@@ -453,7 +454,9 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     accumulate=False; this backend stores C as usual (STNP pairs are not generated).
     ld_b (the contract's hint of B's leading dimension): accepted and not needed, a block
     reads BLOCK_COLS columns of B whatever their pitch. far_c (the contract's hint that C
-    comes from beyond L2, its ld_c): accepted; this backend loads C where it is."""
+    comes from beyond L2, its ld_c): accepted; this backend loads C where it is. next_call
+    (the contract's hint of where the next call's blocks lie): accepted; this backend does
+    not prefetch them (its core's prefetch_next_call is off: the nests never pass one)."""
     if stream and accumulate:
         raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
                                    "is not read back)")
@@ -511,8 +514,9 @@ def emit_blocks(asm: Assembler, name: str, n: int, element: Element,
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
                     dtype: str = "float32", accumulate: bool = True,
                     stream: bool = False, ld_b: int | None = None,
-                    far_c: int = 0) -> bytes:
+                    far_c: int = 0, next_call: tuple[int, int, int] | None = None) -> bytes:
     """Machine code of the BRGEMM kernel alone (emit_brgemm into a new Assembler)."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b, far_c)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b, far_c,
+                next_call)
     return asm.finish()

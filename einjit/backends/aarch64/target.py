@@ -14,10 +14,11 @@ from einjit.errors import KernelParameterError, KernelParameterTypeError
 # The core the loop nests and passes plan for (einjit.backends.Microarch): 128-bit NEON at
 # full rate. No Arm core has been measured for the cache facts and thresholds yet: they are
 # the generic core's (a 32 KiB 8-way L1 of 64-byte lines, the x86 cores' nest thresholds),
-# stated here so that a measured core replaces them in one place.
+# stated here so that a measured core replaces them in one place. Its kernels have no
+# prefetch of the next call's blocks (brgemm's next_call): the nests never ask for it.
 GENERIC_CORE = Microarch("generic-aarch64", full_rate_bits=128, l1_ways=8, l1_sets=64,
                          batch_block_bytes=384 << 10, pack_max_bytes=288 << 10,
-                         stream_out_bytes=64 << 20)
+                         stream_out_bytes=64 << 20, prefetch_next_call=False)
 NEON = Target("aarch64", "neon", vector_bits=128, registers=32, micro=GENERIC_CORE)
 VARIANTS = {NEON.variant: NEON}
 

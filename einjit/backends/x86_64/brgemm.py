@@ -64,7 +64,8 @@ from einjit.errors import KernelParameterError
 class _Generator:
     def __init__(self, asm: Assembler, target: Target, m: int, n: int, k: int, br: int,
                  elements: Precision = FLOAT32, accumulate: bool = True,
-                 stream: bool = False, ld_b: int | None = None, far_c: int = 0) -> None:
+                 stream: bool = False, ld_b: int | None = None, far_c: int = 0,
+                 next_call: tuple[int, int, int] | None = None) -> None:
         self.asm, self.m, self.k, self.br, self.accumulate = asm, m, k, br, accumulate
         self.p = elements
         # C from beyond L2 (far_c: its ld, read only where accumulated): each block
@@ -117,6 +118,18 @@ class _Generator:
         self.saved_a_row, self.saved_lda = Mem(RSP, disp=saves), Mem(RSP, disp=saves + 8)
         self.pack_buffer = saves + 16
         self.frame = self.pack_buffer + LINE_BYTES + pack_bytes if pack_bytes else saves
+        # the next call's blocks (next_call, without a batch or far_c): its A where no row
+        # copies A (LDA then points at the copy), its B from a walker in the frame, its C
+        self.next_call = next_call if br == 1 and not self.far_c else None
+        a_next, b_next, c_next = self.next_call or (0, 0, 0)
+        self.a_next = a_next if not any(self.packs.values()) else 0
+        self.kernel_c_next = c_next
+        self.b_next = None
+        if b_next:
+            sweeps = sum(panel.blocks * self.chunks[panel] * sum(c for c, _ in panel.runs())
+                         for panel in self.panels)
+            self.b_next = (b_next, k * elements.bytes, -(-n // sweeps), Mem(RSP, disp=self.frame))
+            self.frame += 8
         bases = -(-widest // COLUMNS_PER_BASE)
         assert len(pool) >= bases - 1, "too few general registers for B's bases"
         self.bases = (B_BASE,) + tuple(pool[:bases - 1])
@@ -158,6 +171,9 @@ class _Generator:
         if self.frame:            # below the arguments on the stack; the red zone moves along
             asm.reserve_stack(self.frame)
         asm(enc.mov_mr(A_ROW, A_PTR), enc.mov_mr(C_ROW, C_PTR), enc.mov_mr(B_ORIGIN, B_BASE))
+        if self.b_next:
+            asm(enc.mov_mr(self.b_next[3], B_BASE))
+        self.kernel.b_next = self.b_next
         self._set_tail_masks()
         if self.dot_panel:
             self._copy_a_tail()
@@ -281,13 +297,14 @@ class _Generator:
         chunks = self.chunks[panel]
         steps = self.k // chunks if self.br == 1 else self.k      # a sweep's K steps
         self.kernel.c_ahead = row_bytes if self.far_c else 0
-        # without a batch the blocks of a row share out the prefetch of the next row's A;
-        # not where a row may read a copy of A, whose own loads fetch it (prefetches walking
-        # the real ld_a then measured slower)
+        self.kernel.c_next = (self.kernel_c_next, row_bytes) if self.kernel_c_next else None
+        # without a batch the blocks of a row share out the prefetch of the next row's A (or
+        # of the next call's rows); not where a row may read a copy of A, whose own loads
+        # fetch it (prefetches walking the real ld_a then measured slower)
         blocks = sum(count for count, _ in panel.runs())
-        self.kernel.a_ahead = ((row_bytes, -(-steps // blocks))
-                               if self.far_c and self.br == 1 and not self.packs[panel]
-                               else None)
+        ahead = row_bytes if self.far_c and self.br == 1 else self.a_next
+        self.kernel.a_ahead = ((ahead, row_bytes, -(-steps // blocks))
+                               if ahead and not self.packs[panel] else None)
         with asm.counted_loop(M_COUNT, panel.blocks, align=1, scratch=scratch):
             self._row(panel, self.accumulate, steps)
             if chunks > 1:
@@ -404,7 +421,8 @@ class _Generator:
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,
                 dtype: str = "float32", accumulate: bool = True, stream: bool = False,
-                ld_b: int | None = None, far_c: int = 0) -> Label:
+                ld_b: int | None = None, far_c: int = 0,
+                next_call: tuple[int, int, int] | None = None) -> Label:
     """Emit the function brgemm(a, b, c, ld_a, ld_b, ld_c, br_stride_a, br_stride_b) at the
     current position of `asm` and return its entry: C (m×n) += sum over br_size of
     A_i (m×k) B_i (k×n), column-major `dtype` (float32 or float64; complex64 and complex128
@@ -432,7 +450,14 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     blocking keeps K whole (choose's whole_k: K in chunks would read the C of each row again
     per chunk) and each block's lines of C within L1's sets (c_column_limit). The sums are
     those of the kernel without the hint where both run K whole; calls with any other ld_c
-    compute the same."""
+    compute the same.
+
+    next_call (without a batch or far_c; None: none): the bytes from this call's A, B and C
+    to the next call's blocks of the same shape, each 0 where not wanted, as the caller's
+    hint that its operands stream from beyond L2 (einjit.codegen.loop_nest): the register
+    blocks share out prefetches into L2 of the next call's A (as a far_c row's of the next
+    row, not where a row copies A), B (a walker in the frame) and C (each block its own
+    columns, that many bytes on). Prefetches never fault and change no result."""
     if stream and accumulate:
         raise KernelParameterError("brgemm stream=True needs accumulate=False (a streamed C "
                                    "is not read back)")
@@ -443,14 +468,15 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     if OuterProduct.applies(unmasked, m, k, br_size, unmasked.lanes(elements.bytes)):
         return OuterProduct(asm, unmasked, m, n, elements, accumulate).emit()
     return _Generator(asm, target, m, n, k, br_size, elements, accumulate, stream,
-                      ld_b, far_c).emit()
+                      ld_b, far_c, next_call).emit()
 
 
 def generate_brgemm(target: Target, m: int, n: int, k: int, br_size: int,
                     dtype: str = "float32", accumulate: bool = True,
                     stream: bool = False, ld_b: int | None = None,
-                    far_c: int = 0) -> bytes:
+                    far_c: int = 0, next_call: tuple[int, int, int] | None = None) -> bytes:
     """The code of emit_brgemm as a buffer of its own."""
     asm = Assembler()
-    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b, far_c)
+    emit_brgemm(asm, target, m, n, k, br_size, dtype, accumulate, stream, ld_b, far_c,
+                next_call)
     return asm.finish()

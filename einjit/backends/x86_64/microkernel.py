@@ -40,7 +40,10 @@ class Microkernel:
     the register walking a dot tail's copy of A and the frame slot it starts from (None
     without a dot tail). streaming: C's whole vectors are stored non-temporally. c_ahead:
     where nonzero, each block first prefetches into L2 the lines of C this many bytes below
-    its own (the block a block row on, see prefetch_c)."""
+    its own (the block a block row on, see prefetch_c); c_next: where set, (bytes, row
+    bytes), the lines of the block that many bytes on instead (the next call's). a_ahead
+    and b_next: the shares of A's and B's lines each block prefetches (prefetch_a,
+    prefetch_b)."""
 
     def __init__(self, asm: Assembler, target: Target, elements: Precision, counter: Reg,
                  ldb3: Reg | None, bases: tuple[Reg, ...],
@@ -51,7 +54,9 @@ class Microkernel:
         self.a_tail, self.dot_origin = a_tail, dot_origin
         self.streaming = False
         self.c_ahead = 0
-        self.a_ahead: tuple[int, int] | None = None
+        self.c_next: tuple[int, int] | None = None
+        self.a_ahead: tuple[int, int, int] | None = None
+        self.b_next: tuple[int, int, int, Mem] | None = None
 
     def block(self, panel: Panel, cols: int, accumulate: bool, k: int, entries: int = 1) -> None:
         """A block of `cols` columns at B_COL and C_PTR: its sums over K (and `entries` batch
@@ -92,10 +97,11 @@ class Microkernel:
                 asm(enc.add_rr(A_PTR, a_step), *(enc.add_rr(base, b_step) for base in bases))
 
     def prefetch_ahead(self, cols: int, c_offset: int = 0) -> None:
-        """A far_c block's prefetches, before its K loop: C's (prefetch_c), then A's
-        (prefetch_a)."""
+        """A block's prefetches before its K loop, where a far C or the next call asks for
+        them: C's (prefetch_c), A's (prefetch_a), B's (prefetch_b)."""
         self.prefetch_c(cols, c_offset)
         self.prefetch_a()
+        self.prefetch_b()
 
     def prefetch_c(self, cols: int, c_offset: int = 0) -> None:
         """Where c_ahead is set: prefetch into L2 the c_ahead bytes of each of the block's
@@ -104,14 +110,18 @@ class Microkernel:
         c_prefetch_next_block, those of the `cols` columns after the block's, at its own rows
         (the next block's, if as wide). Issued a block row or a block ahead of its loads, so
         that C coming from L3 or memory arrives in time; into L2, not L1: with a pitch of a
-        power of two, a block's columns share few of L1's sets. The walker is the K counter:
+        power of two, a block's columns share few of L1's sets. Where c_next = (bytes, row
+        bytes) is set instead: the lines of the block's columns that many bytes on (the next
+        call's block, which the nest's next call finds in L2). The walker is the K counter:
         free before the K loop. Prefetches never fault."""
-        ahead = self.c_ahead
-        if not ahead:
+        if self.c_next:
+            below, ahead = self.c_next
+        elif self.c_ahead:
+            below = ahead = self.c_ahead
+            if self.target.micro.c_prefetch_next_block:
+                c_offset, below = c_offset + cols, 0
+        else:
             return
-        below = ahead
-        if self.target.micro.c_prefetch_next_block:
-            c_offset, below = c_offset + cols, 0
         walker = self.counter
         code = ([enc.imul_rri(walker, LDC, c_offset), enc.add_rr(walker, C_PTR)] if c_offset
                 else [enc.mov_rr(walker, C_PTR)])
@@ -123,24 +133,44 @@ class Microkernel:
         self.asm(code)
 
     def prefetch_a(self) -> None:
-        """Where a_ahead = (row_bytes, columns) is set: prefetch into L2 the lines of the
-        `columns` columns of A from A_AHEAD on, row_bytes below the block row's rows (the
-        next block row's; past the last one, the next call's in a nest whose m blocks are
-        innermost), and move A_AHEAD that many columns on. The blocks of a row share out the
-        next row's panel so that it comes from L3 while this row runs (its columns lie ld_a
+        """Where a_ahead = (bytes, row_bytes, columns) is set: prefetch into L2 the lines of
+        the `columns` columns of A from A_AHEAD on, `bytes` on from the block row's rows
+        (row_bytes of them): the next block row's (bytes = row_bytes; past the last row, the
+        next call's in a nest whose m blocks are innermost) or the next call's (brgemm's
+        next_call); then move A_AHEAD that many columns on. The blocks of a row share out the
+        row's panel so that it comes from L3 while this row runs (its columns lie ld_a
         apart: the hardware prefetchers do not follow them); into L2, not L1, which holds
         this row's panel. The walker is the K counter: free before the K loop."""
         if self.a_ahead is None:
             return
-        row_bytes, columns = self.a_ahead
+        ahead, row_bytes, columns = self.a_ahead
+        self.asm(self._walk_columns(A_AHEAD, LDA, ahead, row_bytes, columns))
+
+    def prefetch_b(self) -> None:
+        """Where b_next = (bytes, column_bytes, columns, slot) is set: prefetch into L2 the
+        column_bytes of each of `columns` columns of B from the walker in `slot` on, `bytes`
+        on (the next call's B), and move the walker that many columns on: the blocks of the
+        kernel share out the next call's B."""
+        if self.b_next is None:
+            return
+        ahead, column_bytes, columns, slot = self.b_next
+        self.asm(self._walk_columns(slot, LDB, ahead, column_bytes, columns))
+
+    def _walk_columns(self, slot: Mem, ld: Reg, ahead: int, column_bytes: int,
+                      columns: int) -> list[bytes]:
+        """Prefetches into L2 of the lines from `ahead` to `ahead` + column_bytes of
+        `columns` columns, `ld` apart, from the walker in `slot` on (the last byte's line too:
+        a column need not start on a line), the walker moved past them. The walker is the K
+        counter: free before the K loop."""
         walker = self.counter
-        offsets = sorted(set(range(row_bytes, 2 * row_bytes, LINE_BYTES)) | {2 * row_bytes - 1})
-        code = [enc.mov_rm(walker, A_AHEAD)]
-        for j in range(columns):
+        end = ahead + column_bytes
+        offsets = sorted(set(range(ahead, end, LINE_BYTES)) | {end - 1})
+        code = [enc.mov_rm(walker, slot)]
+        for _ in range(columns):
             code.extend(L2_PREFETCH(Mem(walker, disp=offset)) for offset in offsets)
-            code.append(enc.add_rr(walker, LDA))
-        code.append(enc.mov_mr(A_AHEAD, walker))
-        self.asm(code)
+            code.append(enc.add_rr(walker, ld))
+        code.append(enc.mov_mr(slot, walker))
+        return code
 
     def load_tail_roles(self, regs: BlockRegisters) -> None:
         """The AVX2 tail's mask vector, AVX-512's packed tail's lane indices, into their

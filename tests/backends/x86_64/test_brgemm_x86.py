@@ -121,9 +121,10 @@ class Compiled:
     """Generated BRGEMM code mapped executable, called with raw addresses."""
 
     def __init__(self, m, n, k, br, variant, dtype="float32", micro="zen3", accumulate=True,
-                 stream=False, ld_b=None, far_c=0):
+                 stream=False, ld_b=None, far_c=0, next_call=None):
         code = generate_brgemm(target(variant, micro), m, n, k, br, dtype=dtype,
-                               accumulate=accumulate, stream=stream, ld_b=ld_b, far_c=far_c)
+                               accumulate=accumulate, stream=stream, ld_b=ld_b, far_c=far_c,
+                               next_call=next_call)
         self.memory = ExecutableMemory(code)
         self.function = _PROTOTYPE(self.memory.address)
 
@@ -1352,6 +1353,68 @@ def test_far_c_prefetches_never_fault(variant, micro):
     cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
     kernels = [Compiled(*shape, variant, micro=micro, far_c=shape[0]) for shape in shapes]
     run_guarded(shapes, cases, kernels, lambda shape: f"{variant} far_c kernel {shape}")
+
+
+# the next call's blocks: A, B and C each a block on (as a nest walking them contiguously),
+# B and C only, and C only
+NEXT_CALLS = [lambda m, n, k, size: (m * k * size, k * n * size, m * n * size),
+              lambda m, n, k, size: (0, k * n * size, m * n * size),
+              lambda m, n, k, size: (0, 0, m * n * size)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", MICRO_NAMES)
+@pytest.mark.parametrize("variant", _variants())
+def test_next_call_kernels_match_the_plain_kernels_bits(variant, micro, dtype):
+    """next_call: the blocks prefetch the next call's blocks (prefetcht1 in the code, none in
+    the plain kernel's), and C is bit for bit the plain kernel's (and numpy's, added to), set
+    or added to, with every kind of tail, chunked K and pipelined and skewed runs."""
+    size = np.dtype(dtype).itemsize
+    for shape in FAR_C_ALL:
+        m, n, k, br = shape
+        if br != 1:
+            continue
+        for accumulate in (True, False):
+            for offsets in NEXT_CALLS:
+                hint = offsets(m, n, k, size)
+                plain, ahead = (Compiled(*shape, variant, dtype, micro, accumulate=accumulate,
+                                         next_call=h) for h in (None, hint))
+                text = _disassembly(generate_brgemm(
+                    target(variant, micro), *shape, dtype=dtype, accumulate=accumulate,
+                    next_call=hint))
+                assert "prefetcht1" in text, (shape, hint)
+                cases = [Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2)]
+                cases[0].call(plain)
+                cases[1].call(ahead)
+                if accumulate:
+                    cases[1].verify()
+                np.testing.assert_array_equal(bits(cases[0].c_buffer), bits(cases[1].c_buffer),
+                                              err_msg=f"{shape} {hint}: next_call changed C")
+
+
+@pytest.mark.parametrize("micro", MICRO_NAMES)
+@pytest.mark.parametrize("variant", _variants())
+def test_next_call_prefetches_never_fault(variant, micro):
+    """The next call's blocks, a whole block past A's, B's and C's last bytes (a no-access
+    page after each): no fault, C as numpy's."""
+    shapes = [shape for shape in FAR_C + PIPELINED[:3] + SKEWED[:3] if shape[3] == 1]
+    cases = [GuardedCase(*shape, seed=index) for index, shape in enumerate(shapes)]
+    kernels = [Compiled(*shape, variant, micro=micro, next_call=NEXT_CALLS[0](*shape[:3], 4))
+               for shape in shapes]
+    run_guarded(shapes, cases, kernels, lambda shape: f"{variant} next_call kernel {shape}")
+
+
+def test_next_call_b_walker_prefetches_whole_columns_of_the_next_b():
+    """B's prefetch: each column's lines from the next block's start to its last byte, the
+    walker moved by ld_b (r8) between columns."""
+    m, n, k = 64, 96, 64
+    ahead = k * n * 4
+    text = _disassembly(generate_brgemm(target("avx512", "zen4"), m, n, k, 1,
+                                        next_call=(0, ahead, 0)))
+    found = re.findall(r"prefetcht1 byte ptr \[\w+ \+ (0x[0-9a-f]+)\]", text)
+    displacements = {int(d, 16) for d in found}
+    assert displacements == set(range(ahead, ahead + k * 4, 64)) | {ahead + k * 4 - 1}
+    assert re.search(r"add \w+, r8\b", text), "B's walker never moves by ld_b"
 
 
 @pytest.mark.parametrize("micro", ["zen4", "zen5", "generic"])
