@@ -167,8 +167,9 @@ def _next_call(main: KernelCall | None, op, loops: tuple[LoopDim, ...], c_prefet
                micro: Microarch) -> KernelCall | None:
     """A real BRGEMM without a batch or far_c, in a nest whose operands together outgrow L2
     (each call's blocks then come from beyond it), is told where the next call's blocks lie
-    (brgemm's next_call): for A, B and C, the stride of the innermost loop that moves that
-    operand; its register blocks share out their prefetch into L2, which the hardware
+    (brgemm's next_call): for A and B, the stride of the innermost loop that moves that
+    operand, for C the innermost loop's; its register blocks share out their prefetch into
+    L2, which the hardware
     prefetchers do not issue early enough for blocks that start anew at every call. 0
     for an operand the call reads from the nest's copy (Pack), for C where the nest
     prefetches it itself (Prefetch) or the kernel streams it, and for A and B unless in0
@@ -187,7 +188,10 @@ def _next_call(main: KernelCall | None, op, loops: tuple[LoopDim, ...], c_prefet
     wanted = (inputs_far, inputs_far, not (c_prefetched or main.params[5]))  # streamed C: uncached
     offsets = []
     for operand in (IN0, IN1, OUT):
-        moving = [loop.strides[operand] for loop in loops if loop.strides[operand]]
+        # C's next block only where the next call writes it: further out it may be another
+        # thread's, whose lines a prefetch would pull away while that thread writes them
+        within = loops if operand != OUT else loops[-1:]
+        moving = [loop.strides[operand] for loop in within if loop.strides[operand]]
         read_here = main.pointers[operand] == operand and wanted[operand]
         offset = moving[-1] if moving and read_here else 0
         offsets.append(offset if abs(offset) < NEXT_CALL_MAX_BYTES else 0)

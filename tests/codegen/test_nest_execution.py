@@ -406,11 +406,12 @@ def test_a_panel_walk_tells_its_kernel_that_c_comes_from_afar(dtype, first, last
 
 
 def _next_blocks(plan):
-    """Per operand, the stride of the innermost loop that moves it (0 where the call reads a
-    copy of it)."""
-    return tuple(next((loop.strides[operand] for loop in reversed(plan.loops)
-                       if loop.strides[operand]), 0)
-                 if plan.main.pointers[operand] == operand else 0 for operand in range(3))
+    """Per input, the stride of the innermost loop that moves it (0 where the call reads a
+    copy of it); for out, the innermost loop's."""
+    inputs = tuple(next((loop.strides[operand] for loop in reversed(plan.loops)
+                         if loop.strides[operand]), 0)
+                   if plan.main.pointers[operand] == operand else 0 for operand in range(2))
+    return inputs + (plan.loops[-1].strides[2],)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -438,6 +439,10 @@ def test_a_nest_beyond_l2_tells_its_kernel_where_the_next_call_is(dtype, every_s
     small.execute(in0, in1, hinted)
     without.execute(in0, in1, plain)
     np.testing.assert_array_equal(bits(hinted), bits(plain))
+    thin = einjit.contract_expression("ij,jk->ik", (64, 4096), (4096, 64), dtype=dtype)
+    nest = plan_of(with_core(thin._prepared.shown.steps[0].lowered.op, l2_bytes=4096))
+    assert nest.loops[-1].reduction and nest.main.params[8] in (None, (0, 0, 0)), \
+        "a k loop innermost: the next C block may be another thread's"
     vector = einjit.contract_expression("ij,j->i", (300, 200), (200,), dtype=dtype)
     for step in vector._prepared.shown.steps:
         nest = plan_of(with_core(step.lowered.op, l2_bytes=4096, llc_bytes=8 * 4096))
@@ -482,7 +487,8 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
     brgemm = TensorOperation("float32", "zero", "brgemm", "relu", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_of(brgemm)
-    assert plan.first_touch is None and plan.main.params == (32, 32, 32, 8, False, False, 32, 0, None)
+    assert plan.first_touch is None
+    assert plan.main.params == (32, 32, 32, 8, False, False, 32, 0, None)
     assert plan.prefetch_out is None and plan.last_touch.params[0] == "relu"
     k_loop_outside = TensorOperation(
         "float32", "zero", "gemm", "relu", ("k", "m", "n", "m", "n", "k"),
