@@ -119,11 +119,11 @@ class _Generator:
         self.pack_buffer = saves + 16
         self.frame = self.pack_buffer + LINE_BYTES + pack_bytes if pack_bytes else saves
         # the next call's blocks (next_call, without a batch or far_c): its A where no row
-        # copies A (LDA then points at the copy), its B from a walker in the frame, its C
-        self.next_call = next_call if br == 1 and not self.far_c else None
-        a_next, b_next, c_next = self.next_call or (0, 0, 0)
+        # copies A (LDA then points at the copy), its C, its B from a walker in the frame
+        # (after the rest of it)
+        a_next, b_next, self.c_next = (next_call if br == 1 and not self.far_c and next_call
+                                       else (0, 0, 0))
         self.a_next = a_next if not any(self.packs.values()) else 0
-        self.kernel_c_next = c_next
         self.b_next = None
         if b_next:
             sweeps = sum(panel.blocks * self.chunks[panel] * sum(c for c, _ in panel.runs())
@@ -297,7 +297,7 @@ class _Generator:
         chunks = self.chunks[panel]
         steps = self.k // chunks if self.br == 1 else self.k      # a sweep's K steps
         self.kernel.c_ahead = row_bytes if self.far_c else 0
-        self.kernel.c_next = (self.kernel_c_next, row_bytes) if self.kernel_c_next else None
+        self.kernel.c_next = (self.c_next, row_bytes) if self.c_next else None
         # without a batch the blocks of a row share out the prefetch of the next row's A (or
         # of the next call's rows); not where a row may read a copy of A, whose own loads
         # fetch it (prefetches walking the real ld_a then measured slower)
