@@ -154,13 +154,8 @@ def _kernel_call(call, dtype: str) -> KernelCall:
 
 def _span_bytes(op, operand: str) -> int:
     """The bytes an operand ("in0", "in1" or "out") spans (from its strides)."""
-    return (1 + sum((dim.size - 1) * abs(getattr(dim, f"stride_{operand}"))
+    return (1 + sum((dim.size - 1) * getattr(dim, f"stride_{operand}")
                     for dim in op.dims)) * np.dtype(op.dtype).itemsize
-
-
-def _out_bytes(op) -> int:
-    """The bytes out spans."""
-    return _span_bytes(op, "out")
 
 
 def _next_call(main: KernelCall | None, op, loops: tuple[LoopDim, ...], c_prefetched: bool,
@@ -168,15 +163,15 @@ def _next_call(main: KernelCall | None, op, loops: tuple[LoopDim, ...], c_prefet
     """A real BRGEMM without a batch or far_c, in a nest whose operands together outgrow L2
     (each call's blocks then come from beyond it), is told where the next call's blocks lie
     (brgemm's next_call): for A and B, the stride of the innermost loop that moves that
-    operand, for C the innermost loop's; its register blocks share out their prefetch into
-    L2, which the hardware
-    prefetchers do not issue early enough for blocks that start anew at every call. 0
-    for an operand the call reads from the nest's copy (Pack), for C where the nest
-    prefetches it itself (Prefetch) or the kernel streams it, and for A and B unless in0
-    and in1 together outgrow a share of the last-level cache (NEXT_CALL_INPUTS_LLC_SHARE)
-    and the call is no matrix times a vector (whose long runs of A the hardware
-    prefetchers follow): where the inputs come from L3 in time, those prefetches measured
-    slower (docs/measurements.md)."""
+    operand, for C the innermost loop's (a C block further out may be another thread's,
+    whose lines a prefetch would pull away while that thread writes them); its register
+    blocks share out their prefetch into L2, which the hardware prefetchers do not issue
+    early enough for blocks that start anew at every call. 0 for an operand the call reads
+    from the nest's copy (Pack), for C where the nest prefetches it itself (Prefetch) or
+    the kernel streams it, and for A and B unless in0 and in1 together outgrow a share of
+    the last-level cache (NEXT_CALL_INPUTS_LLC_SHARE) and the call is no matrix times a
+    vector (whose long runs of A the hardware prefetchers follow): where the inputs come
+    from L3 in time, those prefetches measured slower (docs/measurements.md)."""
     if (main is None or main.kind != "brgemm" or not micro.prefetch_next_call or not loops
             or main.params[3] != 1 or main.params[7] or main.dtype not in DTYPES):
         return main
@@ -185,16 +180,12 @@ def _next_call(main: KernelCall | None, op, loops: tuple[LoopDim, ...], c_prefet
     m, n = main.params[:2]
     inputs_far = (m > 1 and n > 1 and _span_bytes(op, "in0") + _span_bytes(op, "in1")
                   > micro.llc_bytes // NEXT_CALL_INPUTS_LLC_SHARE)
-    wanted = (inputs_far, inputs_far, not (c_prefetched or main.params[5]))  # streamed C: uncached
-    offsets = []
-    for operand in (IN0, IN1, OUT):
-        # C's next block only where the next call writes it: further out it may be another
-        # thread's, whose lines a prefetch would pull away while that thread writes them
-        within = loops if operand != OUT else loops[-1:]
-        moving = [loop.strides[operand] for loop in within if loop.strides[operand]]
-        read_here = main.pointers[operand] == operand and wanted[operand]
-        offset = moving[-1] if moving and read_here else 0
-        offsets.append(offset if abs(offset) < NEXT_CALL_MAX_BYTES else 0)
+    wanted = (inputs_far, inputs_far, not (c_prefetched or main.params[5]))
+    nexts = [next((loop.strides[operand] for loop in reversed(loops) if loop.strides[operand]),
+                  0) for operand in (IN0, IN1)] + [loops[-1].strides[OUT]]
+    offsets = [offset if wanted[operand] and main.pointers[operand] == operand
+               and abs(offset) < NEXT_CALL_MAX_BYTES else 0
+               for operand, offset in enumerate(nexts)]
     if not any(offsets):
         return main
     return replace(main, params=main.params[:8] + (tuple(offsets),))
@@ -239,8 +230,9 @@ def plan_nest(op, target: Target) -> NestPlan:
             and first.params[0] == "zero" and not any(d.reduction for d in shared + seq)):
         # each block's one update follows its zeroing: the kernel sets C instead of adding;
         # where nothing reads C back and out is far larger than the caches, it streams C
+        # (complex kernels never stream)
         stream = (calls.get("last_touch") is None and op.dtype in DTYPES
-                  and _out_bytes(op) >= micro.stream_out_bytes)   # complex kernels never stream
+                  and _span_bytes(op, "out") >= micro.stream_out_bytes)
         main = replace(main, params=main.params[:4] + (False, stream) + main.params[6:])
         first = None
     prefetch = None
