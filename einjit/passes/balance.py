@@ -22,10 +22,8 @@ from einjit.codegen.compile import MIN_FLOPS_PER_THREAD
 from einjit.ir import TensorOperation
 from einjit.ops import multiply_add_flops
 from einjit.passes import block
+from einjit.passes.block import MIN_BALANCE
 
-#: the least share of the threads' time a plan keeps busy (ten tasks per thread or more
-#: always reach it): cut finer where it is not, down to the floors
-MIN_BALANCE = 0.9
 #: the smallest m and n blocks balance cuts to: two AVX-512 vectors of float32 rows, and
 #: enough columns for a full register block of the kernels
 FLOOR_SIZES = {"m": 32, "n": 16}

@@ -26,17 +26,25 @@ block row of A, kc columns, stays in L1 while the kernel sweeps the panel's colu
 
 - kc: two lines of each of kc columns fill half of L1 (a block row of A, two vectors high,
   holds two lines of every column it reads);
-- nc: B's panel fills a quarter of L2 (a larger one leaves too little of it to A's block and
-  C's, docs/measurements.md); the panels a multiple of the threads in number (threads take
-  whole panels), each at least split's default;
+- nc: B's panel fills at most a quarter of L2 (a larger one leaves too little of it to A's
+  block and C's, docs/measurements.md), at least split's default;
 - mc: split's default.
 The sizes are maxima: split takes the largest divisor of each dim within them (n's of any
 size), and peel cuts m into whole blocks and a rest where that makes fewer blocks.
+
+On several threads each thread takes tiles of C, a panel's columns by a group of the m
+blocks, each walked as above over the whole of K: the panels are shared and, where they are
+fewer than the threads, the m loop by an outer part (einjit.passes.shared). A tile's copies
+of A's blocks (once per call, over the panel's columns) and of B's panel (once per k chunk,
+over the tile's rows) cost it about as much as TILE_EDGE_COST more columns and rows: thin
+panels of many threads lose to them what the busiest thread gains (tile_cost). The panels
+and groups are those of the least tile_cost: on one thread the widest panels, the whole m.
 """
 
 from __future__ import annotations
 
-from math import prod
+from functools import lru_cache
+from math import isqrt, prod
 
 import numpy as np
 
@@ -91,6 +99,77 @@ def kernel_k(op) -> int:
                 steps *= dim.size
                 grown = True
     return steps
+
+
+# a thread's tile of C costs about as much as one this many rows and columns larger would
+# without copies: A's blocks copied per call, B's panel per k chunk (docs/measurements.md,
+# "Threads' tiles of a large contraction")
+TILE_EDGE_COST = 16
+#: the least share of the threads' time a plan keeps busy (einjit.passes.balance cuts finer
+#: blocks where it is not; tiles of C are taken only where they keep it)
+MIN_BALANCE = 0.9
+
+
+def _divisors(size: int) -> list[int]:
+    return sorted({d for low in range(1, isqrt(size) + 1) if size % low == 0
+                   for d in (low, size // low)})
+
+
+def tile_cost(panels: int, groups: int, threads: int, columns: int, rows: int) -> float:
+    """The busiest thread's time, in units of the contraction's work, where `threads` share
+    panels x groups tiles of C (`columns` and `rows` cut into that many) in runs of
+    consecutive tiles: its tiles' share of the work, their edges' cost added."""
+    tiles = panels * groups
+    return -(-tiles // threads) / tiles * (1 + TILE_EDGE_COST * (panels / columns +
+                                                                  groups / rows))
+
+
+@lru_cache(maxsize=1024)
+def _tiles(threads: int, columns: int, rows: int, panel_counts: tuple[int, ...], blocks: int
+           ) -> tuple[int, int] | None:
+    """(panels, m groups) of the least tile_cost among `columns` cut into each of
+    `panel_counts` and the `blocks` m blocks into groups of a divisor, of those that keep
+    MIN_BALANCE of the threads' time only (the fewest groups, then panels, where equal); None
+    where none does."""
+    balanced = [(panels, groups) for panels in panel_counts for groups in _divisors(blocks)
+                if panels * groups / (threads * -(-panels * groups // threads)) >= MIN_BALANCE]
+    if not balanced:
+        return None
+    return min(balanced, key=lambda tile: (round(tile_cost(*tile, threads, columns, rows), 9),
+                                           tile[1], tile[0]))
+
+
+def thread_tiles(op) -> tuple[int, int] | None:
+    """A large contraction's tiles of C for its threads (see the module doc): (nc, the number
+    of groups its m blocks are shared in; their count estimated as whole blocks of split's
+    default), None on one thread or where no tiling keeps MIN_BALANCE (the threads then take
+    whole panels of the widest width that shares evenly, and balance cuts finer blocks)."""
+    threads = op.num_threads or default_threads()
+    if threads == 1 or not is_large(op):
+        return None
+    totals = _totals(op)
+    n, least = totals["n"], min(DEFAULT_MAX_SIZE["n"], totals["n"])
+    counts = tuple(n // width for width in reversed(_divisors(n))
+                   if least <= width <= _widest_panel(op))
+    tiles = _tiles(threads, n, totals["m"], counts, -(-totals["m"] // DEFAULT_MAX_SIZE["m"]))
+    return None if tiles is None else (n // tiles[0], tiles[1])
+
+
+def m_groups(op, panels: int, blocks: int) -> int | None:
+    """The groups a large contraction's threads share its `blocks` m blocks in (a divisor),
+    `panels` n panels shared outside them: the least tile_cost that keeps MIN_BALANCE, None
+    where none does (see thread_tiles)."""
+    totals = _totals(op)
+    tiles = _tiles(op.num_threads or default_threads(), totals["n"], totals["m"], (panels,),
+                   blocks)
+    return None if tiles is None else tiles[1]
+
+
+def _widest_panel(op) -> int:
+    """nc at most: B's kc x nc panel a quarter of L2, at least split's default."""
+    micro = op.target.micro
+    return max(DEFAULT_MAX_SIZE["n"],
+               micro.l2_bytes // 4 // (k_chunk(micro) * np.dtype(op.dtype).itemsize))
 
 
 def k_chunk(micro) -> int:
@@ -152,12 +231,12 @@ def max_sizes(op) -> dict[str, int | None]:
         return dict(ROWS_MAX_SIZE)
     if not is_large(op):
         return dict(DEFAULT_MAX_SIZE)
-    micro = op.target.micro
-    itemsize = np.dtype(op.dtype).itemsize
     threads = op.num_threads or default_threads()
-    kc = k_chunk(micro)
-    n = _totals(op)["n"]
-    panel = micro.l2_bytes // 4 // (kc * itemsize)
-    panels = -(-n // (panel * threads)) * threads
-    nc = max(DEFAULT_MAX_SIZE["n"], n // panels)
-    return {"m": DEFAULT_MAX_SIZE["m"], "n": nc, "k": kc, "c": None}
+    tiles = thread_tiles(op)
+    if tiles is None:       # panels a multiple of the threads in number
+        n = _totals(op)["n"]
+        panels = -(-n // (_widest_panel(op) * threads)) * threads
+        nc = max(DEFAULT_MAX_SIZE["n"], n // panels)
+    else:
+        nc = tiles[0]
+    return {"m": DEFAULT_MAX_SIZE["m"], "n": nc, "k": k_chunk(op.target.micro), "c": None}

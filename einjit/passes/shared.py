@@ -5,10 +5,10 @@ Starting from the outermost loop, seq dims become shared until the shared iterat
 `iterations_per_thread` x num_threads (default 4 per thread, so that a flattened range split
 into equal slices loses at most a quarter of a slice to imbalance) or no candidate is left.
 Never a k dim (threads would race on the same out elements), never a dim of size 1 or with out
-stride 0. In a large contraction (einjit.passes.block) no loop inside its k loop is shared
-(moved out, the m loop would no longer pass B's panel in L2): the threads take whole n panels,
-unless there are fewer panels than threads; then the m blocks inside are shared too, moved
-out of the k loop with them (each keeps its block of C across the k loop). A matrix times a
+stride 0. In a large contraction (einjit.passes.block) the threads take whole n panels; where
+there are fewer panels than threads, the m loop inside the k loop is shared by an outer part
+(block.m_groups: each thread's tiles of C keep their m blocks inside the k loop, passing B's
+panel in L2), or whole, moved out of the k loop, where that costs least. A matrix times a
 vector (n of 1) shares a loop inside its k loop by an outer part only, as few iterations as
 give every thread as many (a divisor of its size, where it has one): each thread then reads
 its rows of the matrix in runs as long as one thread does, not in blocks. Shared dims move
@@ -38,6 +38,8 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     iterations_per_thread = check_int("iterations_per_thread", iterations_per_thread, 1)
     dims = list(op.dims)
     blocked = block.is_large(op)
+    op = op.replace(num_threads=num_threads)
+    tiled = blocked and block.thread_tiles(op) is not None
     vector = block.is_vector(op)
     iterations = 1
     for dim in dims:
@@ -54,6 +56,12 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
             if inside_k and vector:
                 wanted = -(-(num_threads if blocked else target) // iterations)
                 outer = _threads_part(dim.size, wanted, num_threads, iterations)
+            elif inside_k and blocked and dim.type == "m" and tiled:
+                outer = block.m_groups(op, iterations, dim.size)
+                if outer == 1:          # the panels alone share best: m stays whole
+                    placed.append(dim)
+                    continue
+                outer = None if outer == dim.size else outer
             if outer is None:
                 dim = dim.with_(exec_type="shared")
                 iterations *= dim.size
@@ -66,7 +74,7 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
         placed.append(dim)
     dims = [d for d in placed if d.exec_type == "shared"] + \
            [d for d in placed if d.exec_type != "shared"]
-    return op.replace(dims=dims, num_threads=num_threads)
+    return op.replace(dims=dims)
 
 
 def _threads_part(size: int, wanted: int, threads: int, iterations: int) -> int | None:

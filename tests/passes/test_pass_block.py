@@ -133,6 +133,15 @@ def test_cache_blocks(target, dtype, threads, n):
     nc = sizes["n"]
     assert nc >= block.DEFAULT_MAX_SIZE["n"]
     quarter_l2 = micro.l2_bytes // 4
+    tiles = block.thread_tiles(op)
+    if tiles is not None:
+        # tiles of C for several threads: whole panels of a divisor of n that fit a quarter
+        # of L2, times groups of m blocks, that keep the threads busy
+        assert threads > 1 and tiles[0] == nc and n % nc == 0
+        assert nc * kc * itemsize <= quarter_l2
+        tasks = n // nc * tiles[1]
+        assert tasks / (threads * -(-tasks // threads)) >= block.MIN_BALANCE
+        return
     if nc == block.DEFAULT_MAX_SIZE["n"]:
         # the floor: each thread's share of n in panels that fit a quarter of L2 is narrower
         panels = threads * -(-n * kc * itemsize // (quarter_l2 * threads))
@@ -159,8 +168,10 @@ def test_cache_blocks(target, dtype, threads, n):
     ("zen4", "float64", 16, {"k": 128, "n": 100}),
     # Zen 5: 48 KiB L1 -> kc = 192; 256 KiB / (192 x 4) = 341 columns -> 5 panels of 320
     ("zen5", "float32", 1, {"k": 192, "n": 320}),
-    # the NEON target's generic core: Zen 4's caches
-    ("neon", "float32", 3, {"k": 128, "n": 266}),
+    # the NEON target's generic core: Zen 4's caches; 3 threads: no count of whole panels
+    # (a divisor of 1600 within 512 columns) shares evenly, so tiles of 5 panels of 320 by
+    # groups of the m blocks (thread_tiles)
+    ("neon", "float32", 3, {"k": 128, "n": 320}),
 ])
 def test_cache_blocks_of_1600(target, dtype, threads, expected):
     sizes = block.max_sizes(gemm(1600, 1600, 1600, dtype, target, num_threads=threads))

@@ -99,3 +99,34 @@ def test_a_gemm_moves_its_m_blocks_out_of_the_k_loop_when_short_of_panels():
     new = einjit.optimize(op, num_threads=2)
     loops = [(d.type, d.exec_type) for d in new.dims if d.exec_type != "prim"]
     assert ("m", "shared") in loops and ("m", "seq") not in loops, loops
+
+
+@pytest.mark.parametrize("m, n, k, threads", [(1024, 1024, 640, 16), (1024, 768, 640, 16),
+                                              (768, 1024, 1536, 12)])
+def test_a_large_gemm_on_many_threads_takes_tiles_of_panels_by_groups_of_m_blocks(m, n, k,
+                                                                                  threads):
+    """Panels fewer than the threads: each thread takes tiles of C, a panel by a group of m
+    blocks, whose blocks stay inside the k loop; the results are numpy's to rounding."""
+    def gemm(num_threads):
+        return TensorOperation("float32", "zero", "gemm", "none", ("m", "n", "k"), None,
+                               (m, n, k), (1, 0, m), (0, k, 1), (1, m, 0),
+                               num_threads=num_threads)
+    op = gemm(threads)
+    tiles = einjit.passes.block.thread_tiles(op)
+    new = einjit.optimize(op, num_threads=threads)
+    outer = [(d.type, d.exec_type) for d in new.dims if d.exec_type != "prim"]
+    assert tiles is not None and tiles[1] > 1
+    assert outer == [("n", "shared"), ("m", "shared"), ("k", "seq"), ("m", "seq")], outer
+    panels, groups = (d.size for d in new.dims[:2])
+    tasks = panels * groups
+    assert tasks / (threads * -(-tasks // threads)) >= einjit.passes.block.MIN_BALANCE
+    # cheaper than a panel for each thread, the m blocks whole
+    old = einjit.passes.block.tile_cost(threads, 1, threads, n, m)
+    assert einjit.passes.block.tile_cost(panels, groups, threads, n, m) < old
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((k, m)).astype(np.float32)     # in0: m contiguous, k columns
+    b = rng.standard_normal((n, k)).astype(np.float32)     # in1: k contiguous, n columns
+    out = np.full((n, m), np.nan, np.float32)
+    new.execute(a, b, out)
+    np.testing.assert_allclose(out, b.astype(np.float64) @ a.astype(np.float64), rtol=1e-4,
+                               atol=1e-3)
