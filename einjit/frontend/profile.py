@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,8 @@ class StepProfile:
     busiest: int         # the work of the thread with the largest share
     bytes: int           # bytes the operands span (inputs and output)
     num_threads: int
+    op: Any = None       # the step's TensorOperation as planned for num_threads
+    shares: tuple[tuple[int, int], ...] = ()    # each thread's [begin, end) of the tasks
 
     @property
     def balance(self) -> float:
@@ -142,7 +145,7 @@ def profile_plan(plan: Plan, num_threads: int, title: str = "the plan") -> Paral
             not any(source[:1] == ("ones",) for source in step.sources) else 0
         steps.append(StepProfile(number, label, op.kind, work, flops, tasks, len(shares),
                                  work * largest // tasks, spanned * plan.itemsize,
-                                 num_threads))
+                                 num_threads, op, tuple(shares)))
     groups = concurrent_groups(planned.steps, counts, num_threads, eligible)
     return ParallelProfile(title, num_threads, tuple(steps), groups)
 

@@ -62,6 +62,8 @@ def test_the_profile_is_what_the_compiled_plan_runs(subscripts, shapes, threads,
         assert row.tasks == compiled.plan.shared_iterations
         assert row.threads == len(compiled._shares)
         assert row.kind == step.lowered.op.kind
+        # each step carries the operation and the shares the compiled plan runs
+        assert row.op == step.lowered.op and row.shares == compiled.shares
     arrays = [np.random.default_rng(1).standard_normal(s).astype(np.float32) for s in shapes]
     expected = np.einsum(subscripts, *[a.astype(np.float64) for a in arrays])
     np.testing.assert_allclose(expr(*arrays), expected, rtol=1e-4,
