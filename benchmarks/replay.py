@@ -25,7 +25,6 @@ import argparse
 import csv
 import io
 import math
-import threading
 import time
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ import numpy as np
 
 import einjit
 from einjit.codegen import compile_operation
+from einjit.runtime.threads import start_worker_thread
 
 from . import einsum
 from .harness import fma_peak_gflops
@@ -45,7 +45,6 @@ COLUMNS = ["case", "gflop", "threads", "replayed_gflops", "share_of_peak",
 # the clock's resolution stay small beside it
 SAMPLE_SECONDS = 2e-4
 RUNS = 3                                  # best of this many samples per share
-STACK_BYTES = 256 << 20                   # the replaying thread's: a nest's copies live on it
 
 
 @dataclass(frozen=True)
@@ -133,25 +132,21 @@ def replay(expression: einjit.ContractExpression, threads: int, buffers: dict,
 
 
 def on_a_large_stack(function, *args):
-    """function(*args) on a thread of STACK_BYTES of stack (the nests' copies of A and B sit
-    in their frames), its exception raised here."""
-    result, error = [], []
+    """function(*args) on a thread with a native worker's stack (einjit's workers run the
+    nests whose copies of A and B the calling thread's stack cannot hold), its exception
+    raised here."""
+    outcome = []
 
     def target():
         try:
-            result.append(function(*args))
+            outcome.append((function(*args), None))
         except BaseException as caught:       # noqa: BLE001 (raised again on the caller)
-            error.append(caught)
-    previous = threading.stack_size(STACK_BYTES)
-    try:
-        thread = threading.Thread(target=target, name="einjit-replay")
-        thread.start()
-    finally:
-        threading.stack_size(previous)
-    thread.join()
-    if error:
-        raise error[0]
-    return result[0]
+            outcome.append((None, caught))
+    start_worker_thread(target, (), "einjit-replay").join()
+    result, error = outcome[0]
+    if error is not None:
+        raise error
+    return result
 
 
 def run(counts: list[int], pattern: str | None = None, quick: bool = False,
