@@ -9,6 +9,8 @@ result equals numpy's bit for bit whatever the order of the sums; on uniform val
 held to the dot product's forward error bound, K x eps x (|A| @ |B|) for each of einjit's
 result and numpy's float64 one, so the tolerance scales with the summed length."""
 
+import math
+
 import numpy as np
 import pytest
 from frontend_support import jit_available, numpy_einsum_forbidden
@@ -74,19 +76,25 @@ def check(run, equation, shapes, dtype, summed, seed, view=lambda *arrays: array
 
 
 def large_ops(prepared, threads):
-    """The plan's large contractions, each checked for the blocked loop order: c, n, k, m
-    outermost first (prim dims aside), made for `threads`, no loop inside a k loop shared.
-    (Without a k loop the threads may share m: tests/passes/test_pass_block.py.)"""
+    """The plan's large contractions, each checked for the blocked loop order: the shared
+    loops first, then c, n, k, m outermost first (prim dims aside), made for `threads`, never
+    a k loop shared, m only where the n panels are fewer than the threads (the threads' tiles
+    of C, einjit.passes.block.thread_tiles; tests/passes/test_pass_shared.py)."""
     ops = [step.lowered.op for step in prepared.plan.steps if block.is_large(step.lowered.op)]
     for op in ops:
         loops = [d for d in op.dims if d.exec_type != "prim"]
-        groups = [BLOCKED_ORDER.index(d.type) for d in loops]
-        assert groups == sorted(groups), [(d.type, d.exec_type, d.size) for d in op.dims]
+        shown = [(d.type, d.exec_type, d.size) for d in op.dims]
+        kinds = [d.exec_type for d in loops]
+        assert kinds == sorted(kinds, key=lambda kind: kind != "shared"), shown
+        groups = [BLOCKED_ORDER.index(d.type) for d in loops if d.exec_type != "shared"]
+        assert groups == sorted(groups), shown
         assert op.num_threads == threads
         shared = {d.type for d in loops if d.exec_type == "shared"}
         assert bool(shared) == (threads > 1)
-        if any(d.type == "k" for d in loops):
-            assert shared <= {"c", "n"}
+        assert "k" not in shared
+        if "m" in shared:
+            panels = math.prod(d.size for d in loops if d.type == "n" and d.exec_type == "shared")
+            assert panels < threads, shown
     return ops
 
 
