@@ -1,7 +1,8 @@
 """Many-thread plans replayed on one core: what 16, 48 or 72 cores would do with einjit's
 plans, measured on a small machine.
 
-For every einsum case (float32), the plan made for each thread count of --threads (its
+For every einsum case (float32, or --dtype), or with --matmul the matmul section's square
+products from its PEAK_FROM up, the plan made for each thread count of --threads (its
 parallel profile, einjit.frontend.profile: each step's operation as planned for the count and
 each thread's share of its tasks), each step's nest compiled and every share run alone on
 this thread, one after another, on operands of the step's extents (random values), best of a
@@ -16,7 +17,8 @@ shares to the workers, and clocks that drop with every core busy. A share that c
 runs as the plan runs it, with its copies; every share is timed warm, its operands in the
 caches one core has.
 
-    python -m benchmarks.replay [--threads 16,48,72] [--filter TEXT] [--quick]
+    python -m benchmarks.replay [--threads 16,48,72] [--filter TEXT] [--quick] [--matmul]
+                                [--dtype float32|float64]
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import einjit
 from einjit.codegen import compile_operation
 from einjit.runtime.threads import start_worker_thread
 
-from . import einsum
+from . import einsum, matmul
 from .harness import fma_peak_gflops
 from .output import write_result
 
@@ -149,19 +151,28 @@ def on_a_large_stack(function, *args):
     return result
 
 
+def matmul_cases(pattern: str | None = None) -> list[einsum.Case]:
+    """The matmul section's square products of PEAK_FROM or more, as einsum cases."""
+    return [einsum.Case(shape.name, "matmul", shape.equation, shape.operand_shapes)
+            for shape in matmul.grid() if shape.kind == "square"
+            and shape.n >= matmul.PEAK_FROM and (pattern is None or pattern in shape.name)]
+
+
 def run(counts: list[int], pattern: str | None = None, quick: bool = False,
-        progress=print) -> tuple[list[str], str]:
+        progress=print, products: bool = False, dtype: str = "float32"
+        ) -> tuple[list[str], str]:
     """(the lines, each passed to `progress` as it comes, and the CSV) of every einsum case
-    replayed on one thread and on each of `counts`."""
-    cases = einsum.cases(quick, pattern)
+    (with `products`, matmul_cases) replayed on one thread and on each of `counts`."""
+    cases = matmul_cases(pattern) if products else einsum.cases(quick, pattern)
     if not cases:
-        raise ValueError(f"--filter {pattern!r}: no einsum case's name contains it")
+        raise ValueError(f"--filter {pattern!r}: no case's name contains it")
     target = einjit.resolve_target(None)
-    peak = max(fma_peak_gflops(target.variant) for _ in range(2)) \
+    peak = max(fma_peak_gflops(target.variant, dtype=dtype) for _ in range(2)) \
         if target.isa == "x86_64" else math.nan
     counts = [1] + [count for count in counts if count != 1]
     header = " ".join(f"{f'{count} thr':>14}" for count in counts)
-    lines = [f"einsum float32 on {target}: each plan's shares replayed on one core; per "
+    lines = [f"{'matmul' if products else 'einsum'} {dtype} on {target}: each plan's shares "
+             f"replayed on one core; per "
              f"thread count the share of that many cores' FMA peak (one core's "
              f"{peak:.0f} GFLOPS each) and, in brackets, the profile's predicted efficiency",
              f"{'case':<34} {'GFLOP':>7} {header}"]
@@ -174,7 +185,7 @@ def run(counts: list[int], pattern: str | None = None, quick: bool = False,
     for case in cases:
         cells, buffers = [], {}
         for count in counts:
-            expression = case.compile("float32", threads=count)
+            expression = case.compile(dtype, threads=count)
             result = on_a_large_stack(replay, expression, count, buffers, rng)
             share = result.gflops / (peak * count)
             cells.append(f"{100 * share:6.1f}% ({100 * result.efficiency:4.0f}%)")
@@ -194,6 +205,10 @@ def main(argv=None) -> int:
     parser.add_argument("--filter", metavar="TEXT", help="only cases whose name contains TEXT")
     parser.add_argument("--quick", action="store_true",
                         help=f"every case shrunk to about {einsum.QUICK_FLOPS:.0e} flops")
+    parser.add_argument("--matmul", action="store_true",
+                        help=f"the matmul section's square products of {matmul.PEAK_FROM} "
+                             f"and more in place of the einsum cases")
+    parser.add_argument("--dtype", choices=einsum.DTYPES, default="float32")
     options = parser.parse_args(argv)
     try:
         counts = sorted({int(part) for part in options.threads.split(",")})
@@ -202,10 +217,12 @@ def main(argv=None) -> int:
     except ValueError:
         parser.error(f"--threads {options.threads!r}: expected counts 1..1024 such as 16,48,72")
     try:
-        _, table = run(counts, options.filter, options.quick)
+        _, table = run(counts, options.filter, options.quick, products=options.matmul,
+                       dtype=options.dtype)
     except ValueError as error:
         parser.error(str(error))
-    print(f"written: {write_result('replay.csv', table)}")
+    name = f"replay_{'matmul' if options.matmul else 'einsum'}_{options.dtype}.csv"
+    print(f"written: {write_result(name, table)}")
     return 0
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import einjit
-from benchmarks import replay
+from benchmarks import matmul, replay
 from benchmarks.harness import einjit_threads
 from einjit.runtime.host import host_isa
 
@@ -84,3 +84,13 @@ def test_an_unknown_case_is_named(capsys):
     with pytest.raises(SystemExit):
         replay.main(["--filter", "no such case", "--quick"])
     assert "no such case" in capsys.readouterr().err
+
+
+def test_the_matmul_cases_are_the_square_products_from_peak_from():
+    cases = replay.matmul_cases()
+    sizes = [case.shapes[0][0] for case in cases]
+    assert sizes == [n for n in matmul.SQUARE_SIZES if n >= matmul.PEAK_FROM]
+    for case in cases:
+        n = case.shapes[0][0]
+        assert case.equation == "ij,jk->ik" and case.shapes == [(n, n), (n, n)]
+    assert [case.name for case in replay.matmul_cases("1024")] == ["1024x1024x1024"]
