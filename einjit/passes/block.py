@@ -38,7 +38,10 @@ fewer than the threads, the m loop by an outer part (einjit.passes.shared). A ti
 of A's blocks (once per call, over the panel's columns) and of B's panel (once per k chunk,
 over the tile's rows) cost it about as much as TILE_EDGE_COST more columns and rows: thin
 panels of many threads lose to them what the busiest thread gains (tile_cost). The panels
-and groups are those of the least tile_cost: on one thread the widest panels, the whole m.
+and groups are those of the least tile_cost among the tilings that keep MIN_BALANCE of the
+threads' time busy (thread_tiles); where none does, the panels are a multiple of the threads
+in number, as before tiles, and einjit.passes.balance cuts finer blocks. On one thread: the
+widest panels, the whole m.
 """
 
 from __future__ import annotations
