@@ -40,8 +40,8 @@ over the tile's rows) cost it about as much as TILE_EDGE_COST more columns and r
 panels of many threads lose to them what the busiest thread gains (tile_cost). The panels
 and groups are those of the least tile_cost among the tilings that keep MIN_BALANCE of the
 threads' time busy (thread_tiles); where none does, the panels are a multiple of the threads
-in number, as before tiles, and einjit.passes.balance cuts finer blocks. On one thread: the
-widest panels, the whole m.
+in number, each thread taking whole ones, and einjit.passes.balance cuts finer blocks. On
+one thread: the widest panels, the whole m.
 """
 
 from __future__ import annotations
