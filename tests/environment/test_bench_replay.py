@@ -57,13 +57,21 @@ def test_a_tree_of_steps_replays_each_group_at_its_slowest_share():
 
 
 @pytest.mark.native
-def test_the_table_and_its_csv():
+def test_the_table_and_its_csv(monkeypatch):
+    monkeypatch.setattr(replay, "LARGE_GFLOP", 0)     # the quick case counts as large
     seen = []
     lines, table = replay.run([2, 16], "matrix chain", quick=True, progress=seen.append)
     assert seen == lines
     assert "1 thr" in lines[1] and "2 thr" in lines[1] and "16 thr" in lines[1]
     assert lines[2].startswith("matrix chain ij,jk,kl,lm")
     rows = list(csv.DictReader(io.StringIO(table)))
+    summaries = [line for line in lines if "or more: lowest" in line]
+    if host_isa() == "x86_64":
+        assert [line.split(",")[0] for line in summaries] == ["1 thr", "2 thr", "16 thr"]
+        share = float(rows[2]["share_of_peak"])
+        assert f"lowest {100 * share:.1f}% of the peak (matrix chain" in summaries[2]
+    else:               # no FMA peak measured: no shares of it
+        assert summaries == []
     assert list(rows[0]) == replay.COLUMNS
     assert [int(row["threads"]) for row in rows] == [1, 2, 16]
     for row in rows:
