@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Any
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from einjit.codegen import plan_nest, thread_shares, worth_a_thread
 from einjit.frontend.concurrency import concurrent_groups
 from einjit.frontend.errors import EinsumValueError
 from einjit.frontend.plan import Plan
+from einjit.ir import TensorOperation
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ class StepProfile:
     busiest: int         # the work of the thread with the largest share
     bytes: int           # bytes the operands span (inputs and output)
     num_threads: int
-    op: Any = None       # the step's TensorOperation as planned for num_threads
-    shares: tuple[tuple[int, int], ...] = ()    # each thread's [begin, end) of the tasks
+    op: TensorOperation  # the step's operation as planned for num_threads
+    shares: tuple[tuple[int, int], ...]        # each thread's [begin, end) of the tasks
 
     @property
     def balance(self) -> float:

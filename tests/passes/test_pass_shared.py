@@ -102,7 +102,9 @@ def test_a_gemm_moves_its_m_blocks_out_of_the_k_loop_when_short_of_panels():
 
 
 @pytest.mark.parametrize("m, n, k, threads", [(1024, 1024, 640, 16), (1024, 768, 640, 16),
-                                              (768, 1024, 1536, 12)])
+                                              (768, 1024, 1536, 12),
+                                              # blocks of 113 rows, 11 chunks of 100 k
+                                              (904, 768, 1100, 6)])
 def test_a_large_gemm_on_many_threads_takes_tiles_of_panels_by_groups_of_m_blocks(m, n, k,
                                                                                   threads):
     """Panels fewer than the threads: each thread takes tiles of C, a panel by a group of m
