@@ -560,10 +560,25 @@ def choose(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float3
         return unmasked, split
     best = None
     for candidate in vector_targets(unmasked):
-        cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b, whole_k, far_ld_c)
+        cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b, whole_k, far_ld_c,
+                               far_b_columns(candidate, k, element_bytes, far_ld_c))
+        if far_ld_c is not None and k_chunks(candidate, panels, k, br, element_bytes) > 1:
+            cycles, panels = _plan(m, n, k, br, candidate, dtype, ld_b, whole_k, far_ld_c)
         if best is None or cycles < best[0]:
             best = (cycles, candidate, panels)
     return best[1], best[2]
+
+
+def far_b_columns(target: Target, k: int, element_bytes: int, far_ld_c: int | None
+                  ) -> int | None:
+    """Most columns a block may have where C comes from beyond L2 (far_ld_c): their B over
+    all of K within CoreRules.far_b_l1_share of L1, since they stream in from L2 beside A's
+    panel, which stays (choose drops the limit where it would run K in chunks). None: no
+    limit."""
+    share = rules(target).far_b_l1_share
+    if far_ld_c is None or not share:
+        return None
+    return max(1, int(target.micro.l1_bytes * share) // (k * element_bytes))
 
 
 def packs_tail(target: Target, m: int, element_bytes: int) -> bool:
@@ -587,15 +602,17 @@ def _column_limit(target: Target, ld_b: int | None, element_bytes: int, br: int,
 
 def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32",
           ld_b: int | None = None, whole_k: bool = False,
-          far_ld_c: int | None = None) -> tuple[float, tuple[Panel, ...]]:
+          far_ld_c: int | None = None, b_columns: int | None = None
+          ) -> tuple[float, tuple[Panel, ...]]:
     """(cycles, panels) of the cheapest row partition; whole_k: of those whose K runs whole
-    (k_chunks 1) where any does; far_ld_c: see choose."""
+    (k_chunks 1) where any does; far_ld_c: see choose; b_columns: a block's most columns."""
     elements = precision(dtype)
     lanes = target.lanes(elements.bytes)
     vectors_total = -(-m // lanes)
     tail_rows = m % lanes
     dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
-    col_limit = _column_limit(target, ld_b, elements.bytes, br, bool(dottable))
+    col_limit = min(_column_limit(target, ld_b, elements.bytes, br, bool(dottable)),
+                    b_columns or MAX_COLS)
     pairable = pair_steps_fit(target, k, elements.bytes)
     pairs_only = not target.masks and target.registers > 16        # see wide_pair_target
     packs = packs_tail(target, m, elements.bytes)

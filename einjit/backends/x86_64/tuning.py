@@ -63,6 +63,11 @@ class CoreRules:
     # b_column_limit: ways of an L1 set B's columns leave to A's and C's lines
     # $ (no command: benchmarks.x86_gemm passes ld_b = K; time 8x24x64 at ld_b = 2048)
     spare_l1_ways: int = 2
+    # _plan: where C comes from beyond L2 (a large contraction's call), a block's columns of B
+    # over all of K fill at most this share of L1 (0: no limit): they stream in from L2 beside
+    # A's panel, which must stay
+    # $ python -m benchmarks.matmul --dtype float64      (768^3: the one-thread row)
+    far_b_l1_share: float = 1 / 2
     # k_chunks, batch_chunks: A loaded faster than L2 refills L1 must fit a share of L1
     # $ python -m benchmarks.x86_gemm --variant avx2 --sizes 64,70 --k 64,500 --no-fp64
     l2_refill_bytes: float = 8.0

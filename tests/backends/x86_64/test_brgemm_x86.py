@@ -1281,6 +1281,27 @@ def test_far_c_kernels_run_k_whole(variant, micro):
     assert not setting.far_c
 
 
+@pytest.mark.parametrize("micro", MICRO_NAMES)
+@pytest.mark.parametrize("variant", ["avx512", "avx2"])
+def test_far_c_blocks_keep_b_columns_over_k_within_their_share_of_l1(variant, micro):
+    """A large contraction's call (far_c, B's copy at a pitch of K + 8 elements) reads at
+    most rules.far_b_l1_share of L1 in B's columns over all of K per block; float64 at K =
+    128 on zen4 would take 24 columns (24 KiB of its 32) without that limit, and does take
+    them where C is near (no far_c)."""
+    tgt = target(variant, micro)
+    share = rules(tgt).far_b_l1_share
+    for m, n, k in [(128, 256, 128), (128, 384, 192), (100, 300, 160), (64, 512, 128)]:
+        for dtype in ("float32", "float64"):
+            itemsize = np.dtype(dtype).itemsize
+            far = _Generator(Assembler(), tgt, m, n, k, 1, precision(dtype), ld_b=k + 8,
+                             far_c=m + 640)
+            widest = max(max(p.cols, p.n_tail) for p in far.panels)
+            assert widest * k * itemsize <= tgt.micro.l1_bytes * share, (m, n, k, dtype)
+    if (variant, micro) == ("avx512", "zen4"):
+        near = _Generator(Assembler(), tgt, 128, 256, 128, 1, precision("float64"), ld_b=136)
+        assert max(p.cols for p in near.panels) * 128 * 8 > tgt.micro.l1_bytes * share
+
+
 @pytest.mark.parametrize("micro", ["zen4", "sapphirerapids"])
 def test_far_c_prefetches_the_block_a_row_below_or_the_next_block(micro):
     """far_c's prefetches of a large contraction's call: on a core with
