@@ -17,7 +17,7 @@ every task of a step does the same work (split cuts a dim into equal blocks).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 import numpy as np
@@ -42,8 +42,10 @@ class StepProfile:
     busiest: int         # the work of the thread with the largest share
     bytes: int           # bytes the operands span (inputs and output)
     num_threads: int
-    op: TensorOperation  # the step's operation as planned for num_threads
-    shares: tuple[tuple[int, int], ...]        # each thread's [begin, end) of the tasks
+    # the step's operation as planned for num_threads, and each thread's [begin, end) of the
+    # tasks (left out of the repr: the numbers above say what a reader looks for)
+    op: TensorOperation = field(repr=False)
+    shares: tuple[tuple[int, int], ...] = field(repr=False)
 
     @property
     def balance(self) -> float:

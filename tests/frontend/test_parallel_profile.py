@@ -88,6 +88,10 @@ def test_text_and_html_name_every_step():
     html = profile._repr_html_()
     assert html.count("<tr>") == 1 + len(profile.steps)
     assert "&#x27;ab,bc,cd,de-&gt;ae&#x27;" in html
+    # the repr (what a REPL shows) names each step's numbers, not its operation and shares
+    shown = repr(profile)
+    assert "TensorOperation" not in shown and "shares=" not in shown
+    assert shown.count("StepProfile(") == len(profile.steps) and "busiest=" in shown
 
 
 @pytest.mark.parametrize("bad", [0, -3, 1025, 2.5, True, "4"])
