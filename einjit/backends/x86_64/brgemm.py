@@ -51,6 +51,7 @@ from einjit.backends.x86_64.microkernel import Microkernel
 from einjit.backends.x86_64.outer_product import OuterProduct
 from einjit.backends.x86_64.precision import FLOAT32, Precision, precision
 from einjit.backends.x86_64.schedule import (
+    can_carry,
     can_pipeline,
     can_skew,
     emit_pipelined,
@@ -361,7 +362,8 @@ class _Generator:
         pipelines = self.pipelining[panel]
         runs = sequences(panel) if pipelines else [panel.runs()]
         for index, sequence in enumerate(runs):
-            if pipelines and sum(blocks for blocks, _ in sequence) > 1:
+            if pipelines and sum(blocks for blocks, _ in sequence) > 1 and \
+                    all(can_carry(self.kernel, panel, cols) for _, cols in sequence):
                 emit_pipelined(self.kernel, panel, sequence, accumulate, k, self.spare_bank)
                 continue
             for position, (blocks, cols) in enumerate(sequence):

@@ -23,6 +23,13 @@ def can_pipeline(panel: Panel, spare_bank: int, br: int, chunks: int) -> bool:
     return bool(spare_bank and br == 1 and chunks == 1 and not masked)
 
 
+def can_carry(kernel: Microkernel, panel: Panel, cols: int) -> bool:
+    """Whether a block of the panel's of `cols` columns can take part in a pipelined
+    sequence: a carried update takes two of its accumulators as scratch (BlockRegisters),
+    which a block of one column of dot products (one accumulator) does not have."""
+    return len(kernel.registers(panel, cols).accumulators()) >= 2
+
+
 def sequences(panel: Panel) -> list[list[tuple[int, int]]]:
     """The panel's runs as sequences of pipelined blocks (see emit_pipelined): both runs in
     one where their blocks hold the same roles, else each alone (a run of fewer columns than

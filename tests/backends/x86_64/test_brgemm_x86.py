@@ -1282,6 +1282,21 @@ def test_far_c_kernels_run_k_whole(variant, micro):
 
 
 @pytest.mark.parametrize("micro", MICRO_NAMES)
+@pytest.mark.parametrize("variant", _variants())
+def test_a_one_column_block_of_dot_products_is_not_pipelined(variant, micro):
+    """M = 7 at K = 1 with B's columns 1 or 2 elements apart: Zen 4 takes a panel of dot
+    tails, its blocks 6 columns wide and a last one of one column, whose single accumulator
+    cannot give a carried update its two scratch registers (the generator raised ValueError
+    for N of 31, 37, ..., 61, found by einsum 'cdf,ceadc->edfc'). Such a sequence runs its
+    blocks one after another; C as numpy's, nothing outside it written."""
+    for n in (31, 37, 61, 25, 64):
+        for ld_b in (1, 2):
+            case = Case(7, n, 1, 1, seed=n + ld_b, ld_b=ld_b)
+            case.call(Compiled(7, n, 1, 1, variant, "float32", micro, ld_b=ld_b))
+            case.verify()
+
+
+@pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", ["avx512", "avx2"])
 def test_far_c_blocks_keep_b_columns_over_k_within_their_share_of_l1(variant, micro):
     """A large contraction's call (far_c, B's copy at a pitch of K + 8 elements) reads at
