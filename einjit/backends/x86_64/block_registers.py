@@ -163,15 +163,15 @@ class BlockRegisters:
         """acc += vector i of a block column (A's registers are free to help once K is done;
         a dot tail's: its summed lanes += its rows of C)."""
         if self.dot and self._tail(i):
-            rows = ins.load_column(self.gathered, mem, self.tail_rows, self.spare)
+            rows = ins.load_column(self.gathered, mem, self._tail_dwords(), self.spare)
             width = 256 if self.tail_rows > 4 else 128
-            return rows + enc.vaddps(acc, acc, self.gathered, width)
+            return rows + self.p.add(acc, acc, self.gathered, width)
         return ins.add(acc, mem, self.width, self._masked(i), self.mask_vector, self.spare, self.p)
 
     def store(self, src: int, mem: Mem, i: int) -> bytes:
         """Vector i of a block column: rows past M are not written."""
         if self.dot and self._tail(i):
-            return ins.store_column(mem, src, self.tail_rows, self.gathered)
+            return ins.store_column(mem, src, self._tail_dwords(), self.gathered)
         return ins.store(src, mem, self.width, self._masked(i), self.mask_vector, self.p)
 
     def sum_pairs(self, columns: range) -> list[bytes]:
@@ -211,12 +211,21 @@ class BlockRegisters:
                 enc.vshufps(low, low, high, 0xDD, 256),              # step k + 1
                 enc.vaddps(low, low, self.gathered, 256)]
 
+    def _tail_dwords(self) -> int:
+        """The 32-bit lanes a dot tail's rows of C take (see ins.load_column)."""
+        return self.tail_rows * self.p.bytes // 4
+
     def sum_dot_lanes(self) -> list[bytes]:
         """Each column's dot accumulator summed over its k-steps: row r's sum in lane r."""
         spare, sums = self.gathered, [accs[-1] for accs in self.acc]
         steps = self.dot_steps
         code = []
         if steps == 1:                          # a vector of rows: nothing to sum
+            return code
+        if self.p.bytes == 8:                   # one row's 4 steps: halves, then neighbours
+            for acc in sums:
+                code += [enc.vextractf128(spare, acc, 1), enc.vaddpd(acc, acc, spare, 128),
+                         enc.vunpckhpd(spare, acc, acc, 128), enc.vaddpd(acc, acc, spare, 128)]
             return code
         for acc in sums:
             if steps == 8:                  # halves, then quarters, then neighbours

@@ -39,8 +39,8 @@ class TailMode:
     """How a block row holds its tail rows and takes its k-steps. group: columns whose tail
     rows share one vector (1: not packed). overlap: the tail vector is loaded and stored
     whole, without masks, ending at the last row (see brgemm's registers). quads: how many of
-    a block's columns take B four k-steps at a time (see quad_limit). dot: the lanes one
-    k-step takes where the tail rows are dot products along K (0: they are not; see
+    a block's columns take B four k-steps at a time (see quad_limit). dot: the 32-bit lanes
+    one k-step takes where the tail rows are dot products along K (0: they are not; see
     dot_tail_share). pairs: a block of one whole vector (and a tail of PAIR_TAIL_ROWS rows,
     `group` columns a vector) that takes its k-steps two at a time (see PAIR_STEPS)."""
     group: int = 1
@@ -187,11 +187,12 @@ def quad_limit(target: Target, vectors: int, tail_rows: int, mode: TailMode, k: 
     return MAX_QUADS
 
 
-# 256-bit tails of 1 to 7 float32 rows may be dot products along K: lanes hold k-steps of the
-# tail rows, one FMA serves several k-steps where a masked or packed tail spends one on each
-# (see docs/brgemm.md)
+# 256-bit tails of 1 to 7 float32 rows, or a lone float64 row, may be dot products along K:
+# lanes hold k-steps of the tail rows, one FMA serves several k-steps where a masked or packed
+# tail spends one on each (see docs/brgemm.md). Shares count 32-bit lanes: a double takes two.
 DOT_SHARES = (1, 2, 4, 8)
-DOT_LANES = 8                    # float32 lanes of the 256-bit vectors a dot tail uses
+DOT_LANES = 8                    # 32-bit lanes of the 256-bit vectors a dot tail uses
+DOT_LANE_BYTES = 4
 DOT_FRAME_BYTES = 16384          # most stack the copied tail rows of A may take
 
 
@@ -200,16 +201,27 @@ def dot_steps(share: int) -> int:
     return DOT_LANES // share
 
 
-def dot_tail_share(target: Target, tail_rows: int, k: int, br: int, element_bytes: int) -> int:
-    """The lanes one k-step takes if a block row's tail rows may be dot products along K, else
-    0: 256-bit vectors (AVX2, or AVX-512's EVEX ymm), float32, 1 to 7 rows, padded to the
-    narrowest share whose 8 // share k-steps a vector divide K, and A's copied tail rows
-    (every batch entry's) within DOT_FRAME_BYTES."""
-    if target.vector_bits != 256 or element_bytes != 4 or not 1 <= tail_rows <= 7:
+def dot_b_whole(share: int, element_bytes: int) -> bool:
+    """Whether a dot tail's k-step takes one element's lanes (one row): a vector of B's
+    k-steps is then read whole from memory, not broadcast."""
+    return share * DOT_LANE_BYTES == element_bytes
+
+
+def dot_tail_share(target: Target, m: int, k: int, br: int, element_bytes: int) -> int:
+    """The lanes one k-step takes if the tail rows of an M-row block row may be dot products
+    along K, else 0: 256-bit vectors (AVX2, or AVX-512's EVEX ymm); float32 tails of 1 to 7
+    rows, padded to the narrowest share whose 8 // share k-steps a vector divide K; float64
+    only an M of one row (its 2 lanes; beside whole vectors not measured), 4 k-steps a vector
+    dividing K; A's copied tail rows (every batch entry's) within DOT_FRAME_BYTES."""
+    tail_rows = m % target.lanes(element_bytes)
+    if target.vector_bits != 256 or not 1 <= tail_rows <= 7:
         return 0
-    share = next(share for share in DOT_SHARES
-                 if share >= tail_rows and k % dot_steps(share) == 0)
-    return share if br * k * share * element_bytes <= DOT_FRAME_BYTES else 0
+    if element_bytes == 4:
+        share = next(share for share in DOT_SHARES
+                     if share >= tail_rows and k % dot_steps(share) == 0)
+    else:
+        share = 2 if m == 1 and k % dot_steps(2) == 0 else 0
+    return share if br * k * share * DOT_LANE_BYTES <= DOT_FRAME_BYTES else 0
 
 
 # An AVX2 block of one whole vector of A may take its k-steps two at a time: A's two columns
@@ -317,7 +329,9 @@ def _block_cycles(target: Target, vectors: int, cols: int, tail_rows: int, mode:
     the others. A dot tail's accumulators take one FMA a vector of k-steps (without full
     vectors, their chains allow that many more cycles a step), and sum each column's lanes after
     the K loop (4 to 6 shuffles and adds) before C's rows are added (in pieces of 4, 2 and 1
-    floats). Step pairs: each accumulator takes one FMA every two steps, and each column's two
+    floats); a float64 row is priced as float32's share of 2 lanes (its B vectors, read whole
+    rather than broadcast, and its 4 summing instructions differ by less than a cycle in four
+    k-steps). Step pairs: each accumulator takes one FMA every two steps, and each column's two
     are summed into one vector (3 instructions) before C's, a tail vector's (priced at 5: summed
     and moved to where a packed tail's shares sit; a vector a column takes 3, two columns at
     once) before its rows of C are added. In a block without a tail a quad column's shuffle
@@ -528,7 +542,7 @@ def pair_dot_panels(target: Target, m: int, n: int, k: int, br: int, element_byt
             and br == 1 and n >= tuned.pair_dot_min_n
             and pair_steps_fit(target, k, element_bytes)):
         return None
-    if dot_tail_share(target, tail, k, br, element_bytes) != tail:    # as measured: no padding
+    if dot_tail_share(target, m, k, br, element_bytes) != tail:    # as measured: no padding
         return None
     col_limit = _column_limit(target, ld_b, element_bytes, br, dot=True)
     pair_modes = _candidate_modes(target, 1, 0, k, element_bytes,
@@ -610,7 +624,7 @@ def _plan(m: int, n: int, k: int, br: int, target: Target, dtype: str = "float32
     lanes = target.lanes(elements.bytes)
     vectors_total = -(-m // lanes)
     tail_rows = m % lanes
-    dottable = dot_tail_share(target, tail_rows, k, br, elements.bytes)
+    dottable = dot_tail_share(target, m, k, br, elements.bytes)
     col_limit = min(_column_limit(target, ld_b, elements.bytes, br, bool(dottable)),
                     b_columns or MAX_COLS)
     pairable = pair_steps_fit(target, k, elements.bytes)
@@ -691,6 +705,8 @@ def _panel_step_bytes(target: Target, panels: tuple[Panel, ...], steps: int,
         fmas = _step_counts(target, panel.vectors, panel.cols, panel.tail_rows, one_step)[0]
         cycles = fmas * micro.passes(target.vector_bits) / micro.fma_pipes
         a_bytes = panel.vectors * vector_bytes
+        if panel.vectors == 1 and panel.mode.dot and dot_b_whole(panel.mode.dot, element_bytes):
+            a_bytes = element_bytes         # an M of one row as dot products: an element
         if a_bytes / cycles > refill and a_bytes * steps > budget:
             step_bytes = max(step_bytes, a_bytes + panel.cols * element_bytes)
     return step_bytes

@@ -18,9 +18,11 @@ from einjit.backends.x86_64 import instructions as ins
 from einjit.backends.x86_64.asm import Assembler, Label
 from einjit.backends.x86_64.blocking import (
     COLUMNS_PER_BASE,
+    DOT_LANE_BYTES,
     Panel,
     batch_chunks,
     choose,
+    dot_b_whole,
     dot_steps,
     k_chunks,
     packs_a,
@@ -109,7 +111,8 @@ class _Generator:
         # the frame: the copy of A's tail rows, then where the blocks start walking it; then
         # A_ROW and ld_a saved while a block row reads its copy of A's panel, and that copy
         # (see packs_a), 64-byte aligned
-        self.dot_bytes = br * k * self.dot_panel.mode.dot * elements.bytes if self.dot_panel else 0
+        self.dot_bytes = (br * k * self.dot_panel.mode.dot * DOT_LANE_BYTES if self.dot_panel
+                          else 0)
         self.dot_origin = Mem(RSP, disp=self.dot_bytes)
         self.packs = {panel: packs_a(self.target, panel, k // self.chunks[panel], br,
                                      elements.bytes) for panel in self.panels}
@@ -177,7 +180,7 @@ class _Generator:
         self.kernel.b_next = self.b_next
         self._set_tail_masks()
         if self.dot_panel:
-            self._copy_a_tail()
+            self._dot_a_tail()
         if self.stream:
             # whole lines: C and ld_c (bytes) line-aligned, else the cached body
             cached, done = asm.label(), asm.label()
@@ -247,21 +250,45 @@ class _Generator:
                 enc.vpbroadcastd_gpr(0, scratch, width, mask=1))
         asm(enc.vmovups_store(INDEX_SLOT, 0, width))
 
+    def _dot_a_tail(self) -> None:
+        """Where the dot tail reads A's tail rows from: a copy in the frame, or for one row
+        (see dot_b_whole) A itself where that row's k-steps lie side by side (ld_a of one
+        element, and a batch's entries one after another), as in a matrix times a vector."""
+        if not dot_b_whole(self.dot_panel.mode.dot, self.p.bytes):
+            self._copy_a_tail()
+            return
+        asm = self.asm
+        copy, done = asm.label(), asm.label()
+        asm(enc.cmp_ri(LDA, self.p.bytes))
+        asm.jcc("ne", copy)
+        if self.batch is not None:
+            a_step = self.batch[1]
+            asm(enc.test_rr(a_step, a_step))
+            asm.jcc("ne", copy)
+        asm(enc.mov_mr(self.dot_origin, A_PTR))
+        asm.jmp(done)
+        asm.bind(copy)
+        self._copy_a_tail()
+        asm.bind(done)
+
     def _copy_a_tail(self) -> None:
         """Copy the dot tail's rows of A (every batch entry's) into the frame, a vector of g
         k-steps at a time: lane r*g + q holds row r of step q, rows past M zero (past 4 rows:
-        copies of rows, whose sums are never stored; A_PTR is free here: the blocks reload it
-        from A_ROW)."""
+        copies of rows, whose sums are never stored; a float64 row: its element q, step q;
+        A_PTR is free here: the blocks reload it from A_ROW)."""
         asm, walker = self.asm, self.a_tail
         rows = self.dot_panel.tail_rows
         steps = dot_steps(self.dot_panel.mode.dot)
         asm(enc.mov_rr(walker, RSP), enc.mov_mr(self.dot_origin, walker),
             enc.add_ri(A_PTR, (self.m - rows) * self.p.bytes))
         code = []
+        dwords = rows * self.p.bytes // DOT_LANE_BYTES
         for q in range(steps):                 # register q := the rows of step q
-            code += [ins.load_column(q, Mem(A_PTR), rows, 12), enc.add_rr(A_PTR, LDA)]
+            code += [ins.load_column(q, Mem(A_PTR), dwords, 12), enc.add_rr(A_PTR, LDA)]
         # a transpose of rows x steps: xmm 8 := the lower four lanes, xmm 9 or 10 the upper
-        if steps == 1:                         # already a vector of rows
+        if self.p.bytes == 8:                  # one row: its 4 steps side by side
+            code += [enc.vunpcklpd(8, 0, 1, 128), enc.vunpcklpd(10, 2, 3, 128)]
+        elif steps == 1:                       # already a vector of rows
             code += [enc.vmovups_store(Mem(walker), 0, 256), enc.add_ri(walker, 32)]
         elif steps == 2:
             code += [enc.vunpckhps(9, 0, 1, 128), enc.vunpcklps(8, 0, 1, 128)]
@@ -418,7 +445,7 @@ class _Generator:
         if self.dot_panel:
             share = self.dot_panel.mode.dot
             self.asm(enc.mov_rm(A_PTR, self.dot_origin),
-                     enc.add_ri(A_PTR, steps * share * p.bytes),
+                     enc.add_ri(A_PTR, steps * share * DOT_LANE_BYTES),
                      enc.mov_mr(self.dot_origin, A_PTR))
 
 def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size: int,

@@ -12,7 +12,7 @@ from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64 import instructions as ins
 from einjit.backends.x86_64.asm import Assembler
 from einjit.backends.x86_64.block_registers import BlockRegisters
-from einjit.backends.x86_64.blocking import COLUMNS_PER_BASE, PAIR_STEPS, Panel
+from einjit.backends.x86_64.blocking import COLUMNS_PER_BASE, PAIR_STEPS, Panel, dot_b_whole
 from einjit.backends.x86_64.encode import Mem, Reg
 from einjit.backends.x86_64.frame import (
     A_AHEAD,
@@ -382,12 +382,14 @@ class Microkernel:
     def _dot_step(self, regs: BlockRegisters, bases: tuple[Reg, ...]) -> bytes:
         """The dot tail's FMAs for the k-steps of one vector: each column's accumulator +=
         A's tail rows (regs.a_tail) times B[k..k+g-1, j] repeated over the vector: straight
-        from memory for g = 8, else by a broadcast load of 16 or 8 bytes."""
+        from memory for one row (see dot_b_whole), else by a broadcast load of 16 or 8
+        bytes."""
         code = []
+        whole = dot_b_whole(regs.dot_share, self.p.bytes)
         for j, accs in enumerate(regs.acc):
             mem = self._b_address(bases, j)
-            if regs.dot_steps == 8:
-                code.append(ins.fma(accs[-1], regs.a_tail, mem, 256, False))
+            if whole:
+                code.append(ins.fma(accs[-1], regs.a_tail, mem, 256, False, self.p))
                 continue
             b_reg = regs.broadcast
             code += [ins.broadcast_rows(b_reg, mem, regs.dot_steps),

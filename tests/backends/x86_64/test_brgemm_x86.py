@@ -135,12 +135,13 @@ class Case:
 
     PAD = 37   # canary elements around C
 
-    def __init__(self, m, n, k, br, seed, dtype="float32", ld_b=None, ld_a=None):
+    def __init__(self, m, n, k, br, seed, dtype="float32", ld_b=None, ld_a=None, stride_a=None):
         rng = np.random.default_rng(seed)
         self.m, self.n, self.k, self.br, self.dtype = m, n, k, br, np.dtype(dtype)
         exact = np.longdouble if self.dtype == np.float64 else np.float64
         self.ld_a, self.ld_b, self.ld_c = ld_a or m + 3, ld_b or k + 1, m + 5
-        self.stride_a, self.stride_b = self.ld_a * k + 7, self.ld_b * n + 2
+        self.stride_a = self.ld_a * k + 7 if stride_a is None else stride_a
+        self.stride_b = self.ld_b * n + 2
         self.a = rng.uniform(-1, 1, (br - 1) * self.stride_a + self.ld_a * k).astype(dtype)
         self.b = rng.uniform(-1, 1, (br - 1) * self.stride_b + self.ld_b * n).astype(dtype)
         size = self.ld_c * n
@@ -627,21 +628,42 @@ def test_the_dot_shapes_take_dot_tails(variant):
     """Each DOTS case computes its tail as dot products on Zen 4 (as AVX2 code), and those of
     M < 5 on Zen 5 too (AVX-512 code: as EVEX ymm, where a vector holds two or more k-steps),
     so the cases above run those paths; a K that a vector's k-steps do not divide takes a
-    wider share; float64 never does."""
+    wider share; float64 only where M is one row and a vector's 4 k-steps divide K."""
     for shape in DOTS:
         m, n, k, br = shape
         if variant == "avx512" and 4 < m < 8:   # Zen 4 runs M = 5..7 as masked EVEX ymm
             assert "dot" not in choices(target(variant, "zen4"), *shape), shape
             continue
         assert "dot" in choices(target(variant, "zen4"), *shape), shape
-        assert "dot" not in choices(target(variant, "zen4"), *shape, "float64"), shape
-        share = dot_tail_share(target("avx2"), m % 8, k, br, 4)
+        one_row = m == 1 and k % 4 == 0
+        assert one_row == ("dot" in choices(target(variant, "zen4"), *shape, "float64")), shape
+        share = dot_tail_share(target("avx2"), m, k, br, 4)
         assert share >= m % 8 and k * share % 8 == 0, shape
         if share < 8:
-            odd = dot_tail_share(target("avx2"), m % 8, k + 4 // share, br, 4)
+            odd = dot_tail_share(target("avx2"), m, k + 4 // share, br, 4)
             assert odd > share and (k + 4 // share) * odd % 8 == 0, shape
         if m < 5 and share < 8:        # full-width AVX-512 cores too, as EVEX ymm
             assert "dot" in choices(target(variant, "zen5"), *shape), shape
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("micro", MICRO_NAMES)
+@pytest.mark.parametrize("variant", _variants())
+def test_a_one_row_dot_tail_reads_a_in_place_where_its_steps_lie_side_by_side(variant, micro,
+                                                                                dtype):
+    """An M of one row as dot products (a matrix times a vector) reads A itself where ld_a is
+    one element and a batch's entries follow one another, and a copy of it otherwise (ld_a of
+    2, a gap between entries): each against numpy, nothing outside C written. The shapes
+    take that dot tail on Zen 4 (f32 and f64) and on the other cores where the model says."""
+    for m, n, k, br in [(1, 24, 16, 1), (1, 13, 512, 1), (1, 50, 16, 2), (1, 7, 2048, 1),
+                        (1, 17, 64, 3), (1, 40, 12, 1)]:
+        if micro == "zen4":
+            assert "dot" in choices(target(variant, micro), m, n, k, br, dtype), (m, n, k, br)
+        kernel = Compiled(m, n, k, br, variant, dtype, micro)
+        for ld_a, stride_a in ((1, k), (1, k + 5), (2, 2 * k)):
+            case = Case(m, n, k, br, seed=k + n, dtype=dtype, ld_a=ld_a, stride_a=stride_a)
+            case.call(kernel)
+            case.verify()
 
 
 @pytest.mark.parametrize("variant", _variants())
