@@ -46,6 +46,7 @@ one thread: the widest panels, the whole m.
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import lru_cache
 from math import isqrt, prod
 
@@ -63,6 +64,9 @@ VECTOR_MAX_SIZE = {"m": BRGEMM_LIMITS["m"], "n": 1, "k": 16, "c": None}
 # last-level cache or more (what else runs takes the rest: it comes from memory): streams from
 # memory outrun the prefetchers sooner (docs/measurements.md)
 VECTOR_FROM_MEMORY_K = 8
+# ... and where A's columns lie at a pitch that puts more of VECTOR_MAX_SIZE's columns in one
+# of L1's sets than it has ways (a pitch of a multiple of 4 KiB puts all of them in one):
+# each k-step's lines would evict the next block's (docs/measurements.md)
 # a vector times a matrix beyond L2, read along K (m of 1: sums and products of rows): dot
 # products of a few long rows at a time, each a run the hardware prefetchers follow (more at
 # once outrun them, and at a pitch of a power of two share the caches' sets), K in whole
@@ -199,6 +203,14 @@ def vector_rows(op) -> int:
                  if rows % b == 0 and rows // b % threads == 0), most)
 
 
+def _crowds_l1_sets(micro, pitch_bytes: int, columns: int) -> bool:
+    """Whether `columns` columns pitch_bytes apart put more lines in one of L1's sets than it
+    has ways."""
+    lines = {j * pitch_bytes // LINE_BYTES for j in range(columns)}
+    sets = Counter(line % micro.l1_sets for line in lines)
+    return max(sets.values()) > micro.l1_ways
+
+
 def is_large(op) -> bool:
     """Whether a contraction is blocked for the caches (see the module doc)."""
     if op.kind != "contraction":
@@ -226,9 +238,13 @@ def max_sizes(op) -> dict[str, int | None]:
     (see the module doc)."""
     if is_vector(op):
         totals = _totals(op)
-        matrix = totals["m"] * totals["k"] * np.dtype(op.dtype).itemsize
-        k = VECTOR_FROM_MEMORY_K if 4 * matrix > 3 * op.target.micro.llc_bytes else \
-            VECTOR_MAX_SIZE["k"]
+        itemsize = np.dtype(op.dtype).itemsize
+        micro = op.target.micro
+        matrix = totals["m"] * totals["k"] * itemsize
+        pitch = min((d.stride_in0 for d in op.dims if d.type == "k" and d.stride_in0), default=0)
+        few = (4 * matrix > 3 * micro.llc_bytes
+               or _crowds_l1_sets(micro, pitch * itemsize, VECTOR_MAX_SIZE["k"]))
+        k = VECTOR_FROM_MEMORY_K if few else VECTOR_MAX_SIZE["k"]
         return dict(VECTOR_MAX_SIZE, m=vector_rows(op), k=k)
     if is_rows(op):
         return dict(ROWS_MAX_SIZE)
