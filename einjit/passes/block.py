@@ -1,6 +1,7 @@
 """Cache blocking of a large contraction: the sizes that split cuts it to and the order that
 reorder walks it in. (A matrix times a vector, n of 1, reads A once: its blocks are long runs
-of few columns instead, VECTOR_MAX_SIZE, fewer from beyond the last-level cache; a vector
+of few columns instead, VECTOR_MAX_SIZE, fewer from beyond the last-level cache or at a pitch
+that crowds L1's sets; a vector
 times a matrix beyond L2, m of 1, reads a few long rows of it a call, ROWS_MAX_SIZE, K in
 whole vectors: peel.)
 
