@@ -1,9 +1,8 @@
 """Cache blocking of a large contraction: the sizes that split cuts it to and the order that
 reorder walks it in. (A matrix times a vector, n of 1, reads A once: its blocks are long runs
 of few columns instead, VECTOR_MAX_SIZE, fewer from beyond the last-level cache or at a pitch
-that crowds L1's sets; a vector
-times a matrix beyond L2, m of 1, reads a few long rows of it a call, ROWS_MAX_SIZE, K in
-whole vectors: peel.)
+that crowds L1's sets; a vector times a matrix beyond L2, m of 1, reads a few long rows of it
+a call, ROWS_MAX_SIZE, K in whole vectors: peel.)
 
 Walked m-outermost (reorder's order), a contraction keeps one block row of A, the kernel's
 rows over the whole of K, in L2 while every n block passes it. The contraction is large when
