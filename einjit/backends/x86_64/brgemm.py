@@ -251,10 +251,11 @@ class _Generator:
         asm(enc.vmovups_store(INDEX_SLOT, 0, width))
 
     def _dot_a_tail(self) -> None:
-        """Where the dot tail reads A's tail rows from: a copy in the frame, or for one row
-        (see dot_b_whole) A itself where that row's k-steps lie side by side (ld_a of one
-        element, and a batch's entries one after another), as in a matrix times a vector."""
-        if not dot_b_whole(self.dot_panel.mode.dot, self.p.bytes):
+        """Where the dot tail reads A's tail rows from: a copy in the frame, or for an M of
+        one row that takes one lane a k-step (see dot_b_whole) A itself where the row's
+        k-steps lie side by side (ld_a of one element, and a batch's entries one after
+        another), as in a matrix times a vector."""
+        if self.m != 1 or not dot_b_whole(self.dot_panel.mode.dot, self.p.bytes):
             self._copy_a_tail()
             return
         asm = self.asm
