@@ -300,35 +300,21 @@ def test_a_matrix_times_a_vector_reads_long_runs_of_few_columns(target, dtype, m
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m, k", [(4096, 4096), (8192, 1200), (600, 16000), (2048, 2048),
-                                  (4000, 2000)])
-def test_a_matrix_times_a_vector_from_memory_reads_fewer_columns_a_call(target, dtype, m, k):
-    """n = 1 with the matrix in three quarters of the last-level cache or more:
-    VECTOR_FROM_MEMORY_K columns a call."""
+                                  (4000, 2000), (1024, 1024), (2048, 333), (512, 600),
+                                  (1536, 64)])
+def test_a_matrix_times_a_vector_reads_fewer_columns_from_memory_or_at_a_crowding_pitch(
+        target, dtype, m, k):
+    """n = 1 with the matrix in three quarters of the last-level cache or more, or with A's
+    columns a multiple of 4 KiB apart (float32 1024, 2048, 4096 rows, float64 512 and up:
+    VECTOR_MAX_SIZE's columns would all share one L1 set, past its ways):
+    VECTOR_FROM_MEMORY_K columns a call. A pitch of 2 KiB (float32 512 rows: 8 columns a set)
+    or 6 KiB (float32 1536: two sets) keeps 16 where L1 has 8 ways or more."""
     op = gemm(m, 1, k, dtype, target, num_threads=1)
+    assert op.target.micro.l1_ways >= 8
     beyond = 4 * m * k * ITEMSIZE[dtype] > 3 * op.target.micro.llc_bytes
     crowded = m * ITEMSIZE[dtype] % 4096 == 0      # all of A's columns in one L1 set
     expected = (block.VECTOR_FROM_MEMORY_K if beyond or crowded
                 else block.VECTOR_MAX_SIZE["k"])
-    assert block.max_sizes(op) == dict(block.VECTOR_MAX_SIZE, k=expected)
-    prims = {d.type: d.size for d in split(op).dims if d.exec_type != "seq" and d.size > 1}
-    assert prims.get("k", 1) <= expected
-
-
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("m, k", [(1024, 1024), (2048, 333), (512, 600), (1536, 64)])
-def test_a_matrix_times_a_vector_at_a_crowding_pitch_reads_fewer_columns_a_call(target, dtype,
-                                                                                m, k):
-    """n = 1 within the last-level cache, A's columns a multiple of 4 KiB apart (float32
-    1024 and 2048 rows, float64 512 to 2048): VECTOR_MAX_SIZE's k columns would all share
-    one L1 set, more than its ways, so a call takes VECTOR_FROM_MEMORY_K; a pitch of 2 KiB
-    (float32 512 rows: 8 columns a set) or 6 KiB (float32 1536: two sets) keeps 16 where L1
-    has 8 ways or more."""
-    op = gemm(m, 1, k, dtype, target, num_threads=1)
-    pitch = m * ITEMSIZE[dtype]
-    assert 4 * pitch * k <= 3 * op.target.micro.llc_bytes            # not from memory
-    expected = (block.VECTOR_FROM_MEMORY_K if pitch % 4096 == 0 else block.VECTOR_MAX_SIZE["k"])
-    assert op.target.micro.l1_ways >= 8
     assert block.max_sizes(op) == dict(block.VECTOR_MAX_SIZE, k=expected)
     prims = {d.type: d.size for d in split(op).dims if d.exec_type != "seq" and d.size > 1}
     assert prims.get("k", 1) <= expected
