@@ -125,12 +125,16 @@ def _pack_b(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
     return packed, Pack(copy, size)
 
 
-def _far_c(main: KernelCall | None, loops: tuple[LoopDim, ...]) -> bool:
+def _far_c(main: KernelCall | None, op, loops: tuple[LoopDim, ...]) -> bool:
     """Whether a BRGEMM that reads C gets its C block back only after the nest has walked
     other C blocks: a k loop around a loop that moves out (a large contraction's k chunks
     around its m blocks, einjit.passes.block). Its kernel then prefetches C ahead, runs its
-    K whole and keeps a block's C within L1's sets (brgemm's far_c, C's ld)."""
+    K whole and keeps a block's C within L1's sets (brgemm's far_c, C's ld). Not a matrix
+    times a vector (n of 1): its C, one column, stays near between its k blocks, and the
+    prefetches would only slow the stream of A (docs/measurements.md)."""
     if main is None or main.kind != "brgemm" or not main.params[4]:
+        return False
+    if all(dim.size == 1 for dim in op.dims if dim.type == "n"):
         return False
     reductions = [index for index, loop in enumerate(loops) if loop.reduction]
     return bool(reductions) and any(loop.strides[OUT] for loop in loops[reductions[-1] + 1:])
@@ -243,7 +247,7 @@ def plan_nest(op, target: Target) -> NestPlan:
         ahead = loops[-1].strides[OUT] if loops else 0
         if lines * n <= MAX_PREFETCHES:
             prefetch = Prefetch(lines, n, main.integers[2] * itemsize, ahead)
-    if _far_c(main, shared + seq):         # the hint is C's ld
+    if _far_c(main, op, shared + seq):     # the hint is C's ld
         main = replace(main, params=main.params[:7] + (main.integers[2],) + main.params[8:])
     main, pack_a = _pack_a(main, shared + seq, itemsize, micro)
     main, pack_b = _pack_b(main, shared + seq, itemsize, micro)

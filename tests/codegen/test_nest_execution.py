@@ -398,11 +398,29 @@ def test_a_panel_walk_tells_its_kernel_that_c_comes_from_afar(dtype, first, last
     in0, in1, hinted = typed_buffers(op, rng)
     plain = hinted.copy()
     op.execute(in0, in1, hinted)
-    monkeypatch.setattr(loop_nest, "_far_c", lambda main, loops: False)
+    monkeypatch.setattr(loop_nest, "_far_c", lambda main, op, loops: False)
     unhinted = with_core(op, stream_out_bytes=op.target.micro.stream_out_bytes + 1)
     assert plan_of(unhinted).main.params[7] == 0
     unhinted.execute(in0, in1, plain)
     np.testing.assert_array_equal(bits(hinted), bits(plain))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("first, n", [("none", 1), ("zero", 1), ("none", 2)])
+def test_a_matrix_times_a_vector_keeps_c_near(dtype, first, n, every_share_threaded):
+    """The same walk for n of 1 (a matrix times a vector: k blocks around its m blocks): its
+    C, one column, stays near, so no far_c hint; with two columns the hint comes back.
+    Results as numpy's."""
+    k_loop, m_loop = ("k", 4, 16 * 74, 16, 0), ("m", 2, 37, 0, 37)
+    prim = [("m", 37, 1, 0, 1), ("n", n, 0, 64, 74), ("k", 16, 74, 1, 0)]
+    dims = [k_loop, m_loop] + prim
+    op = TensorOperation(dtype, first, "gemm", "none", [d[0] for d in dims],
+                         ("seq", "seq", "prim", "prim", "prim"), [d[1] for d in dims],
+                         [d[2] for d in dims], [d[3] for d in dims], [d[4] for d in dims],
+                         num_threads=2)
+    main = plan_of(op).main
+    assert main.params[4] and main.params[7] == (0 if n == 1 else 74)
+    run_and_check(op)
 
 
 def _next_blocks(plan):
