@@ -54,9 +54,10 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 SQUARE_SIZES = (64, 100, 128, 256, 300, 512, 768, 1000, 1024, 1999, 2048)
 LARGE_SIZE = 4096                         # too slow for a 2-core machine unless asked for
 # M x K x N: K small, K large, a matrix times a vector and a vector times a matrix (64 MiB in
-# float32: from memory), and K small between sizes no power of two divides far
+# float32: from memory; 4 MiB: from L3, rows 4 KiB apart), and K small between sizes no
+# power of two divides far
 SKINNY = ((4096, 64, 4096), (64, 4096, 64), (4096, 4096, 1), (1, 4096, 4096),
-          (2000, 64, 700), (700, 100, 3000), (1000, 32, 3000))
+          (1024, 1024, 1), (1, 1024, 1024), (2000, 64, 700), (700, 100, 3000), (1000, 32, 3000))
 BATCHED = ((64, 128, 128, 128),)                     # batch x M x K x N
 THREADS = (1, 2)
 TARGET_RATIO = 1.1                        # einjit / numpy's @, every shape, every thread count
