@@ -62,11 +62,11 @@ DEFAULT_MAX_SIZE = {"m": 128, "n": 64, "k": 512, "c": None}      # split's, for 
 VECTOR_MAX_SIZE = {"m": BRGEMM_LIMITS["m"], "n": 1, "k": 16, "c": None}
 # ... and half as many columns at once where the matrix fills three quarters of the
 # last-level cache or more (what else runs takes the rest: it comes from memory): streams from
-# memory outrun the prefetchers sooner (docs/measurements.md)
+# memory outrun the prefetchers sooner; or where A's columns lie at a pitch that puts more of
+# VECTOR_MAX_SIZE's columns in one of L1's sets than it has ways (a multiple of 4 KiB puts all
+# of them in one), each k-step's lines evicting the next block's (docs/measurements.md)
 VECTOR_FROM_MEMORY_K = 8
-# ... and where A's columns lie at a pitch that puts more of VECTOR_MAX_SIZE's columns in one
-# of L1's sets than it has ways (a pitch of a multiple of 4 KiB puts all of them in one):
-# each k-step's lines would evict the next block's (docs/measurements.md)
+
 # a vector times a matrix beyond L2, read along K (m of 1: sums and products of rows): dot
 # products of a few long rows at a time, each a run the hardware prefetchers follow (more at
 # once outrun them, and at a pitch of a power of two share the caches' sets), K in whole
