@@ -134,7 +134,7 @@ def _far_c(main: KernelCall | None, op, loops: tuple[LoopDim, ...]) -> bool:
     prefetches would only slow the stream of A (docs/measurements.md)."""
     if main is None or main.kind != "brgemm" or not main.params[4]:
         return False
-    if all(dim.size == 1 for dim in op.dims if dim.type == "n"):
+    if op.is_matrix_vector:
         return False
     reductions = [index for index, loop in enumerate(loops) if loop.reduction]
     return bool(reductions) and any(loop.strides[OUT] for loop in loops[reductions[-1] + 1:])

@@ -27,6 +27,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -254,6 +255,19 @@ class TensorOperation:
         if field is None:
             raise OperationError(f"tensor={tensor!r} is not known; expected 'in0', 'in1' or 'out'")
         return 1 + sum((dim.size - 1) * getattr(dim, field) for dim in self._dims)
+
+    def total(self, dim_type: str) -> int:
+        """The product of the sizes of the dims of `dim_type` ("c", "m", "n" or "k")."""
+        if dim_type not in DIM_TYPES:
+            raise OperationError(f"dim_type={dim_type!r} is not known; expected one of "
+                                 f"{DIM_TYPES}")
+        return prod(dim.size for dim in self._dims if dim.type == dim_type)
+
+    @property
+    def is_matrix_vector(self) -> bool:
+        """Whether the operation is a contraction whose n dims are all of size 1: a matrix
+        times a vector, C one column."""
+        return self.kind == "contraction" and self.total("n") == 1
 
     @property
     def operands(self) -> tuple[str, ...]:

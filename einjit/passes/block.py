@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache
-from math import isqrt, prod
+from math import isqrt
 
 import numpy as np
 
@@ -73,10 +73,6 @@ VECTOR_FROM_MEMORY_K = 8
 # vectors of ROWS_K_MULTIPLE (the kernels take such dot products a vector of K at a time)
 ROWS_MAX_SIZE = {"m": 1, "n": 16, "k": BRGEMM_LIMITS["k"], "c": None}
 ROWS_K_MULTIPLE = 16
-
-
-def _totals(op) -> dict[str, int]:
-    return {kind: prod(d.size for d in op.dims if d.type == kind) for kind in "mnk"}
 
 
 def block_rows(op) -> int:
@@ -154,11 +150,11 @@ def thread_tiles(op) -> tuple[int, int] | None:
     threads = op.num_threads or default_threads()
     if threads == 1 or not is_large(op):
         return None
-    totals = _totals(op)
-    n, least = totals["n"], min(DEFAULT_MAX_SIZE["n"], totals["n"])
+    n, m = op.total("n"), op.total("m")
+    least = min(DEFAULT_MAX_SIZE["n"], n)
     counts = tuple(n // width for width in reversed(_divisors(n))
                    if least <= width <= _widest_panel(op))
-    tiles = _tiles(threads, n, totals["m"], counts, -(-totals["m"] // DEFAULT_MAX_SIZE["m"]))
+    tiles = _tiles(threads, n, m, counts, -(-m // DEFAULT_MAX_SIZE["m"]))
     return None if tiles is None else (n // tiles[0], tiles[1])
 
 
@@ -166,9 +162,8 @@ def m_groups(op, panels: int, blocks: int) -> int | None:
     """The groups a large contraction's threads share its `blocks` m blocks in (a divisor),
     `panels` n panels shared outside them: the least tile_cost that keeps MIN_BALANCE, None
     where none does (see thread_tiles)."""
-    totals = _totals(op)
-    tiles = _tiles(op.num_threads or default_threads(), totals["n"], totals["m"], (panels,),
-                   blocks)
+    tiles = _tiles(op.num_threads or default_threads(), op.total("n"), op.total("m"),
+                   (panels,), blocks)
     return None if tiles is None else tiles[1]
 
 
@@ -182,11 +177,6 @@ def _widest_panel(op) -> int:
 def k_chunk(micro) -> int:
     """kc: two lines of each of kc columns fill half of L1."""
     return micro.l1_bytes // (4 * LINE_BYTES)
-
-
-def is_vector(op) -> bool:
-    """Whether a contraction is a matrix times a vector (n of 1: see VECTOR_MAX_SIZE)."""
-    return op.kind == "contraction" and _totals(op)["n"] == 1
 
 
 def vector_rows(op) -> int:
@@ -217,7 +207,7 @@ def is_large(op) -> bool:
         return False
     micro = op.target.micro
     rows = block_rows(op)
-    row_bytes = rows * _totals(op)["k"] * np.dtype(op.dtype).itemsize
+    row_bytes = rows * op.total("k") * np.dtype(op.dtype).itemsize
     full_blocks = rows == DEFAULT_MAX_SIZE["m"] and kernel_k(op) >= k_chunk(micro)
     return row_bytes > (micro.l2_bytes // 4 if full_blocks else micro.l2_bytes)
 
@@ -226,9 +216,8 @@ def is_rows(op) -> bool:
     """Whether a contraction is a vector times a matrix beyond L2 (see ROWS_MAX_SIZE)."""
     if op.kind != "contraction":
         return False
-    totals = _totals(op)
-    matrix = totals["n"] * totals["k"] * np.dtype(op.dtype).itemsize
-    return totals["m"] == 1 < totals["n"] and matrix > op.target.micro.l2_bytes
+    matrix = op.total("n") * op.total("k") * np.dtype(op.dtype).itemsize
+    return op.total("m") == 1 < op.total("n") and matrix > op.target.micro.l2_bytes
 
 
 def max_sizes(op) -> dict[str, int | None]:
@@ -236,11 +225,10 @@ def max_sizes(op) -> dict[str, int | None]:
     matrix times a vector (k VECTOR_FROM_MEMORY_K from 3/4 of llc_bytes), ROWS_MAX_SIZE for a
     vector times a matrix beyond L2, split's defaults, or for a large one its cache blocks
     (see the module doc)."""
-    if is_vector(op):
-        totals = _totals(op)
+    if op.is_matrix_vector:
         itemsize = np.dtype(op.dtype).itemsize
         micro = op.target.micro
-        matrix = totals["m"] * totals["k"] * itemsize
+        matrix = op.total("m") * op.total("k") * itemsize
         pitch = min((d.stride_in0 for d in op.dims if d.type == "k" and d.stride_in0), default=0)
         few = (4 * matrix > 3 * micro.llc_bytes
                or _crowds_l1_sets(micro, pitch * itemsize, VECTOR_MAX_SIZE["k"]))
@@ -253,7 +241,7 @@ def max_sizes(op) -> dict[str, int | None]:
     threads = op.num_threads or default_threads()
     tiles = thread_tiles(op)
     if tiles is None:       # panels a multiple of the threads in number
-        n = _totals(op)["n"]
+        n = op.total("n")
         panels = -(-n // (_widest_panel(op) * threads)) * threads
         nc = max(DEFAULT_MAX_SIZE["n"], n // panels)
     else:

@@ -35,7 +35,7 @@ from math import prod
 
 from einjit.backends import backend
 from einjit.ir import Dim, TensorOperation
-from einjit.passes.block import ROWS_K_MULTIPLE, is_large, is_rows, is_vector
+from einjit.passes.block import ROWS_K_MULTIPLE, is_large, is_rows
 from einjit.passes.fuse import fuse
 from einjit.passes.split import DIVISORS, block_size, max_sizes
 
@@ -89,7 +89,7 @@ def _poor(op: TensorOperation, dim: Dim) -> int | None:
     whole = max(multiple, limit // multiple * multiple)
     if block > limit:
         return whole
-    if dim.type == "m" and not is_vector(op) and _narrow(op, block):
+    if dim.type == "m" and not op.is_matrix_vector and _narrow(op, block):
         return whole        # whole blocks in full vectors, the rest alone in narrower ones
     if dim.type == "m" and is_large(op):
         # each m block rereads B's panel: peeled where that makes fewer of them

@@ -40,7 +40,7 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     blocked = block.is_large(op)
     op = op.replace(num_threads=num_threads)
     tiled = blocked and block.thread_tiles(op) is not None
-    vector = block.is_vector(op)
+    vector = op.is_matrix_vector
     iterations = 1
     for dim in dims:
         if dim.exec_type == "shared":

@@ -113,7 +113,7 @@ def _cut(op: TensorOperation, dim: Dim, limit: int | None,
     if limit is None or dim.size <= limit or dim.exec_type == "shared":
         return None
     outer_min_size = CONTRACTION_OUTER_MIN_SIZE if op.kind == "contraction" else None
-    vector = block.is_vector(op)
+    vector = op.is_matrix_vector
     if dim.type == "m" and op.kind == "contraction" and not vector:
         # the rows one vector holds where the core runs it at full rate (Microarch.full_rate_bits)
         target = op.target

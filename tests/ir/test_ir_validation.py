@@ -220,6 +220,25 @@ def test_array_extent_is_the_highest_offset_plus_one():
         op.execute(*operands(op, in0=one_short))
 
 
+def test_total_is_the_product_of_a_dim_types_sizes():
+    op = gemm_op()
+    assert [op.total(kind) for kind in ("c", "m", "n", "k")] == [1, 32 * 32, 32 * 32, 8 * 32]
+    with pytest.raises(OperationError, match="dim_type='x' is not known"):
+        op.total("x")
+
+
+@pytest.mark.parametrize("n_sizes, expected", [
+    ((32, 32), False), ((1, 1), True), ((1, 2), False), ((2, 1), False)])
+def test_a_matrix_times_a_vector_is_a_contraction_whose_n_dims_are_all_one(n_sizes, expected):
+    op = build(edit(BRGEMM, dim_sizes=dict(zip((1, 4), n_sizes))))
+    assert op.is_matrix_vector is expected
+
+
+def test_an_elementwise_operation_is_no_matrix_times_a_vector():
+    op = build(UNARY)           # no n dims: their product is 1
+    assert op.total("n") == 1 and not op.is_matrix_vector
+
+
 def test_public_names():
     assert einjit.TensorOperation is TensorOperation
     assert einjit.Dim is Dim

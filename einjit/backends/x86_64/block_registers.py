@@ -6,7 +6,13 @@ from __future__ import annotations
 from einjit.backends import Target
 from einjit.backends.x86_64 import encode as enc
 from einjit.backends.x86_64 import instructions as ins
-from einjit.backends.x86_64.blocking import PAIR_STEPS, TailMode, dot_steps, share_lanes
+from einjit.backends.x86_64.blocking import (
+    DOT_LANE_BYTES,
+    PAIR_STEPS,
+    TailMode,
+    dot_steps,
+    share_lanes,
+)
 from einjit.backends.x86_64.encode import Mem, Reg
 from einjit.backends.x86_64.precision import FLOAT32, Precision
 
@@ -213,7 +219,7 @@ class BlockRegisters:
 
     def _tail_dwords(self) -> int:
         """The 32-bit lanes a dot tail's rows of C take (see ins.load_column)."""
-        return self.tail_rows * self.p.bytes // 4
+        return self.tail_rows * self.p.bytes // DOT_LANE_BYTES
 
     def sum_dot_lanes(self) -> list[bytes]:
         """Each column's dot accumulator summed over its k-steps: row r's sum in lane r."""
