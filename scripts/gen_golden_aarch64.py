@@ -124,7 +124,10 @@ def base_cases():
               ("dmb('sy')", "dmb sy")]
     for rt, rn in ((0, 1), (30, 31), (9, 19)):
         cases += [(f"ldar_x({rt}, {rn})", f"ldar {x(rt)}, [{x(rn, True)}]"),
-                  (f"stlr_x({rt}, {rn})", f"stlr {x(rt)}, [{x(rn, True)}]")]
+                  (f"stlr_x({rt}, {rn})", f"stlr {x(rt)}, [{x(rn, True)}]"),
+                  (f"ldxr_x({rt}, {rn})", f"ldxr {x(rt)}, [{x(rn, True)}]")]
+    for rs, rt, rn in ((0, 1, 2), (11, 10, 22), (30, 29, 31), (2, 31, 0)):
+        cases.append((f"stxr_x({rs}, {rt}, {rn})", f"stxr w{rs}, {x(rt)}, [{x(rn, True)}]"))
     for sysreg in ("fpcr", "fpsr"):
         cases += [(f"mrs(9, {sysreg!r})", f"mrs x9, {sysreg}"),
                   (f"mrs(31, {sysreg!r})", f"mrs xzr, {sysreg}"),

@@ -17,8 +17,9 @@ Every backend module offers the same functions with the same signatures:
     flush_icache: a function(start, end) making freshly written code visible to instruction
                   fetch, or None where the ISA keeps instruction fetch coherent with stores
     VARIANTS: dict[str, Target]
-    generate_worker_loop(target), generate_run_tasks(target), generate_spin(target) -> bytes
-                                     (native workers' code over slots, see worker_slot)
+    generate_worker_loop(target), generate_run_tasks(target), generate_spin(target),
+    generate_claim(target) -> bytes  (native workers' code over slots and the claim of a
+                                     nest's chunks, see worker_slot)
 
 Nothing above this package imports a specific backend: it asks `backend(target.isa)` or
 `resolve_target(isa)`, and places code to run with `place_code(target, code)`. A target is

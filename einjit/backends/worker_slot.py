@@ -26,7 +26,9 @@ One call of run_tasks hands a whole step over: it reads each task from a record 
 TASK_BYTES (the function, then where its first OPERAND_COUNT arguments lie in the call's
 operand array, then its last two arguments), so a step's records are built once and a call
 passes only its operands. Each backend generates the functions over slots
-(generate_worker_loop, generate_run_tasks, generate_spin); einjit.codegen.workers runs them.
+(generate_worker_loop, generate_run_tasks, generate_spin) and the claim of a nest's chunks
+(generate_claim: a task's function where threads take chunks until none is left, so that a
+faster thread takes more); einjit.codegen.workers runs them.
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ TASK_END = TASK_BEGIN + 8  # next to begin: a backend may load the two as a pair
 TASK_BYTES = 32
 OPERAND_COUNT = 3       # the arguments from the operand array (a nest's in0, in1, out)
 assert OPERAND_COUNT + 2 == ARGUMENT_COUNT
+
+# A nest's chunks that its threads claim one at a time (each backend's generate_claim): a
+# table of uint64 words, whose first line holds only the number of the next chunk to claim
+# (every claim writes it: the rest is read by every thread and stays in their caches)
+CLAIM_NEXT = 0
+CLAIM_COUNT = LINE_BYTES            # the chunks
+CLAIM_FUNCTION = CLAIM_COUNT + 8    # the nest's entry
+CLAIM_BOUNDS = CLAIM_COUNT + 16     # chunk i is [bounds[i], bounds[i + 1]), i < count
 
 FUTEX_VALUES = 1 << 32
 # Linux futex operations on a word only this process maps (<linux/futex.h>: FUTEX_WAIT and

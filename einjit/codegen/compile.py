@@ -41,6 +41,11 @@ MIN_FLOPS_PER_THREAD = 1 << 19
 # stack a nest that copies A needs beside the copy: its kernels' frames (under 64 KiB) and the
 # frames the calling thread already holds
 NEST_STACK_MARGIN_BYTES = 256 << 10
+# chunks a thread may claim where the threads claim a nest's iterations: a thread slowed to
+# half speed then ends about a chunk after the others; each chunk holds the work of this many
+# shares at least, so that the nest's entry stays a small part of its time
+CLAIMS_PER_THREAD = 8
+CLAIM_LEAST_SHARES = 4
 
 _ENTRY = ctypes.CFUNCTYPE(None, *[CALL_WORD] * 5)
 # an array call of each argument count: the operands' ids, then the result's
@@ -84,6 +89,23 @@ def thread_shares(plan: NestPlan, threads: int) -> list[tuple[int, int]]:
     return split_range(total, min(threads, max(1, worth)))
 
 
+def claim_chunks(plan: NestPlan, shares: list[tuple[int, int]]) -> list[tuple[int, int]] | None:
+    """The chunks of the shared iterations that the threads of `shares` claim one at a time
+    (codegen.workers.NestShares), CLAIMS_PER_THREAD a thread, each of at least
+    CLAIM_LEAST_SHARES shares' least work; None where each thread runs its share: one thread,
+    fewer than two chunks a thread, or a nest that copies B's panel for the m blocks of a
+    share (each chunk would copy it again)."""
+    threads = len(shares)
+    if threads < 2 or plan.pack_b is not None:
+        return None
+    total = plan.shared_iterations
+    count = min(total, threads * CLAIMS_PER_THREAD)
+    least = CLAIM_LEAST_SHARES * _least_work_per_thread(plan)
+    if least:
+        count = min(count, _work_per_iteration(plan) * plan.seq_iterations * total // least)
+    return split_range(total, count) if count >= 2 * threads else None
+
+
 class CompiledOperation:
     """A TensorOperation's machine code and how to run it on the operands' addresses."""
 
@@ -115,7 +137,7 @@ class CompiledOperation:
             self._entry = self._block.address
             self.function = _ENTRY(self._entry)
             self._nest_shares = NestShares(self.target, self._entry, self.function,
-                                           self._shares)
+                                           self._shares, claim_chunks(self.plan, self._shares))
             self.single = total if len(self._shares) == 1 and not self.stack_bytes else None
 
     @property

@@ -33,6 +33,10 @@ from collections.abc import Callable, Sequence
 from ..backends import LINE_BYTES, Target, backend, place_code
 from ..backends.worker_slot import (
     ARGUMENT_COUNT,
+    CLAIM_BOUNDS,
+    CLAIM_COUNT,
+    CLAIM_FUNCTION,
+    CLAIM_NEXT,
     OPERAND_COUNT,
     SLOT_BYTES,
     SPINS,
@@ -65,12 +69,14 @@ class _Code:
     def __init__(self, target: Target):
         module = backend(target.isa)
         self._blocks = [place_code(target, generate(target)) for generate in (
-            module.generate_worker_loop, module.generate_run_tasks, module.generate_spin)]
+            module.generate_worker_loop, module.generate_run_tasks, module.generate_spin,
+            module.generate_claim)]
         for block in self._blocks:      # the workers sleep in this code until the process ends
             block.pin()
-        loop, run_tasks, spin = (block.address for block in self._blocks)
+        loop, run_tasks, spin, claim = (block.address for block in self._blocks)
         self.worker_loop, self.run_tasks = _LOOP(loop), _RUN_TASKS(run_tasks)
         self.spin = _SPIN(spin)
+        self.claim = claim              # a task's function: claim(in0, in1, out, table, 0)
         self.spins = _polls_in(self.spin, SPIN_SECONDS)
 
 
@@ -193,6 +199,15 @@ class NativePool:
         self._team = (workers, slots)
         return slots
 
+    @property
+    def claim(self) -> int:
+        """The address of the backend's claim (generated on first need)."""
+        code = self._code
+        if code is None:
+            with self._lock:
+                code = self._ready_code()
+        return code.claim
+
     def run_tasks(self, tasks: Tasks, operands: array, on_caller: bool = True) -> None:
         """Run every task, the first on this thread unless on_caller is False, the others on
         workers, in one native call; return when all have returned. operands: the words the
@@ -262,18 +277,58 @@ def native_pool(target: Target) -> NativePool | None:
     return pool
 
 
+def _claim_table(address: int, chunks: Sequence[tuple[int, int]]) -> tuple[array, int]:
+    """The claim table (worker_slot's CLAIM_*) of a nest at `address` over `chunks`, as a
+    buffer and the index of its first word, which starts a cache line."""
+    bounds = [begin for begin, _ in chunks] + [chunks[-1][1]]
+    words = CLAIM_BOUNDS // 8 + len(bounds)
+    table = _words([0] * (words + LINE_BYTES // 8))     # room to move the start to a line
+    first = -table.buffer_info()[0] % LINE_BYTES // 8
+    table[first + CLAIM_COUNT // 8] = len(chunks)
+    table[first + CLAIM_FUNCTION // 8] = address
+    start = first + CLAIM_BOUNDS // 8
+    table[start:start + len(bounds)] = _words(bounds)
+    return table, first
+
+
 class NestShares:
     """A loop nest's shares, fixed for a compiled operation: their task records are built
-    once, so that a run passes only the operands."""
+    once, so that a run passes only the operands. Given chunks, each thread instead claims
+    chunks one at a time until none is left (the backend's claim over a table of them), so
+    that a thread slowed by another process or a slower core takes fewer: one run at a time
+    (a run that finds the table in use runs the shares)."""
 
     def __init__(self, target: Target, address: int, function: Callable,
-                 shares: Sequence[tuple[int, int]]):
+                 shares: Sequence[tuple[int, int]],
+                 chunks: Sequence[tuple[int, int]] | None = None):
         """address: the nest's entry nest(in0, in1, out, begin, end); function: its ctypes
-        wrapper (for the Python pool); shares: the [begin, end) of each."""
+        wrapper (for the Python pool); shares: the [begin, end) of each; chunks: the
+        [begin, end) of each chunk to claim, one after another over the same iterations (at
+        least one per share), or None."""
         self._pool = native_pool(target)
         self._function = function
         self._shares = tuple(shares)
         self._tasks = Tasks([(address, 0, begin, end) for begin, end in shares])
+        self._claims = None
+        if chunks is not None and self._pool is not None:
+            chunks = tuple(chunks)
+            if len(chunks) < len(self._shares) or any(
+                    end != begin for (_, end), (begin, _) in zip(chunks, chunks[1:])) or \
+                    (chunks[0][0], chunks[-1][1]) != (shares[0][0], shares[-1][1]):
+                raise ValueError(f"chunks {chunks!r}: expected at least {len(self._shares)} "
+                                 f"spans one after another over the shares' iterations")
+            table, first = _claim_table(address, chunks)
+            tasks = Tasks([(self._pool.claim, 0, table.buffer_info()[0] + 8 * first, 0)]
+                          * len(shares))
+            self._claims = (table, first, tasks, threading.Lock())
+
+    @property
+    def chunks(self) -> int:
+        """How many chunks the threads claim (0: each runs its share)."""
+        if self._claims is None:
+            return 0
+        table, first = self._claims[:2]
+        return table[first + CLAIM_COUNT // 8]
 
     def run(self, in0: int, in1: int, out: int, on_caller: bool = True) -> None:
         """Run the shares in parallel (the first on this thread unless on_caller is False),
@@ -282,5 +337,14 @@ class NestShares:
         if pool is None:
             python_pool.run(self._function, [(in0, in1, out, begin, end)
                                              for begin, end in self._shares], on_caller)
-        else:
-            pool.run_tasks(self._tasks, _words((in0, in1, out)), on_caller)
+            return
+        claims = self._claims
+        if claims is not None and claims[3].acquire(blocking=False):
+            table, first, tasks, lock = claims
+            try:
+                table[first + CLAIM_NEXT // 8] = 0
+                pool.run_tasks(tasks, _words((in0, in1, out)), on_caller)
+            finally:
+                lock.release()
+            return
+        pool.run_tasks(self._tasks, _words((in0, in1, out)), on_caller)

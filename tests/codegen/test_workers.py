@@ -6,6 +6,7 @@ map a callback's trampoline writable and executable (it does on arm64 Debian), w
 arena's tests rule out for the whole process."""
 
 import ctypes
+import dataclasses
 import platform
 import threading
 import time
@@ -22,8 +23,11 @@ from einjit.backends.worker_slot import (
     SEQUENCE,
     WORKER_SLEEPS,
 )
+from einjit.codegen import compile as compile_module
 from einjit.codegen import compile_operation, workers
-from einjit.codegen.workers import NativePool
+from einjit.codegen.compile import CLAIMS_PER_THREAD, claim_chunks
+from einjit.codegen.loop_nest import plan_nest
+from einjit.codegen.workers import NativePool, NestShares
 from einjit.ir import TensorOperation
 from einjit.runtime import threads
 
@@ -381,3 +385,106 @@ def test_sequence_numbers_wrap_below_the_futex_width(monkeypatch, every_share_th
     assert seen == [near_wrap + 1, 0, 1, 2, 3, 4]
     assert all(_word(worker, DONE) == 4 for worker in pool._idle)
     pool.shutdown()
+
+
+def _expected(op_alone, a, b):
+    expected = np.empty((6, a.shape[1]), np.float32)
+    op_alone.execute(a, b, expected)
+    np.testing.assert_allclose(expected.T, a.T @ b.T, rtol=1e-5, atol=1e-5)
+    return expected
+
+
+@pytest.mark.parametrize("iterations, threads", [(8, 2), (7, 3), (24, 3), (40, 16)])
+def test_claimed_chunks_give_the_one_thread_result_bit_for_bit(iterations, threads,
+                                                                every_share_threaded):
+    """The threads claim chunks of the shared iterations (16 threads: more than this
+    machine's cores), run after run."""
+    op, alone = _gemm_op(iterations, threads), _gemm_op(iterations, 1)
+    assert compile_operation(op)._nest_shares.chunks == min(iterations,
+                                                            threads * CLAIMS_PER_THREAD)
+    rng = np.random.default_rng(iterations)
+    a = rng.standard_normal((5, 8 * iterations), np.float32)
+    b = rng.standard_normal((6, 5), np.float32)
+    expected = _expected(alone, a, b)
+    for round_ in range(50):
+        out = np.full_like(expected, np.nan)
+        op.execute(a, b, out)
+        if not np.array_equal(out.view(np.uint32), expected.view(np.uint32)):
+            pytest.fail(f"{threads} threads, round {round_}: not the one-thread result")
+
+
+def test_concurrent_runs_of_one_claimed_nest_stay_right(every_share_threaded):
+    """One run at a time claims chunks; a run that finds them in use runs the shares."""
+    op, alone = _gemm_op(16, 2), _gemm_op(16, 1)
+    assert compile_operation(op)._nest_shares.chunks == 16
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((5, 128), np.float32)
+    b = rng.standard_normal((6, 5), np.float32)
+    expected = _expected(alone, a, b)
+    results = []
+
+    def caller():
+        for _ in range(ROUNDS // 10):
+            out = np.full_like(expected, np.nan)
+            op.execute(a, b, out)
+            if not np.array_equal(out.view(np.uint32), expected.view(np.uint32)):
+                results.append(False)
+                return
+        results.append(True)
+
+    callers = [threading.Thread(target=caller) for _ in range(4)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join()
+    assert results == [True] * 4
+
+
+def test_each_chunk_runs_once_a_run_and_a_slowed_thread_claims_fewer():
+    def child(note):
+        here, calls = threading.get_ident(), []
+
+        def nest(in0, in1, out, begin, end):
+            calls.append((threading.get_ident(), (in0, in1, out), (begin, end)))
+            if threading.get_ident() == here:
+                time.sleep(0.05)             # the caller's thread: slowed
+
+        function = NEST(nest)
+        address = ctypes.cast(function, ctypes.c_void_p).value
+        chunks = [(begin, begin + 1) for begin in range(3, 11)]
+        shares = NestShares(resolve_target(), address, function, [(3, 7), (7, 11)], chunks)
+        assert shares.chunks == 8
+        for round_ in range(3):              # the next number starts again at 0 each run
+            calls.clear()
+            shares.run(1, 2, 3)
+            assert sorted(chunk for _, _, chunk in calls) == chunks, round_
+            assert {operands for _, operands, _ in calls} == {(1, 2, 3)}
+            slowed = sum(ident == here for ident, _, _ in calls)
+            assert slowed < len(chunks) - slowed, (round_, slowed)
+
+    run_in_child(child)
+
+
+@pytest.mark.parametrize("chunks", [[(0, 4)], [(0, 3), (4, 8)], [(0, 4), (4, 7)],
+                                    [(1, 4), (4, 8)]])
+def test_chunks_must_cover_the_shares_one_after_another(chunks):
+    with pytest.raises(ValueError, match="chunks"):
+        NestShares(resolve_target(), 1, None, [(0, 4), (4, 8)], chunks)
+
+
+def test_chunks_are_claimed_only_where_each_thread_gets_several_of_enough_work(monkeypatch):
+    plan = plan_nest(_gemm_op(64, 2), resolve_target())     # 64 GEMMs of 8 x 6 x 5: 480 flops
+    shares = [(0, 32), (32, 64)]
+    assert plan.pack_b is None and claim_chunks(plan, shares) is None    # far too little work
+    # a chunk holds CLAIM_LEAST_SHARES (4) shares' least work at least
+    monkeypatch.setattr(compile_module, "MIN_FLOPS_PER_THREAD", 480)
+    chunks = claim_chunks(plan, shares)
+    assert chunks == [(begin, begin + 4) for begin in range(0, 64, 4)]   # CLAIMS_PER_THREAD
+    monkeypatch.setattr(compile_module, "MIN_FLOPS_PER_THREAD", 960)
+    assert claim_chunks(plan, shares) == [(begin, begin + 8) for begin in range(0, 64, 8)]
+    monkeypatch.setattr(compile_module, "MIN_FLOPS_PER_THREAD", 2000)
+    assert claim_chunks(plan, shares) is None                # 3 chunks: under 2 a thread
+    monkeypatch.setattr(compile_module, "MIN_FLOPS_PER_THREAD", 480)
+    assert claim_chunks(plan, shares[:1]) is None            # one thread
+    # a copy of B's panel for a share's m blocks: every chunk would copy it again
+    assert claim_chunks(dataclasses.replace(plan, pack_b=plan.main), shares) is None

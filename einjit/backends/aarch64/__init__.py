@@ -13,6 +13,7 @@ from __future__ import annotations
 from einjit.backends.aarch64.binary import emit_binary, generate_binary
 from einjit.backends.aarch64.brgemm import emit_brgemm, generate_brgemm
 from einjit.backends.aarch64.dispatch import (
+    generate_claim,
     generate_run_tasks,
     generate_spin,
     generate_worker_loop,
@@ -46,4 +47,5 @@ __all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_feature
            "brgemm_vector_bits", "array_call",
            "generate_brgemm", "generate_unary", "generate_binary", "generate_loop_nest",
            "emit_brgemm", "emit_unary", "emit_binary", "guard_entry", "flush_icache",
-           "generate_worker_loop", "generate_run_tasks", "generate_spin"]
+           "generate_worker_loop", "generate_run_tasks", "generate_spin",
+           "generate_claim"]

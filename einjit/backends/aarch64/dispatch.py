@@ -7,6 +7,9 @@ AAPCS64; the futex numbers are Linux's.
                                 posts task i to slots[i] for i < count, runs the task at own
                                 (0: none) on this thread, returns once every slot is done
     spin(word, count)           count polls of word, as worker_loop and run_tasks make them
+    claim(in0, in1, out, table, unused)
+                                runs the nest's chunks of the table (CLAIM_*) that it claims,
+                                one at a time, until none is left
 
 A poll is a load-acquire (ldar: what is read after it, the task's function and arguments or
 the nest's results, was stored before the store-release it saw), a compare, a yield hint and
@@ -29,6 +32,10 @@ from einjit.backends.aarch64.asm import Assembler, Label
 from einjit.backends.worker_slot import (
     ARGUMENTS,
     CALLER_SLEEPS,
+    CLAIM_BOUNDS,
+    CLAIM_COUNT,
+    CLAIM_FUNCTION,
+    CLAIM_NEXT,
     DONE,
     FUNCTION,
     FUTEX_VALUES,
@@ -211,4 +218,28 @@ def generate_spin(target: Target) -> bytes:
     _poll(asm, 9, 2, "eq", finished, 1, 3)
     asm.bind(finished)
     asm(e.ret())
+    return asm.finish()
+
+
+def generate_claim(target: Target) -> bytes:
+    """claim(in0=x0, in1=x1, out=x2, table=x3, unused=x4): until every chunk is claimed,
+    take the next one's number (an exclusive load and store of CLAIM_NEXT, again where
+    another thread's came between) and run the nest on it. x19..x21: the operands, x22: the
+    table, x23: the address of its next number."""
+    asm = Assembler()
+    asm.prologue((19, 20, 21, 22, 23, 29, 30), ())
+    claim, finished = asm.label("claim"), asm.label("finished")
+    asm(e.mov_reg(19, 0), e.mov_reg(20, 1), e.mov_reg(21, 2), e.mov_reg(22, 3),
+        e.add_imm(23, 3, CLAIM_NEXT))
+    asm.bind(claim)
+    asm(e.ldxr_x(9, 23), e.add_imm(10, 9, 1), e.stxr_x(11, 10, 23))
+    asm.cbnz(11, claim)
+    asm(e.ldr_x(10, 22, CLAIM_COUNT), e.cmp_reg(9, 10))
+    asm.b_cond("hs", finished)
+    asm(e.add_reg(9, 22, 9, lsl=3), e.ldp_x(3, 4, 9, CLAIM_BOUNDS),
+        e.mov_reg(0, 19), e.mov_reg(1, 20), e.mov_reg(2, 21),
+        e.ldr_x(9, 22, CLAIM_FUNCTION), e.blr(9))
+    asm.b(claim)
+    asm.bind(finished)
+    asm.epilogue()
     return asm.finish()

@@ -453,6 +453,20 @@ def stlr_x(rt: int, rn: int) -> int:
     return 0xC89FFC00 | _gpr("rn", rn) << 5 | _gpr("rt", rt)
 
 
+def ldxr_x(rt: int, rn: int) -> int:
+    """ldxr xt, [xn|sp]: a load-exclusive (marks the address for stxr_x)"""
+    return 0xC85F7C00 | _gpr("rn", rn) << 5 | _gpr("rt", rt)
+
+
+def stxr_x(rs: int, rt: int, rn: int) -> int:
+    """stxr ws, xt, [xn|sp]: a store-exclusive; ws := 0 where it stored, 1 where another
+    access to the address came between it and ldxr_x (rs unlike rt and rn)"""
+    if rs in (rt, rn):
+        raise EncodingError(f"rs: {rs!r} is also rt or rn; stxr's status register must "
+                            f"differ from both")
+    return 0xC8007C00 | _gpr("rs", rs) << 16 | _gpr("rn", rn) << 5 | _gpr("rt", rt)
+
+
 # system registers mrs/msr may name -> their o0:op1:CRn:CRm:op2 field (bits 19..5 of the word)
 _SYSTEM_REGISTERS = {"fpcr": 0xDA20, "fpsr": 0xDA21}
 

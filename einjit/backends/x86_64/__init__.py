@@ -17,6 +17,7 @@ from einjit.backends.x86_64.blocking import unmasked_target
 from einjit.backends.x86_64.brgemm import emit_brgemm, generate_brgemm
 from einjit.backends.x86_64.complex_brgemm import complex_target
 from einjit.backends.x86_64.dispatch import (
+    generate_claim,
     generate_run_tasks,
     generate_spin,
     generate_worker_loop,
@@ -66,4 +67,5 @@ __all__ = ["VARIANTS", "COMPLEX_PRIMITIVES", "default_variant", "missing_feature
            "emit_brgemm", "emit_unary", "emit_binary", "generate_brgemm", "generate_unary",
            "generate_binary",
            "generate_loop_nest", "guard_entry", "flush_icache", "generate_worker_loop",
-           "generate_run_tasks", "generate_spin"]
+           "generate_run_tasks", "generate_spin",
+           "generate_claim"]

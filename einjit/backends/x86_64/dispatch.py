@@ -7,6 +7,9 @@ the futex numbers are Linux's.
                                 posts task i to slots[i] for i < count, runs the task at own
                                 (0: none) on this thread, returns once every slot is done
     spin(word, count)           count polls of word, as worker_loop and run_tasks make them
+    claim(in0, in1, out, table, unused)
+                                runs the nest's chunks of the table (CLAIM_*) that it claims,
+                                one at a time, until none is left
 
 A poll is a load, a compare, a pause and a sched_yield: where threads outnumber the free
 cores the other side may be queued for this very core, and the yield lets it run. After
@@ -25,6 +28,10 @@ from einjit.backends.worker_slot import (
     ARGUMENT_COUNT,
     ARGUMENTS,
     CALLER_SLEEPS,
+    CLAIM_BOUNDS,
+    CLAIM_COUNT,
+    CLAIM_FUNCTION,
+    CLAIM_NEXT,
     DONE,
     FUNCTION,
     FUTEX_VALUES,
@@ -244,4 +251,26 @@ def generate_spin(target: Target) -> bytes:
     _poll(asm, Mem(RDI), RDX, "e", finished, RSI)
     asm.bind(finished)
     asm(enc.ret())
+    return asm.finish()
+
+
+def generate_claim(target: Target) -> bytes:
+    """claim(in0=rdi, in1=rsi, out=rdx, table=rcx, unused=r8): until every chunk is claimed,
+    take the next one's number (lock xadd on CLAIM_NEXT) and run the nest on it. rbx, rbp,
+    r12: the operands, r13: the table."""
+    asm = Assembler()
+    asm.prologue((RBX, RBP, R12, R13, R14))  # five pushes: rsp is 16-aligned at the call
+    claim, finished = asm.label("claim"), asm.label("finished")
+    asm(enc.mov_rr(RBX, RDI), enc.mov_rr(RBP, RSI), enc.mov_rr(R12, RDX), enc.mov_rr(R13, RCX))
+    asm.bind(claim)
+    asm(enc.mov_ri(RAX, 1), enc.lock_xadd(Mem(R13, disp=CLAIM_NEXT), RAX),
+        enc.cmp_rr(RAX, Mem(R13, disp=CLAIM_COUNT)))
+    asm.jcc("ae", finished)
+    asm(enc.mov_rm(RCX, Mem(R13, index=RAX, scale=8, disp=CLAIM_BOUNDS)),
+        enc.mov_rm(R8, Mem(R13, index=RAX, scale=8, disp=CLAIM_BOUNDS + 8)),
+        enc.mov_rr(RDI, RBX), enc.mov_rr(RSI, RBP), enc.mov_rr(RDX, R12),
+        enc.mov_rm(RAX, Mem(R13, disp=CLAIM_FUNCTION)), enc.call_r(RAX))
+    asm.jmp(claim)
+    asm.bind(finished)
+    asm.epilogue()
     return asm.finish()

@@ -401,6 +401,14 @@ def neg(dst: int) -> bytes:
     return _legacy(b"\xf7", 3, dst)
 
 
+@_memoized
+def lock_xadd(mem: Mem, src: int) -> bytes:
+    """Atomically: qword [mem] += src, src := the old qword (lock xadd)."""
+    _check_mem("lock_xadd mem", mem)
+    _check_gpr("lock_xadd src", src)
+    return b"\xf0" + _legacy(b"\x0f\xc1", src, mem)
+
+
 def push(reg: int) -> bytes:
     _check_gpr("push reg", reg)
     return _opcode_plus_reg(0x50, reg, w=False)

@@ -8,6 +8,8 @@ from einjit.backends import resolve_target
 from einjit.backends.aarch64 import dispatch
 from einjit.backends.worker_slot import (
     CALLER_SLEEPS,
+    CLAIM_COUNT,
+    CLAIM_FUNCTION,
     DONE,
     FUTEX_VALUES,
     SEQUENCE,
@@ -89,3 +91,17 @@ def test_run_tasks_and_spin(generate, calls):
     assert any(line.startswith("ldar") for line in lines)
     assert any(line.startswith("stlr") for line in lines) == (
         generate is dispatch.generate_run_tasks)
+
+
+def test_claim_takes_a_number_by_an_exclusive_pair_and_runs_the_nest_until_none_is_left():
+    lines = listing(dispatch.generate_claim)
+    load = lines.index("ldxr x9, [x23]")                       # the table's next number
+    assert lines[load + 1:load + 4] == ["add x10, x9, #1", "stxr w11, x10, [x23]",
+                                        lines[load + 3]]
+    assert lines[load + 3].startswith("cbnz x11, ")    # lost the address (w11 is 1): again
+    assert lines[load + 4:load + 6] == [f"ldr x10, [x22, #{hex(CLAIM_COUNT)}]", "cmp x9, x10"]
+    assert lines[load + 6].startswith("b.hs ")                 # none left: return
+    call = lines.index("blr x9")
+    assert lines[call - 1] == f"ldr x9, [x22, #{hex(CLAIM_FUNCTION)}]"
+    assert lines[call + 1].startswith("b ")                    # back to the next claim
+    assert lines[-1] == "ret"

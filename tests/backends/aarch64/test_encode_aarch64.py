@@ -183,6 +183,8 @@ def test_golden_table_covers_every_encoder():
     (lambda: encode.adr(0, 1 << 20), "offset"),
     (lambda: encode.ldr_v_literal("q", 0, 6), "offset"),
     (lambda: encode.ldr_v_literal("b", 0, 8), "size"),
+    (lambda: encode.stxr_x(1, 1, 2), "rs"),
+    (lambda: encode.stxr_x(2, 1, 2), "rs"),
 ])
 def test_invalid_operand_raises_naming_it(call, operand):
     with pytest.raises(EncodingError, match=rf"^{operand}\b"):

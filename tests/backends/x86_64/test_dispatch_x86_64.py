@@ -7,6 +7,9 @@ import pytest
 from einjit.backends import resolve_target
 from einjit.backends.worker_slot import (
     CALLER_SLEEPS,
+    CLAIM_BOUNDS,
+    CLAIM_COUNT,
+    CLAIM_FUNCTION,
     DONE,
     FUTEX_VALUES,
     SEQUENCE,
@@ -85,3 +88,19 @@ def test_run_tasks_and_spin(generate, calls):
     assert system_calls(lines) == calls
     assert "pause" in lines
     assert ("mfence" in lines) == (generate is not dispatch.generate_spin)
+
+
+def test_claim_takes_a_number_atomically_and_runs_the_nest_on_its_chunk_until_none_is_left():
+    lines = listing(dispatch.generate_claim)
+    claim = lines.index("lock xadd qword ptr [r13], rax")      # CLAIM_NEXT: the table's start
+    assert lines[claim - 1] == "mov eax, 1"
+    assert lines[claim + 1] == f"cmp rax, qword ptr [r13 + {hex(CLAIM_COUNT)}]"
+    assert lines[claim + 2].startswith("jae ")                  # none left: return
+    assert lines[claim + 3:claim + 5] == [
+        f"mov rcx, qword ptr [r13 + rax*8 + {hex(CLAIM_BOUNDS)}]",
+        f"mov r8, qword ptr [r13 + rax*8 + {hex(CLAIM_BOUNDS + 8)}]"]
+    call = lines.index("call rax")
+    assert lines[call - 1] == f"mov rax, qword ptr [r13 + {hex(CLAIM_FUNCTION)}]"
+    assert lines[call + 1].startswith("jmp ")                   # back to the next claim
+    assert lines.count("push r14") == 1     # five pushes: rsp 16-aligned at the call
+    assert lines[-1] == "ret"
