@@ -54,12 +54,16 @@ OPERAND_COUNT = 3       # the arguments from the operand array (a nest's in0, in
 assert OPERAND_COUNT + 2 == ARGUMENT_COUNT
 
 # A nest's chunks that its threads claim one at a time (each backend's generate_claim): a
-# table of uint64 words, whose first line holds only the number of the next chunk to claim
-# (every claim writes it: the rest is read by every thread and stays in their caches)
-CLAIM_NEXT = 0
-CLAIM_COUNT = LINE_BYTES            # the chunks
-CLAIM_FUNCTION = CLAIM_COUNT + 8    # the nest's entry
-CLAIM_BOUNDS = CLAIM_COUNT + 16     # chunk i is [bounds[i], bounds[i + 1]), i < count
+# table of uint64 words, its start on a cache line. Each share's chunks are numbered in a
+# line of their own (every claim writes it); a thread claims from its own share first, in
+# order, then from the shares after it, wrapping around, until it finds them all claimed.
+CLAIM_FUNCTION = 0          # the nest's entry
+CLAIM_SHARES = 8            # how many shares
+CLAIM_BOUNDS = 16           # the address of the bounds: chunk i is [bounds[i], bounds[i + 1])
+CLAIM_LINES_END = 24        # the address past the last share's line
+# share s's line is at LINE_BYTES * (1 + s):
+CLAIM_NEXT = 0              # the number of its next chunk to claim
+CLAIM_END = 8               # the number past its last chunk
 
 FUTEX_VALUES = 1 << 32
 # Linux futex operations on a word only this process maps (<linux/futex.h>: FUTEX_WAIT and

@@ -7,9 +7,10 @@ it executable (backends.place_code) and wraps the entry nest(in0, in1, out, begi
 a ctypes function; place_array_call maps a plan's checked array call
 (einjit.backends.array_call), which reads numpy's arrays itself. The flattened shared
 iterations are split into one contiguous share per thread (runtime.threads.split_range),
-whose task records for the native workers
-(codegen.workers.NestShares) are built with the operation; run() hands all shares but its
-own to the workers in one native call: one call of the nest per thread per operation.
+whose task records for the native workers (codegen.workers.NestShares) are built with the
+operation; run() hands all shares but its own to the workers in one native call. Where each
+share holds several chunks of enough work (claim_chunks), the threads claim chunks instead,
+their own share's first, so that a slowed thread takes fewer.
 Operations too small to gain from threads run on the calling thread; a nest that copies A or
 B into its frame (Pack) runs on the workers alone where the calling thread's stack is too
 small for it. Compiled operations are cached per op (ops are immutable and hashable).
@@ -90,20 +91,22 @@ def thread_shares(plan: NestPlan, threads: int) -> list[tuple[int, int]]:
 
 
 def claim_chunks(plan: NestPlan, shares: list[tuple[int, int]]) -> list[tuple[int, int]] | None:
-    """The chunks of the shared iterations that the threads of `shares` claim one at a time
-    (codegen.workers.NestShares), CLAIMS_PER_THREAD a thread, each of at least
-    CLAIM_LEAST_SHARES shares' least work; None where each thread runs its share: one thread,
-    fewer than two chunks a thread, or a nest that copies B's panel for the m blocks of a
-    share (each chunk would copy it again)."""
-    threads = len(shares)
-    if threads < 2 or plan.pack_b is not None:
+    """The chunks, each share cut into up to CLAIMS_PER_THREAD, that the threads claim one at
+    a time (codegen.workers.NestShares), each of at least CLAIM_LEAST_SHARES shares' least
+    work; None where each thread runs its share: one thread, fewer than two chunks a share,
+    or a nest that copies B's panel for the m blocks of a share (each chunk would copy it
+    again)."""
+    if len(shares) < 2 or plan.pack_b is not None:
         return None
-    total = plan.shared_iterations
-    count = min(total, threads * CLAIMS_PER_THREAD)
+    size = min(end - begin for begin, end in shares)
+    count = min(size, CLAIMS_PER_THREAD)
     least = CLAIM_LEAST_SHARES * _least_work_per_thread(plan)
     if least:
-        count = min(count, _work_per_iteration(plan) * plan.seq_iterations * total // least)
-    return split_range(total, count) if count >= 2 * threads else None
+        count = min(count, _work_per_iteration(plan) * plan.seq_iterations * size // least)
+    if count < 2:
+        return None
+    return [(begin + offset, begin + end) for begin, stop in shares
+            for offset, end in split_range(stop - begin, count)]
 
 
 class CompiledOperation:

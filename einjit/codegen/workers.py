@@ -34,9 +34,11 @@ from ..backends import LINE_BYTES, Target, backend, place_code
 from ..backends.worker_slot import (
     ARGUMENT_COUNT,
     CLAIM_BOUNDS,
-    CLAIM_COUNT,
+    CLAIM_END,
     CLAIM_FUNCTION,
+    CLAIM_LINES_END,
     CLAIM_NEXT,
+    CLAIM_SHARES,
     OPERAND_COUNT,
     SLOT_BYTES,
     SPINS,
@@ -277,58 +279,79 @@ def native_pool(target: Target) -> NativePool | None:
     return pool
 
 
-def _claim_table(address: int, chunks: Sequence[tuple[int, int]]) -> tuple[array, int]:
-    """The claim table (worker_slot's CLAIM_*) of a nest at `address` over `chunks`, as a
-    buffer and the index of its first word, which starts a cache line."""
-    bounds = [begin for begin, _ in chunks] + [chunks[-1][1]]
-    words = CLAIM_BOUNDS // 8 + len(bounds)
-    table = _words([0] * (words + LINE_BYTES // 8))     # room to move the start to a line
-    first = -table.buffer_info()[0] % LINE_BYTES // 8
-    table[first + CLAIM_COUNT // 8] = len(chunks)
-    table[first + CLAIM_FUNCTION // 8] = address
-    start = first + CLAIM_BOUNDS // 8
-    table[start:start + len(bounds)] = _words(bounds)
-    return table, first
+class _ClaimTable:
+    """The table the backend's claim reads (worker_slot's CLAIM_*) for a nest at `address`
+    whose shares are cut into `chunks`: a buffer whose words from `first` on start a cache
+    line, the address of each share's line, and what a run resets (each share's next number
+    to its first chunk's)."""
+
+    def __init__(self, address: int, shares: Sequence[tuple[int, int]],
+                 chunks: Sequence[tuple[int, int]]):
+        starts = [begin for begin, _ in chunks]
+        try:
+            firsts = [starts.index(begin) for begin, _ in shares]
+        except ValueError:
+            firsts = []
+        spans_follow = all(end == begin for (_, end), (begin, _) in zip(chunks, chunks[1:]))
+        if not firsts or firsts[0] != 0 or not spans_follow or chunks[-1][1] != shares[-1][1]:
+            raise ValueError(f"chunks {list(chunks)!r}: expected spans one after another over "
+                             f"the shares' iterations {list(shares)!r}, each share's first "
+                             f"one starting it")
+        line = LINE_BYTES // 8
+        bounds = starts + [chunks[-1][1]]
+        lines = line * (1 + len(shares))
+        self.words = _words([0] * (lines + len(bounds) + line))  # room to start on a line
+        base = self.words.buffer_info()[0]
+        self.first = first = -base % LINE_BYTES // 8
+        self.address = base + 8 * first
+        self.lines = [self.address + LINE_BYTES * (1 + share) for share in range(len(shares))]
+        header = (address, len(shares), self.address + 8 * lines,
+                  self.address + 8 * lines)
+        for offset, value in zip((CLAIM_FUNCTION, CLAIM_SHARES, CLAIM_BOUNDS, CLAIM_LINES_END),
+                                 header):
+            self.words[first + offset // 8] = value
+        self.words[first + lines:first + lines + len(bounds)] = _words(bounds)
+        ends = firsts[1:] + [len(chunks)]
+        self._next = slice(first + line + CLAIM_NEXT // 8, first + lines, line)
+        self._reset = _words(firsts)
+        self.words[self._next] = self._reset
+        self.words[first + line + CLAIM_END // 8:first + lines:line] = _words(ends)
+        self.chunks = len(chunks)
+
+    def reset(self) -> None:
+        """Each share's next number back at its first chunk (before a run)."""
+        self.words[self._next] = self._reset
 
 
 class NestShares:
     """A loop nest's shares, fixed for a compiled operation: their task records are built
-    once, so that a run passes only the operands. Given chunks, each thread instead claims
-    chunks one at a time until none is left (the backend's claim over a table of them), so
-    that a thread slowed by another process or a slower core takes fewer: one run at a time
-    (a run that finds the table in use runs the shares)."""
+    once, so that a run passes only the operands. Given chunks (each share cut into some),
+    each thread instead claims chunks one at a time, its own share's in order and then those
+    left in the others' (the backend's claim over a table of them), so that a thread slowed
+    by another process or a slower core takes fewer: one run at a time (a run that finds the
+    table in use runs the shares)."""
 
     def __init__(self, target: Target, address: int, function: Callable,
                  shares: Sequence[tuple[int, int]],
                  chunks: Sequence[tuple[int, int]] | None = None):
         """address: the nest's entry nest(in0, in1, out, begin, end); function: its ctypes
         wrapper (for the Python pool); shares: the [begin, end) of each; chunks: the
-        [begin, end) of each chunk to claim, one after another over the same iterations (at
-        least one per share), or None."""
+        [begin, end) of each chunk to claim, one after another over the same iterations, each
+        share's first starting it, or None."""
         self._pool = native_pool(target)
         self._function = function
         self._shares = tuple(shares)
         self._tasks = Tasks([(address, 0, begin, end) for begin, end in shares])
         self._claims = None
         if chunks is not None and self._pool is not None:
-            chunks = tuple(chunks)
-            if len(chunks) < len(self._shares) or any(
-                    end != begin for (_, end), (begin, _) in zip(chunks, chunks[1:])) or \
-                    (chunks[0][0], chunks[-1][1]) != (shares[0][0], shares[-1][1]):
-                raise ValueError(f"chunks {chunks!r}: expected at least {len(self._shares)} "
-                                 f"spans one after another over the shares' iterations")
-            table, first = _claim_table(address, chunks)
-            tasks = Tasks([(self._pool.claim, 0, table.buffer_info()[0] + 8 * first, 0)]
-                          * len(shares))
-            self._claims = (table, first, tasks, threading.Lock())
+            table = _ClaimTable(address, self._shares, tuple(chunks))
+            tasks = Tasks([(self._pool.claim, 0, table.address, line) for line in table.lines])
+            self._claims = (table, tasks, threading.Lock())
 
     @property
     def chunks(self) -> int:
         """How many chunks the threads claim (0: each runs its share)."""
-        if self._claims is None:
-            return 0
-        table, first = self._claims[:2]
-        return table[first + CLAIM_COUNT // 8]
+        return 0 if self._claims is None else self._claims[0].chunks
 
     def run(self, in0: int, in1: int, out: int, on_caller: bool = True) -> None:
         """Run the shares in parallel (the first on this thread unless on_caller is False),
@@ -339,10 +362,10 @@ class NestShares:
                                              for begin, end in self._shares], on_caller)
             return
         claims = self._claims
-        if claims is not None and claims[3].acquire(blocking=False):
-            table, first, tasks, lock = claims
+        if claims is not None and claims[2].acquire(blocking=False):
+            table, tasks, lock = claims
             try:
-                table[first + CLAIM_NEXT // 8] = 0
+                table.reset()
                 pool.run_tasks(tasks, _words((in0, in1, out)), on_caller)
             finally:
                 lock.release()

@@ -394,14 +394,15 @@ def _expected(op_alone, a, b):
     return expected
 
 
-@pytest.mark.parametrize("iterations, threads", [(8, 2), (7, 3), (24, 3), (40, 16)])
-def test_claimed_chunks_give_the_one_thread_result_bit_for_bit(iterations, threads,
+@pytest.mark.parametrize("iterations, threads, chunks", [
+    (8, 2, 8), (7, 3, 6), (24, 3, 3 * CLAIMS_PER_THREAD), (40, 16, 32)])
+def test_claimed_chunks_give_the_one_thread_result_bit_for_bit(iterations, threads, chunks,
                                                                 every_share_threaded):
-    """The threads claim chunks of the shared iterations (16 threads: more than this
-    machine's cores), run after run."""
+    """The threads claim chunks of the shared iterations, each share cut into as many as its
+    size and CLAIMS_PER_THREAD allow (16 threads: more than this machine's cores), run after
+    run."""
     op, alone = _gemm_op(iterations, threads), _gemm_op(iterations, 1)
-    assert compile_operation(op)._nest_shares.chunks == min(iterations,
-                                                            threads * CLAIMS_PER_THREAD)
+    assert compile_operation(op)._nest_shares.chunks == chunks
     rng = np.random.default_rng(iterations)
     a = rng.standard_normal((5, 8 * iterations), np.float32)
     b = rng.standard_normal((6, 5), np.float32)
@@ -461,13 +462,20 @@ def test_each_chunk_runs_once_a_run_and_a_slowed_thread_claims_fewer():
             assert {operands for _, operands, _ in calls} == {(1, 2, 3)}
             slowed = sum(ident == here for ident, _, _ in calls)
             assert slowed < len(chunks) - slowed, (round_, slowed)
+            # each thread takes a share's chunks in order, and its own share's first
+            for ident in {ident for ident, _, _ in calls}:
+                taken = [begin for thread, _, (begin, _) in calls if thread == ident]
+                for share in ((3, 7), (7, 11)):
+                    mine = [begin for begin in taken if share[0] <= begin < share[1]]
+                    assert mine == sorted(mine), (round_, taken)
+            assert calls[0][0] == here or calls[0][2][0] >= 7    # the worker's share: 7..10
 
     run_in_child(child)
 
 
 @pytest.mark.parametrize("chunks", [[(0, 4)], [(0, 3), (4, 8)], [(0, 4), (4, 7)],
-                                    [(1, 4), (4, 8)]])
-def test_chunks_must_cover_the_shares_one_after_another(chunks):
+                                    [(1, 4), (4, 8)], [(0, 2), (2, 5), (5, 8)]])
+def test_chunks_must_cut_the_shares_one_after_another(chunks):
     with pytest.raises(ValueError, match="chunks"):
         NestShares(resolve_target(), 1, None, [(0, 4), (4, 8)], chunks)
 
@@ -479,11 +487,11 @@ def test_chunks_are_claimed_only_where_each_thread_gets_several_of_enough_work(m
     # a chunk holds CLAIM_LEAST_SHARES (4) shares' least work at least
     monkeypatch.setattr(compile_module, "MIN_FLOPS_PER_THREAD", 480)
     chunks = claim_chunks(plan, shares)
-    assert chunks == [(begin, begin + 4) for begin in range(0, 64, 4)]   # CLAIMS_PER_THREAD
+    assert chunks == [(begin, begin + 4) for begin in range(0, 64, 4)]   # 8 a share
     monkeypatch.setattr(compile_module, "MIN_FLOPS_PER_THREAD", 960)
     assert claim_chunks(plan, shares) == [(begin, begin + 8) for begin in range(0, 64, 8)]
     monkeypatch.setattr(compile_module, "MIN_FLOPS_PER_THREAD", 2000)
-    assert claim_chunks(plan, shares) is None                # 3 chunks: under 2 a thread
+    assert claim_chunks(plan, shares) is None                # one chunk a share
     monkeypatch.setattr(compile_module, "MIN_FLOPS_PER_THREAD", 480)
     assert claim_chunks(plan, shares[:1]) is None            # one thread
     # a copy of B's panel for a share's m blocks: every chunk would copy it again

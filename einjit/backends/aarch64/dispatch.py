@@ -7,9 +7,9 @@ AAPCS64; the futex numbers are Linux's.
                                 posts task i to slots[i] for i < count, runs the task at own
                                 (0: none) on this thread, returns once every slot is done
     spin(word, count)           count polls of word, as worker_loop and run_tasks make them
-    claim(in0, in1, out, table, unused)
-                                runs the nest's chunks of the table (CLAIM_*) that it claims,
-                                one at a time, until none is left
+    claim(in0, in1, out, table, line)
+                                runs the nest on each chunk of the table (CLAIM_*) it claims,
+                                one at a time, from its share's line on, until none is left
 
 A poll is a load-acquire (ldar: what is read after it, the task's function and arguments or
 the nest's results, was stored before the store-release it saw), a compare, a yield hint and
@@ -26,16 +26,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from einjit.backends import Target
+from einjit.backends import LINE_BYTES, Target
 from einjit.backends.aarch64 import encode as e
 from einjit.backends.aarch64.asm import Assembler, Label
 from einjit.backends.worker_slot import (
     ARGUMENTS,
     CALLER_SLEEPS,
     CLAIM_BOUNDS,
-    CLAIM_COUNT,
+    CLAIM_END,
     CLAIM_FUNCTION,
+    CLAIM_LINES_END,
     CLAIM_NEXT,
+    CLAIM_SHARES,
     DONE,
     FUNCTION,
     FUTEX_VALUES,
@@ -222,23 +224,32 @@ def generate_spin(target: Target) -> bytes:
 
 
 def generate_claim(target: Target) -> bytes:
-    """claim(in0=x0, in1=x1, out=x2, table=x3, unused=x4): until every chunk is claimed,
-    take the next one's number (an exclusive load and store of CLAIM_NEXT, again where
-    another thread's came between) and run the nest on it. x19..x21: the operands, x22: the
-    table, x23: the address of its next number."""
+    """claim(in0=x0, in1=x1, out=x2, table=x3, line=x4: its share's): take the next number of
+    the share at hand (an exclusive load and store of its CLAIM_NEXT, again where another
+    thread's came between) and run the nest on that chunk, or, where the share has none left,
+    move to the next share's line, until every share has been found empty. x19..x21: the
+    operands, x22: the table, x23: the share's line, x24: the shares left to visit."""
     asm = Assembler()
-    asm.prologue((19, 20, 21, 22, 23, 29, 30), ())
-    claim, finished = asm.label("claim"), asm.label("finished")
+    asm.prologue((19, 20, 21, 22, 23, 24, 29, 30), ())
+    claim, next_share, finished = (asm.label(name) for name in (
+        "claim", "next_share", "finished"))
     asm(e.mov_reg(19, 0), e.mov_reg(20, 1), e.mov_reg(21, 2), e.mov_reg(22, 3),
-        e.add_imm(23, 3, CLAIM_NEXT))
+        e.add_imm(23, 4, CLAIM_NEXT), e.ldr_x(24, 22, CLAIM_SHARES))
     asm.bind(claim)
     asm(e.ldxr_x(9, 23), e.add_imm(10, 9, 1), e.stxr_x(11, 10, 23))
     asm.cbnz(11, claim)
-    asm(e.ldr_x(10, 22, CLAIM_COUNT), e.cmp_reg(9, 10))
-    asm.b_cond("hs", finished)
-    asm(e.add_reg(9, 22, 9, lsl=3), e.ldp_x(3, 4, 9, CLAIM_BOUNDS),
+    asm(e.ldr_x(10, 23, CLAIM_END), e.cmp_reg(9, 10))
+    asm.b_cond("hs", next_share)
+    asm(e.ldr_x(10, 22, CLAIM_BOUNDS), e.add_reg(10, 10, 9, lsl=3), e.ldp_x(3, 4, 10),
         e.mov_reg(0, 19), e.mov_reg(1, 20), e.mov_reg(2, 21),
         e.ldr_x(9, 22, CLAIM_FUNCTION), e.blr(9))
+    asm.b(claim)
+    asm.bind(next_share)
+    asm(e.subs_imm(24, 24, 1))
+    asm.b_cond("eq", finished)
+    asm(e.add_imm(23, 23, LINE_BYTES), e.ldr_x(10, 22, CLAIM_LINES_END), e.cmp_reg(23, 10))
+    asm.b_cond("lo", claim)
+    asm(e.add_imm(23, 22, LINE_BYTES))                      # past the last: the first
     asm.b(claim)
     asm.bind(finished)
     asm.epilogue()

@@ -7,9 +7,9 @@ the futex numbers are Linux's.
                                 posts task i to slots[i] for i < count, runs the task at own
                                 (0: none) on this thread, returns once every slot is done
     spin(word, count)           count polls of word, as worker_loop and run_tasks make them
-    claim(in0, in1, out, table, unused)
-                                runs the nest's chunks of the table (CLAIM_*) that it claims,
-                                one at a time, until none is left
+    claim(in0, in1, out, table, line)
+                                runs the nest on each chunk of the table (CLAIM_*) it claims,
+                                one at a time, from its share's line on, until none is left
 
 A poll is a load, a compare, a pause and a sched_yield: where threads outnumber the free
 cores the other side may be queued for this very core, and the yield lets it run. After
@@ -23,15 +23,17 @@ fences once, then reads their flags. The nests fence their non-temporal stores t
 
 from __future__ import annotations
 
-from einjit.backends import Target
+from einjit.backends import LINE_BYTES, Target
 from einjit.backends.worker_slot import (
     ARGUMENT_COUNT,
     ARGUMENTS,
     CALLER_SLEEPS,
     CLAIM_BOUNDS,
-    CLAIM_COUNT,
+    CLAIM_END,
     CLAIM_FUNCTION,
+    CLAIM_LINES_END,
     CLAIM_NEXT,
+    CLAIM_SHARES,
     DONE,
     FUNCTION,
     FUTEX_VALUES,
@@ -255,22 +257,36 @@ def generate_spin(target: Target) -> bytes:
 
 
 def generate_claim(target: Target) -> bytes:
-    """claim(in0=rdi, in1=rsi, out=rdx, table=rcx, unused=r8): until every chunk is claimed,
-    take the next one's number (lock xadd on CLAIM_NEXT) and run the nest on it. rbx, rbp,
-    r12: the operands, r13: the table."""
+    """claim(in0=rdi, in1=rsi, out=rdx, table=rcx, line=r8: its share's): take the next
+    number of the share at hand (lock xadd on its CLAIM_NEXT) and run the nest on that chunk,
+    or, where the share has none left, move to the next share's line, until every share has
+    been found empty. rbx, rbp, r12: the operands, r13: the table, r14: the share's line, r15:
+    the shares left to visit."""
     asm = Assembler()
-    asm.prologue((RBX, RBP, R12, R13, R14))  # five pushes: rsp is 16-aligned at the call
-    claim, finished = asm.label("claim"), asm.label("finished")
-    asm(enc.mov_rr(RBX, RDI), enc.mov_rr(RBP, RSI), enc.mov_rr(R12, RDX), enc.mov_rr(R13, RCX))
+    asm.prologue((RBX, RBP, R12, R13, R14, R15))
+    asm.reserve_stack(8)                     # six pushes: rsp 16-aligned at the call
+    claim, next_share, finished = (asm.label(name) for name in (
+        "claim", "next_share", "finished"))
+    asm(enc.mov_rr(RBX, RDI), enc.mov_rr(RBP, RSI), enc.mov_rr(R12, RDX), enc.mov_rr(R13, RCX),
+        enc.mov_rr(R14, R8), enc.mov_rm(R15, Mem(R13, disp=CLAIM_SHARES)))
     asm.bind(claim)
-    asm(enc.mov_ri(RAX, 1), enc.lock_xadd(Mem(R13, disp=CLAIM_NEXT), RAX),
-        enc.cmp_rr(RAX, Mem(R13, disp=CLAIM_COUNT)))
-    asm.jcc("ae", finished)
-    asm(enc.mov_rm(RCX, Mem(R13, index=RAX, scale=8, disp=CLAIM_BOUNDS)),
-        enc.mov_rm(R8, Mem(R13, index=RAX, scale=8, disp=CLAIM_BOUNDS + 8)),
+    asm(enc.mov_ri(RAX, 1), enc.lock_xadd(Mem(R14, disp=CLAIM_NEXT), RAX),
+        enc.cmp_rr(RAX, Mem(R14, disp=CLAIM_END)))
+    asm.jcc("ae", next_share)
+    asm(enc.mov_rm(RCX, Mem(R13, disp=CLAIM_BOUNDS)),
+        enc.mov_rm(R8, Mem(RCX, index=RAX, scale=8, disp=8)),
+        enc.mov_rm(RCX, Mem(RCX, index=RAX, scale=8)),
         enc.mov_rr(RDI, RBX), enc.mov_rr(RSI, RBP), enc.mov_rr(RDX, R12),
         enc.mov_rm(RAX, Mem(R13, disp=CLAIM_FUNCTION)), enc.call_r(RAX))
     asm.jmp(claim)
+    asm.bind(next_share)
+    asm(enc.dec(R15))
+    asm.jcc("e", finished)
+    asm(enc.add_ri(R14, LINE_BYTES), enc.cmp_rr(R14, Mem(R13, disp=CLAIM_LINES_END)))
+    asm.jcc("b", claim)
+    asm(enc.lea(R14, Mem(R13, disp=LINE_BYTES)))             # past the last: the first
+    asm.jmp(claim)
     asm.bind(finished)
+    asm(enc.add_ri(RSP, 8))
     asm.epilogue()
     return asm.finish()

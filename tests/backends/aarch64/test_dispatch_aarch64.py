@@ -4,12 +4,16 @@ test_workers.py (the aarch64 lane)."""
 
 import pytest
 
-from einjit.backends import resolve_target
+from einjit.backends import LINE_BYTES, resolve_target
 from einjit.backends.aarch64 import dispatch
 from einjit.backends.worker_slot import (
     CALLER_SLEEPS,
-    CLAIM_COUNT,
+    CLAIM_BOUNDS,
+    CLAIM_END,
     CLAIM_FUNCTION,
+    CLAIM_LINES_END,
+    CLAIM_NEXT,
+    CLAIM_SHARES,
     DONE,
     FUTEX_VALUES,
     SEQUENCE,
@@ -93,15 +97,28 @@ def test_run_tasks_and_spin(generate, calls):
         generate is dispatch.generate_run_tasks)
 
 
-def test_claim_takes_a_number_by_an_exclusive_pair_and_runs_the_nest_until_none_is_left():
+def shown(number):
+    """A displacement as the disassembler shows it: decimal below 10, else hex."""
+    return str(number) if number < 10 else hex(number)
+
+
+def test_claim_takes_numbers_by_an_exclusive_pair_from_its_share_then_the_next_shares():
     lines = listing(dispatch.generate_claim)
-    load = lines.index("ldxr x9, [x23]")                       # the table's next number
-    assert lines[load + 1:load + 4] == ["add x10, x9, #1", "stxr w11, x10, [x23]",
-                                        lines[load + 3]]
+    load = lines.index("ldxr x9, [x23]")                   # the share's line: CLAIM_NEXT
+    assert CLAIM_NEXT == 0 and lines[load + 1:load + 3] == ["add x10, x9, #1",
+                                                            "stxr w11, x10, [x23]"]
     assert lines[load + 3].startswith("cbnz x11, ")    # lost the address (w11 is 1): again
-    assert lines[load + 4:load + 6] == [f"ldr x10, [x22, #{hex(CLAIM_COUNT)}]", "cmp x9, x10"]
-    assert lines[load + 6].startswith("b.hs ")                 # none left: return
+    assert lines[load + 4:load + 6] == [f"ldr x10, [x23, #{shown(CLAIM_END)}]", "cmp x9, x10"]
+    assert lines[load + 6].startswith("b.hs ")             # none left here: the next share
+    assert lines[load + 7:load + 10] == [f"ldr x10, [x22, #{shown(CLAIM_BOUNDS)}]",
+                                         "add x10, x10, x9, lsl #3", "ldp x3, x4, [x10]"]
     call = lines.index("blr x9")
-    assert lines[call - 1] == f"ldr x9, [x22, #{hex(CLAIM_FUNCTION)}]"
-    assert lines[call + 1].startswith("b ")                    # back to the next claim
+    assert CLAIM_FUNCTION == 0 and lines[call - 1] == "ldr x9, [x22]"
+    assert lines[call + 1].startswith("b ")                # back to the next claim
+    assert f"ldr x24, [x22, #{shown(CLAIM_SHARES)}]" in lines
+    visited = lines.index("subs x24, x24, #1")
+    assert lines[visited + 1].startswith("b.eq ") and lines[visited + 2:visited + 5] == [
+        f"add x23, x23, #{shown(LINE_BYTES)}", f"ldr x10, [x22, #{shown(CLAIM_LINES_END)}]",
+        "cmp x23, x10"]
+    assert lines[visited + 6] == f"add x23, x22, #{shown(LINE_BYTES)}"   # past the last
     assert lines[-1] == "ret"

@@ -4,12 +4,15 @@ test_workers.py."""
 
 import pytest
 
-from einjit.backends import resolve_target
+from einjit.backends import LINE_BYTES, resolve_target
 from einjit.backends.worker_slot import (
     CALLER_SLEEPS,
     CLAIM_BOUNDS,
-    CLAIM_COUNT,
+    CLAIM_END,
     CLAIM_FUNCTION,
+    CLAIM_LINES_END,
+    CLAIM_NEXT,
+    CLAIM_SHARES,
     DONE,
     FUTEX_VALUES,
     SEQUENCE,
@@ -90,17 +93,28 @@ def test_run_tasks_and_spin(generate, calls):
     assert ("mfence" in lines) == (generate is not dispatch.generate_spin)
 
 
-def test_claim_takes_a_number_atomically_and_runs_the_nest_on_its_chunk_until_none_is_left():
+def shown(number):
+    """A displacement as the disassembler shows it: decimal below 10, else hex."""
+    return str(number) if number < 10 else hex(number)
+
+
+def test_claim_takes_numbers_atomically_from_its_share_then_from_the_next_shares():
     lines = listing(dispatch.generate_claim)
-    claim = lines.index("lock xadd qword ptr [r13], rax")      # CLAIM_NEXT: the table's start
-    assert lines[claim - 1] == "mov eax, 1"
-    assert lines[claim + 1] == f"cmp rax, qword ptr [r13 + {hex(CLAIM_COUNT)}]"
-    assert lines[claim + 2].startswith("jae ")                  # none left: return
-    assert lines[claim + 3:claim + 5] == [
-        f"mov rcx, qword ptr [r13 + rax*8 + {hex(CLAIM_BOUNDS)}]",
-        f"mov r8, qword ptr [r13 + rax*8 + {hex(CLAIM_BOUNDS + 8)}]"]
+    claim = lines.index("lock xadd qword ptr [r14], rax")    # the share's line: CLAIM_NEXT
+    assert CLAIM_NEXT == 0 and lines[claim - 1] == "mov eax, 1"
+    assert lines[claim + 1] == f"cmp rax, qword ptr [r14 + {shown(CLAIM_END)}]"
+    assert lines[claim + 2].startswith("jae ")              # none left here: the next share
+    assert lines[claim + 3:claim + 6] == [
+        f"mov rcx, qword ptr [r13 + {shown(CLAIM_BOUNDS)}]",
+        "mov r8, qword ptr [rcx + rax*8 + 8]", "mov rcx, qword ptr [rcx + rax*8]"]
     call = lines.index("call rax")
-    assert lines[call - 1] == f"mov rax, qword ptr [r13 + {hex(CLAIM_FUNCTION)}]"
-    assert lines[call + 1].startswith("jmp ")                   # back to the next claim
-    assert lines.count("push r14") == 1     # five pushes: rsp 16-aligned at the call
+    assert CLAIM_FUNCTION == 0 and lines[call - 1] == "mov rax, qword ptr [r13]"
+    assert lines[call + 1].startswith("jmp ")               # back to the next claim
+    # the next share's line, the first after the last, until every share was visited
+    assert f"mov r15, qword ptr [r13 + {shown(CLAIM_SHARES)}]" in lines
+    visited = lines.index("dec r15")
+    assert lines[visited + 1].startswith("je ") and lines[visited + 2:visited + 4] == [
+        f"add r14, {shown(LINE_BYTES)}", f"cmp r14, qword ptr [r13 + {shown(CLAIM_LINES_END)}]"]
+    assert lines[visited + 5] == f"lea r14, [r13 + {shown(LINE_BYTES)}]"
+    assert lines.count("push r15") == 1 and "sub rsp, 8" in lines  # rsp 16-aligned at the call
     assert lines[-1] == "ret"
