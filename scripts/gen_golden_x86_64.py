@@ -255,6 +255,8 @@ def memory_cases() -> None:
     for mem, reg in ((M(13), 0), (M(0, disp=8), 8), (M(12, 0, 8, 80), 1), (M(5, disp=4096), 15)):
         case(f"lock_xadd({mem.expr()}, {GPR_CONSTANTS[reg]})",
              f"lock xadd {mem.asm(64)}, {GPR64[reg]}")
+        case(f"lock_cmpxchg({mem.expr()}, {GPR_CONSTANTS[reg]})",
+             f"lock cmpxchg {mem.asm(64)}, {GPR64[reg]}")
     case("pause()", "pause")
     case("syscall()", "syscall")
     for mem in (M(4, disp=16), M(0), M(13), M(12, 9, 4, -128), M(5, disp=4096)):

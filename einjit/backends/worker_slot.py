@@ -13,10 +13,18 @@ it, so neither side's stores evict the line the other is polling until there is 
                           WORKER_SLEEPS, CALLER_SLEEPS  1 while that side may be asleep in
                                     the kernel (the other side's cue to wake it: each flag is
                                     written only on the way into a sleep and out of it)
+                          TAKEN     the number of the latest task taken, by the worker or by
+                                    the caller that posted it
 
 A side about to sleep sets its flag, fences, and reads the word it polls once more; the other
 side stores that word, fences, and reads the flag: with both fences at least one of them sees
 the other's store, so a sleeper is always woken and a side that polls is never woken.
+
+Either side takes a task by an atomic compare-and-swap of TAKEN from the number before the
+task's to the task's: the worker before it calls the function, the caller once its own task
+is done. The caller then runs a task its worker has not taken (the worker, not yet scheduled
+on a core another process holds, would keep the whole step waiting) and does not wait for
+that slot; a worker that finds its task taken skips it and polls again.
 
 Each number is a uint64 whose value stays below 2**32: the Linux futex compares 32 bits (the
 low half of a little-endian word), so the sequence numbers wrap at FUTEX_VALUES. A task of
@@ -43,6 +51,7 @@ SPINS = ARGUMENTS + 8 * ARGUMENT_COUNT
 DONE = LINE_BYTES
 WORKER_SLEEPS = DONE + 8
 CALLER_SLEEPS = DONE + 16
+TAKEN = DONE + 24
 SLOT_BYTES = 2 * LINE_BYTES
 
 TASK_FUNCTION = 0

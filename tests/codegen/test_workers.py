@@ -21,6 +21,7 @@ from einjit.backends.worker_slot import (
     DONE,
     FUTEX_VALUES,
     SEQUENCE,
+    TAKEN,
     WORKER_SLEEPS,
 )
 from einjit.codegen import compile as compile_module
@@ -82,8 +83,10 @@ def test_thousands_of_dispatches_in_a_row_are_all_right(every_share_threaded):
 
 
 def test_workers_get_each_share_and_run_it_on_their_own_threads():
+    """Each call long enough for the new workers to start and take theirs before the caller,
+    done with its own, would take them."""
     def child(note):
-        pool, recorder = NativePool(resolve_target()), _Recorder()
+        pool, recorder = NativePool(resolve_target()), _Recorder(delay=0.2)
         shares = [(1, 2, 3, begin, begin + 1) for begin in range(4)]
         pool.run(recorder.as_calls(shares))
         assert sorted(arguments for arguments, _, _ in recorder.calls) == shares
@@ -91,6 +94,7 @@ def test_workers_get_each_share_and_run_it_on_their_own_threads():
         assert callers == [threading.get_ident()]                # the caller ran share 0
         assert len({ident for _, ident, _ in recorder.calls}) == 4
         assert pool.started == 3
+        recorder.delay = 0.0
         pool.run(recorder.as_calls(shares[:2]))
         assert pool.started == 3                                  # idle workers are reused
         pool.shutdown()
@@ -136,23 +140,27 @@ def test_without_the_caller_every_share_is_on_a_worker_with_a_large_stack():
     run_in_child(child)
 
 
-def test_a_worker_asleep_past_its_spin_wakes_for_the_next_task(every_share_threaded):
-    op = _add_op(2)
-    in0, in1 = np.arange(32, dtype=np.float32), np.ones(32, np.float32)
-    out = np.zeros(32, np.float32)
-    op.execute(in0, in1, out)
-    pool = workers.native_pool(op.target)
-    worker = pool._idle[-1]
-    deadline = time.monotonic() + 5
-    while not _word(worker, WORKER_SLEEPS) and time.monotonic() < deadline:
-        time.sleep(0.01)                                      # far past the spin bound
-    assert _word(worker, WORKER_SLEEPS) == 1                  # it went to sleep
-    for _ in range(3):
-        out[:] = 0
-        op.execute(in0, in1, out)
-        np.testing.assert_array_equal(out, in0 + in1)
-        time.sleep(0.05)
-    assert _word(worker, DONE) == _word(worker, SEQUENCE)
+def test_a_worker_asleep_past_its_spin_wakes_for_the_next_task():
+    """Each call long enough for the woken worker to take its task before the caller, done
+    with its own, would."""
+    def child(note):
+        pool, recorder = NativePool(resolve_target()), _Recorder()
+        calls = recorder.as_calls([(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)])
+        pool.run(calls)
+        worker = pool._idle[-1]
+        recorder.delay = 0.05
+        for round_ in range(3):
+            deadline = time.monotonic() + 5
+            while not _word(worker, WORKER_SLEEPS) and time.monotonic() < deadline:
+                time.sleep(0.01)                              # far past the spin bound
+            assert _word(worker, WORKER_SLEEPS) == 1, round_  # it went to sleep
+            recorder.calls.clear()
+            pool.run(calls)
+            assert len({ident for _, ident, _ in recorder.calls}) == 2, round_
+            assert _word(worker, DONE) == _word(worker, SEQUENCE), round_
+        pool.shutdown()
+
+    run_in_child(child)
 
 
 def test_a_caller_asleep_past_its_spin_is_woken_when_the_worker_finishes():
@@ -353,7 +361,8 @@ def test_workers_asleep_past_their_spin_all_wake_for_one_call(every_share_thread
         op.execute(in0, in1, out)
         np.testing.assert_array_equal(out, in0 + in1)
         time.sleep(0.05)
-    assert all(_word(worker, DONE) == _word(worker, SEQUENCE) for worker in taken)
+    # every task taken, by its worker or, where it had not woken yet, by the caller
+    assert all(_word(worker, TAKEN) == _word(worker, SEQUENCE) for worker in taken)
 
 
 def test_sequence_numbers_wrap_below_the_futex_width(monkeypatch, every_share_threaded):
@@ -363,7 +372,7 @@ def test_sequence_numbers_wrap_below_the_futex_width(monkeypatch, every_share_th
 
     def slot_near_wrap():
         slot = plain_slot()
-        for offset in (SEQUENCE, DONE):
+        for offset in (SEQUENCE, DONE, TAKEN):
             ctypes.c_uint64.from_address(slot + offset).value = near_wrap
         return slot
 
@@ -383,7 +392,7 @@ def test_sequence_numbers_wrap_below_the_futex_width(monkeypatch, every_share_th
         if round_ < 2:
             time.sleep(20 * workers.SPIN_SECONDS)             # asleep at the wrap
     assert seen == [near_wrap + 1, 0, 1, 2, 3, 4]
-    assert all(_word(worker, DONE) == 4 for worker in pool._idle)
+    assert all(_word(worker, TAKEN) == 4 for worker in pool._idle)
     pool.shutdown()
 
 
@@ -496,3 +505,30 @@ def test_chunks_are_claimed_only_where_each_thread_gets_several_of_enough_work(m
     assert claim_chunks(plan, shares[:1]) is None            # one thread
     # a copy of B's panel for a share's m blocks: every chunk would copy it again
     assert claim_chunks(dataclasses.replace(plan, pack_b=plan.main), shares) is None
+
+
+def test_a_task_no_worker_takes_runs_on_the_caller_once_its_own_is_done():
+    """Slots with no worker behind them (a worker not yet scheduled, taken to the extreme):
+    the caller runs every task itself and returns; without an own task it could not."""
+    def child(note):
+        code = workers._Code(resolve_target())
+        recorder = _Recorder()
+        slots = array("Q", [workers._slot_memory() for _ in range(3)])
+        operands = array("Q", [7, 8, 9])
+        tasks = workers.Tasks([(recorder.address, 0, begin, begin + 1) for begin in range(4)])
+        for round_ in range(3):
+            recorder.calls.clear()
+            code.run_tasks(tasks.address + workers.TASK_BYTES, 3, slots.buffer_info()[0],
+                           operands.buffer_info()[0], tasks.address)
+            assert [arguments for arguments, _, _ in recorder.calls] == [
+                (7, 8, 9, begin, begin + 1) for begin in range(4)], round_
+            assert {ident for _, ident, _ in recorder.calls} == {threading.get_ident()}
+            for slot in slots:
+                assert _word_at(slot, SEQUENCE) == _word_at(slot, TAKEN) == round_ + 1
+                assert _word_at(slot, DONE) == 0        # no worker finished anything
+
+    run_in_child(child)
+
+
+def _word_at(address, offset):
+    return ctypes.c_uint64.from_address(address + offset).value

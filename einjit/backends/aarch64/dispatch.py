@@ -5,7 +5,8 @@ AAPCS64; the futex numbers are Linux's.
     worker_loop(slot)           runs the tasks posted to slot; returns at one of function 0
     run_tasks(tasks, count, slots, operands, own)
                                 posts task i to slots[i] for i < count, runs the task at own
-                                (0: none) on this thread, returns once every slot is done
+                                (0: none) on this thread and then those no worker has taken,
+                                returns once every slot's task is done
     spin(word, count)           count polls of word, as worker_loop and run_tasks make them
     claim(in0, in1, out, table, line)
                                 runs the nest on each chunk of the table (CLAIM_*) it claims,
@@ -46,6 +47,7 @@ from einjit.backends.worker_slot import (
     OPERAND_COUNT,
     SEQUENCE,
     SPINS,
+    TAKEN,
     TASK_BEGIN,
     TASK_BYTES,
     TASK_FUNCTION,
@@ -115,7 +117,9 @@ def generate_worker_loop(target: Target) -> bytes:
     asm(e.str_x(e.XZR, 19, WORKER_SLEEPS))
     asm.b(again)
     asm.bind(work)
-    asm(e.mov_reg(20, 9), e.ldr_x(9, 19, FUNCTION), e.mov_reg(21, 9))
+    asm(e.mov_reg(20, 9), e.add_imm(10, 19, TAKEN))
+    _take(asm, 10, 20, again)                 # the caller took it: poll for the next
+    asm(e.ldr_x(9, 19, FUNCTION), e.mov_reg(21, 9))
     asm.cbz(9, finished)
     asm(e.ldp_x(0, 1, 19, ARGUMENTS), e.ldp_x(2, 3, 19, ARGUMENTS + 16),
         e.ldr_x(4, 19, ARGUMENTS + 32), e.blr(9))
@@ -128,6 +132,33 @@ def generate_worker_loop(target: Target) -> bytes:
     asm.cbnz(21, again)
     asm.epilogue()
     return asm.finish()
+
+
+def _take(asm: Assembler, word: int, number: int, lost: Label) -> None:
+    """Take task `number` through the TAKEN word at `word`: an exclusive load and store from
+    the number before it (modulo FUTEX_VALUES) to it, again where another side's access came
+    between; branch to `lost` where the word holds another number. x11..x13 are lost."""
+    retry = asm.label("retry")
+    asm(e.sub_imm(11, number, 1), e.and_imm(11, 11, FUTEX_VALUES - 1))
+    asm.bind(retry)
+    asm(e.ldxr_x(12, word), e.cmp_reg(12, 11))
+    asm.b_cond("ne", lost)
+    asm(e.stxr_x(13, number, word))
+    asm.cbnz(13, retry)
+
+
+def _take_or_wait(asm: Assembler, slot: int) -> None:
+    """Run the slot's task here where its worker has not taken it yet, else wait for it
+    (_wait); every register but x19..x24 may be lost."""
+    wait, finished = asm.label("wait"), asm.label("taken")
+    asm(e.ldr_x(15, slot, SEQUENCE), e.add_imm(10, slot, TAKEN))
+    _take(asm, 10, 15, wait)
+    asm(e.ldp_x(0, 1, slot, ARGUMENTS), e.ldp_x(2, 3, slot, ARGUMENTS + 16),
+        e.ldr_x(4, slot, ARGUMENTS + 32), e.ldr_x(10, slot, FUNCTION), e.blr(10))
+    asm.b(finished)
+    asm.bind(wait)
+    _wait(asm, slot)
+    asm.bind(finished)
 
 
 def _each_slot(asm: Assembler, body: Callable[[int], None]) -> None:
@@ -192,10 +223,11 @@ def generate_run_tasks(target: Target) -> bytes:
     """run_tasks(tasks=x0, count=x1, slots=x2, operands=x3, own=x4). x19: the next task, x22,
     x21: the slots' addresses from first to end, x20: the slot at hand, x23: operands, x24:
     own. All tasks are posted before the own one runs, and each worker's wake follows one
-    fence after all the posts."""
+    fence after all the posts; after the own one, each task no worker has taken runs here
+    (without an own task, whose stack may be too small, it waits for every worker)."""
     asm = Assembler()
     asm.prologue((19, 20, 21, 22, 23, 24, 29, 30), ())
-    no_own = asm.label("no_own")
+    no_own, finished = asm.label("no_own"), asm.label("finished")
     asm(e.mov_reg(19, 0), e.mov_reg(22, 2), e.add_reg(21, 2, 1, lsl=3), e.mov_reg(23, 3),
         e.mov_reg(24, 4))
     _each_slot(asm, lambda slot: _post(asm, slot))
@@ -205,8 +237,11 @@ def generate_run_tasks(target: Target) -> bytes:
     asm(e.ldr_x(9, 24, TASK_OPERANDS), e.add_reg(9, 23, 9), e.ldp_x(0, 1, 9),
         e.ldr_x(2, 9, 16), e.ldp_x(3, 4, 24, TASK_BEGIN), e.ldr_x(9, 24, TASK_FUNCTION),
         e.blr(9))
-    asm.bind(no_own)
+    _each_slot(asm, lambda slot: _take_or_wait(asm, slot))
+    asm.b(finished)
+    asm.bind(no_own)                        # this thread's stack may not hold a task
     _each_slot(asm, lambda slot: _wait(asm, slot))
+    asm.bind(finished)
     asm.epilogue()
     return asm.finish()
 

@@ -5,7 +5,8 @@ the futex numbers are Linux's.
     worker_loop(slot)           runs the tasks posted to slot; returns at one of function 0
     run_tasks(tasks, count, slots, operands, own)
                                 posts task i to slots[i] for i < count, runs the task at own
-                                (0: none) on this thread, returns once every slot is done
+                                (0: none) on this thread and then those no worker has taken,
+                                returns once every slot's task is done
     spin(word, count)           count polls of word, as worker_loop and run_tasks make them
     claim(in0, in1, out, table, line)
                                 runs the nest on each chunk of the table (CLAIM_*) it claims,
@@ -42,6 +43,7 @@ from einjit.backends.worker_slot import (
     OPERAND_COUNT,
     SEQUENCE,
     SPINS,
+    TAKEN,
     TASK_BEGIN,
     TASK_BYTES,
     TASK_END,
@@ -55,6 +57,7 @@ from einjit.backends.x86_64.encode import (
     R8,
     R9,
     R10,
+    R11,
     R12,
     R13,
     R14,
@@ -131,8 +134,10 @@ def generate_worker_loop(target: Target) -> bytes:
     _set_flag(asm, flag, 0)
     asm.jmp(again)
     asm.bind(work)
-    asm(enc.mov_rr(R12, RAX), enc.mov_rm(RAX, Mem(RBX, disp=FUNCTION)), enc.mov_rr(R13, RAX),
-        enc.test_rr(RAX, RAX))
+    asm(enc.mov_rr(R12, RAX))
+    _take(asm, RBX, R12)
+    asm.jcc("ne", again)                      # the caller took it: poll for the next
+    asm(enc.mov_rm(RAX, Mem(RBX, disp=FUNCTION)), enc.mov_rr(R13, RAX), enc.test_rr(RAX, RAX))
     asm.jcc("e", finished)
     for index, register in enumerate(_NEST_ARGUMENTS[:ARGUMENT_COUNT]):
         asm(enc.mov_rm(register, Mem(RBX, disp=ARGUMENTS + 8 * index)))
@@ -149,6 +154,31 @@ def generate_worker_loop(target: Target) -> bytes:
     asm.jcc("ne", again)
     asm.epilogue()
     return asm.finish()
+
+
+def _take(asm: Assembler, slot: int, number: int) -> None:
+    """Take the slot's task `number`: lock cmpxchg of TAKEN from the number before it (modulo
+    FUTEX_VALUES) to it; ZF set where this side took it. rax, rcx and rdx are lost."""
+    asm(enc.lea(RAX, Mem(number, disp=-1)), enc.mov_ri(RDX, FUTEX_VALUES - 1),
+        enc.and_rr(RAX, RDX), enc.mov_rr(RCX, number),
+        enc.lock_cmpxchg(Mem(slot, disp=TAKEN), RCX))
+
+
+def _take_or_wait(asm: Assembler, slot: int) -> None:
+    """Run the slot's task here where its worker has not taken it yet, else wait for it
+    (_wait); every register but rbx, rbp and r12..r15 may be lost."""
+    wait, finished = asm.label("wait"), asm.label("taken")
+    asm(enc.mov_rm(R9, Mem(slot, disp=SEQUENCE)))
+    _take(asm, slot, R9)
+    asm.jcc("ne", wait)
+    asm(enc.mov_rr(R11, slot))
+    for index, register in enumerate(_NEST_ARGUMENTS[:ARGUMENT_COUNT]):
+        asm(enc.mov_rm(register, Mem(R11, disp=ARGUMENTS + 8 * index)))
+    asm(enc.mov_rm(RAX, Mem(R11, disp=FUNCTION)), enc.call_r(RAX))
+    asm.jmp(finished)
+    asm.bind(wait)
+    _wait(asm, slot)
+    asm.bind(finished)
 
 
 def _each_slot(asm: Assembler, body) -> None:
@@ -219,11 +249,12 @@ def generate_run_tasks(target: Target) -> bytes:
     """run_tasks(tasks=rdi, count=rsi, slots=rdx, operands=rcx, own=r8). rbx: the next task,
     r13, r12: the slots' addresses from first to end, rbp: the slot at hand, r14: operands,
     r15: own. All tasks are posted before the own one runs, and each worker's wake follows
-    one fence after all the posts."""
+    one fence after all the posts; after the own one, each task no worker has taken runs
+    here (without an own task, whose stack may be too small, it waits for every worker)."""
     asm = Assembler()
     asm.prologue((RBX, RBP, R12, R13, R14, R15))
     asm.reserve_stack(8)                     # six pushes: rsp 16-aligned at the own call
-    no_own = asm.label("no_own")
+    no_own, finished = asm.label("no_own"), asm.label("finished")
     asm(enc.mov_rr(RBX, RDI), enc.mov_rr(R13, RDX), enc.lea(R12, Mem(RDX, index=RSI, scale=8)),
         enc.mov_rr(R14, RCX), enc.mov_rr(R15, R8))
     _each_slot(asm, lambda slot: _post(asm, slot))
@@ -237,8 +268,11 @@ def generate_run_tasks(target: Target) -> bytes:
     for register, field in zip(_NEST_ARGUMENTS[OPERAND_COUNT:], (TASK_BEGIN, TASK_END)):
         asm(enc.mov_rm(register, Mem(R15, disp=field)))
     asm(enc.mov_rm(RAX, Mem(R15, disp=TASK_FUNCTION)), enc.call_r(RAX))
-    asm.bind(no_own)
+    _each_slot(asm, lambda slot: _take_or_wait(asm, slot))
+    asm.jmp(finished)
+    asm.bind(no_own)                         # this thread's stack may not hold a task
     _each_slot(asm, lambda slot: _wait(asm, slot))
+    asm.bind(finished)
     asm(enc.add_ri(RSP, 8))
     asm.epilogue()
     return asm.finish()

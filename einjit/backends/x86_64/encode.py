@@ -409,6 +409,15 @@ def lock_xadd(mem: Mem, src: int) -> bytes:
     return b"\xf0" + _legacy(b"\x0f\xc1", src, mem)
 
 
+@_memoized
+def lock_cmpxchg(mem: Mem, src: int) -> bytes:
+    """Atomically: where qword [mem] equals rax, [mem] := src (ZF set), else rax := [mem]
+    (ZF clear) (lock cmpxchg)."""
+    _check_mem("lock_cmpxchg mem", mem)
+    _check_gpr("lock_cmpxchg src", src)
+    return b"\xf0" + _legacy(b"\x0f\xb1", src, mem)
+
+
 def push(reg: int) -> bytes:
     _check_gpr("push reg", reg)
     return _opcode_plus_reg(0x50, reg, w=False)

@@ -15,9 +15,11 @@ from einjit.backends.worker_slot import (
     CLAIM_NEXT,
     CLAIM_SHARES,
     DONE,
+    FUNCTION,
     FUTEX_VALUES,
     SEQUENCE,
     SPINS,
+    TAKEN,
     WORKER_SLEEPS,
 )
 from einjit.disasm import disassemble
@@ -68,10 +70,11 @@ def test_the_worker_polls_runs_the_task_and_sleeps_and_wakes_through_the_futex()
 
 def test_run_tasks_posts_every_task_then_fences_once_then_wakes_runs_its_own_and_waits():
     lines = listing(dispatch.generate_run_tasks)
-    assert system_calls(lines) == ["wake", "yield", "wait"]
+    # a wait for the tasks the workers took after the own one; without one, for every task
+    assert system_calls(lines) == ["wake", "yield", "wait", "yield", "wait"]
     fences = [index for index, line in enumerate(lines) if line == "dmb ish"]
     sequence_stores = [index for index, line in enumerate(lines) if line.startswith("stlr")]
-    assert len(fences) == 2 and len(sequence_stores) == 1
+    assert len(fences) == 3 and len(sequence_stores) == 1
     wake = lines.index("mov x1, #0x81")
     own_call = lines.index("blr x9")
     assert sequence_stores[0] < fences[0] < wake < own_call < fences[1]
@@ -85,7 +88,7 @@ def test_run_tasks_posts_every_task_then_fences_once_then_wakes_runs_its_own_and
 
 
 @pytest.mark.parametrize("generate, calls", [
-    (dispatch.generate_run_tasks, ["wake", "yield", "wait"]),
+    (dispatch.generate_run_tasks, ["wake", "yield", "wait", "yield", "wait"]),
     (dispatch.generate_spin, ["yield"])])
 def test_run_tasks_and_spin(generate, calls):
     lines = listing(generate)
@@ -122,3 +125,22 @@ def test_claim_takes_numbers_by_an_exclusive_pair_from_its_share_then_the_next_s
         "cmp x23, x10"]
     assert lines[visited + 6] == f"add x23, x22, #{shown(LINE_BYTES)}"   # past the last
     assert lines[-1] == "ret"
+
+
+def test_worker_and_caller_take_a_task_by_an_exclusive_swap_from_the_number_before_it():
+    """The worker takes its task before calling it and polls again where it finds it taken;
+    the caller, after its own task, runs each task no worker took and waits for the rest."""
+    worker = listing(dispatch.generate_worker_loop)
+    at = worker.index(f"add x10, x19, #{hex(TAKEN)}")
+    assert worker[at + 1:at + 5] == ["sub x11, x20, #1", f"and x11, x11, #{hex(FUTEX_VALUES - 1)}",
+                                     "ldxr x12, [x10]", "cmp x12, x11"]
+    assert worker[at + 5].startswith("b.ne ")                # taken already: poll again
+    assert worker[at + 6] == "stxr w13, x20, [x10]" and worker[at + 7].startswith("cbnz x13, ")
+    assert worker[at + 8] == f"ldr x9, [x19, #{shown(FUNCTION)}]"
+    caller = listing(dispatch.generate_run_tasks)
+    own_call = caller.index("blr x9")
+    at = caller.index(f"add x10, x9, #{hex(TAKEN)}")
+    assert own_call < at and caller[at - 1] == "ldr x15, [x9]"       # SEQUENCE
+    assert caller[at + 5].startswith("b.ne ") and caller[at + 6] == "stxr w13, x15, [x10]"
+    ran = caller.index("blr x10", at)
+    assert caller[ran - 1] == f"ldr x10, [x9, #{shown(FUNCTION)}]"

@@ -14,9 +14,11 @@ from einjit.backends.worker_slot import (
     CLAIM_NEXT,
     CLAIM_SHARES,
     DONE,
+    FUNCTION,
     FUTEX_VALUES,
     SEQUENCE,
     SPINS,
+    TAKEN,
     WORKER_SLEEPS,
 )
 from einjit.backends.x86_64 import dispatch
@@ -68,11 +70,12 @@ def test_the_worker_polls_runs_the_task_and_sleeps_and_wakes_through_the_futex()
 
 def test_run_tasks_posts_every_task_then_fences_once_then_wakes_runs_its_own_and_waits():
     lines = listing(dispatch.generate_run_tasks)
-    assert system_calls(lines) == ["wake", "yield", "wait"]
+    # a wait for the tasks the workers took after the own one; without one, for every task
+    assert system_calls(lines) == ["wake", "yield", "wait", "yield", "wait"]
     fences = [index for index, line in enumerate(lines) if line == "mfence"]
     sequence_stores = [index for index, line in enumerate(lines)
                        if line == "mov qword ptr [rdi], rax"]
-    assert len(fences) == 2 and len(sequence_stores) == 1
+    assert len(fences) == 3 and len(sequence_stores) == 1
     wake = next(index for index, line in enumerate(lines) if line == "mov esi, 0x81")
     own_call = lines.index("call rax")
     assert sequence_stores[0] < fences[0] < wake < own_call < fences[1]
@@ -84,7 +87,7 @@ def test_run_tasks_posts_every_task_then_fences_once_then_wakes_runs_its_own_and
 
 
 @pytest.mark.parametrize("generate, calls", [
-    (dispatch.generate_run_tasks, ["wake", "yield", "wait"]),
+    (dispatch.generate_run_tasks, ["wake", "yield", "wait", "yield", "wait"]),
     (dispatch.generate_spin, ["yield"])])
 def test_run_tasks_and_spin(generate, calls):
     lines = listing(generate)
@@ -118,3 +121,22 @@ def test_claim_takes_numbers_atomically_from_its_share_then_from_the_next_shares
     assert lines[visited + 5] == f"lea r14, [r13 + {shown(LINE_BYTES)}]"
     assert lines.count("push r15") == 1 and "sub rsp, 8" in lines  # rsp 16-aligned at the call
     assert lines[-1] == "ret"
+
+
+def test_worker_and_caller_take_a_task_by_compare_and_swap_from_the_number_before_it():
+    """The worker takes its task before calling it and polls again where it finds it taken;
+    the caller, after its own task, runs each task no worker took and waits for the rest."""
+    worker = listing(dispatch.generate_worker_loop)
+    take = worker.index(f"lock cmpxchg qword ptr [rbx + {hex(TAKEN)}], rcx")
+    assert worker[take - 4:take] == ["lea rax, [r12 - 1]", f"mov edx, {hex(FUTEX_VALUES - 1)}",
+                                     "and rax, rdx", "mov rcx, r12"]
+    assert worker[take + 1].startswith("jne ")               # taken already: poll again
+    assert worker[take + 2] == f"mov rax, qword ptr [rbx + {shown(FUNCTION)}]"
+    caller = listing(dispatch.generate_run_tasks)
+    own_call = caller.index("call rax")
+    take = caller.index(f"lock cmpxchg qword ptr [rdi + {hex(TAKEN)}], rcx")
+    assert own_call < take and caller[take - 5] == "mov r9, qword ptr [rdi]"    # SEQUENCE
+    assert caller[take + 1].startswith("jne ")               # the worker's: wait for it
+    ran = caller.index("call rax", take)
+    assert caller[ran - 1] == f"mov rax, qword ptr [r11 + {shown(FUNCTION)}]"
+    assert caller.count(f"lock cmpxchg qword ptr [rdi + {hex(TAKEN)}], rcx") == 1
