@@ -6,9 +6,10 @@ which runs until it reads function 0. A step's tasks (Tasks: each a function and
 arguments, the nest's shares or calls of different functions) are records built once; one
 ctypes call of the generated run_tasks (GIL released) writes each worker's task into its slot
 and posts the slot's next sequence number (a store, and a futex wake only where the worker
-has gone to sleep), runs the caller's own task, and polls each worker's done word. The
-worker, polling its sequence word, calls the function, stores the number as done, and wakes
-the caller only if it sleeps. Both sides poll for about SPIN_SECONDS before they sleep in
+has gone to sleep), runs the caller's own task, runs each task no worker has taken yet
+(worker_slot's TAKEN) and polls the done word of the others. The worker, polling its
+sequence word, takes its task, calls the function, stores the number as done, and wakes the
+caller only if it sleeps. Both sides poll for about SPIN_SECONDS before they sleep in
 the kernel, so operations that follow each other closely hand over with no thread wake-up
 (each poll yields the core, in case the other side is queued for it). The poll count comes
 from timing the backend's spin, the same poll, once per process.
