@@ -28,6 +28,11 @@ SPECIALS64 = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, -5e-
                       dtype=np.float64)
 
 
+def shown(number):
+    """A displacement as the disassembler writes it: decimal below 10, else hex."""
+    return str(number) if number < 10 else hex(number)
+
+
 def part_dtype(dtype):
     """The real dtype of a complex dtype's parts (a real dtype: itself)."""
     dtype = np.dtype(dtype)

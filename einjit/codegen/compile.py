@@ -42,9 +42,9 @@ MIN_FLOPS_PER_THREAD = 1 << 19
 # stack a nest that copies A needs beside the copy: its kernels' frames (under 64 KiB) and the
 # frames the calling thread already holds
 NEST_STACK_MARGIN_BYTES = 256 << 10
-# chunks a thread may claim where the threads claim a nest's iterations: a thread slowed to
-# half speed then ends about a chunk after the others; each chunk holds the work of this many
-# shares at least, so that the nest's entry stays a small part of its time
+# chunks a thread's share is cut into where the threads claim a nest's iterations: a thread
+# slowed to half speed then ends about a chunk after the others; each chunk holds at least
+# this many times a share's least work, so that the nest's entry stays a small part of it
 CLAIMS_PER_THREAD = 8
 CLAIM_LEAST_SHARES = 4
 

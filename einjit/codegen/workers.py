@@ -79,7 +79,7 @@ class _Code:
         loop, run_tasks, spin, claim = (block.address for block in self._blocks)
         self.worker_loop, self.run_tasks = _LOOP(loop), _RUN_TASKS(run_tasks)
         self.spin = _SPIN(spin)
-        self.claim = claim              # a task's function: claim(in0, in1, out, table, 0)
+        self.claim = claim              # a task's function: claim(in0, in1, out, table, line)
         self.spins = _polls_in(self.spin, SPIN_SECONDS)
 
 
@@ -282,9 +282,9 @@ def native_pool(target: Target) -> NativePool | None:
 
 class _ClaimTable:
     """The table the backend's claim reads (worker_slot's CLAIM_*) for a nest at `address`
-    whose shares are cut into `chunks`: a buffer whose words from `first` on start a cache
-    line, the address of each share's line, and what a run resets (each share's next number
-    to its first chunk's)."""
+    whose shares are cut into `chunks`: its address (a cache line's start in a buffer of
+    words), the address of each share's line, and what a run resets (each share's next
+    number to its first chunk's). The bounds follow the shares' lines."""
 
     def __init__(self, address: int, shares: Sequence[tuple[int, int]],
                  chunks: Sequence[tuple[int, int]]):
@@ -303,7 +303,7 @@ class _ClaimTable:
         lines = line * (1 + len(shares))
         self.words = _words([0] * (lines + len(bounds) + line))  # room to start on a line
         base = self.words.buffer_info()[0]
-        self.first = first = -base % LINE_BYTES // 8
+        first = -base % LINE_BYTES // 8
         self.address = base + 8 * first
         self.lines = [self.address + LINE_BYTES * (1 + share) for share in range(len(shares))]
         header = (address, len(shares), self.address + 8 * lines,

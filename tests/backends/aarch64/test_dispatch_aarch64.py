@@ -24,6 +24,8 @@ from einjit.backends.worker_slot import (
 )
 from einjit.disasm import disassemble
 
+from support import shown
+
 TARGET = resolve_target("aarch64")
 
 
@@ -98,11 +100,6 @@ def test_run_tasks_and_spin(generate, calls):
     assert any(line.startswith("ldar") for line in lines)
     assert any(line.startswith("stlr") for line in lines) == (
         generate is dispatch.generate_run_tasks)
-
-
-def shown(number):
-    """A displacement as the disassembler shows it: decimal below 10, else hex."""
-    return str(number) if number < 10 else hex(number)
 
 
 def test_claim_takes_numbers_by_an_exclusive_pair_from_its_share_then_the_next_shares():

@@ -24,6 +24,8 @@ from einjit.backends.worker_slot import (
 from einjit.backends.x86_64 import dispatch
 from einjit.disasm import disassemble
 
+from support import shown
+
 TARGET = resolve_target("x86_64:avx2")
 
 
@@ -94,11 +96,6 @@ def test_run_tasks_and_spin(generate, calls):
     assert system_calls(lines) == calls
     assert "pause" in lines
     assert ("mfence" in lines) == (generate is not dispatch.generate_spin)
-
-
-def shown(number):
-    """A displacement as the disassembler shows it: decimal below 10, else hex."""
-    return str(number) if number < 10 else hex(number)
 
 
 def test_claim_takes_numbers_atomically_from_its_share_then_from_the_next_shares():
