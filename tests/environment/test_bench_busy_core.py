@@ -80,7 +80,8 @@ def _pinned_on(cores):
 
 
 @pytest.mark.native
-def test_a_measure_of_fixed_shares_plans_no_chunks(monkeypatch):
+def test_a_fixed_shares_measure_turns_claims_off_and_times_every_matching_case():
+    """In a child: the measure sets CLAIMS_PER_THREAD to 0 for the process it runs in."""
     def child(note):
         figures = busy_core.measure("batched", quick=True, fixed=True)
         return figures, compile_module.CLAIMS_PER_THREAD
