@@ -27,7 +27,9 @@ block row of A, kc columns, stays in L1 while the kernel sweeps the panel's colu
 - kc: two lines of each of kc columns fill half of L1 (a block row of A, two vectors high,
   holds two lines of every column it reads);
 - nc: B's panel fills at most a quarter of L2 (a larger one leaves too little of it to A's
-  block and C's, docs/measurements.md), at least split's default;
+  block and C's, docs/measurements.md), at least split's default; where A's columns lie a
+  conflict pitch apart, so that every panel copies A's blocks again, up to half of L2 while
+  a quarter holds fewer than PANEL_LEAST_COLUMNS columns;
 - mc: split's default.
 The sizes are maxima: split takes the largest divisor of each dim within them (n's of any
 size), and peel cuts m into whole blocks and a rest where that makes fewer blocks.
@@ -113,6 +115,13 @@ TILE_EDGE_COST = 16
 MIN_BALANCE = 0.9
 
 
+# every panel copies A's blocks again where their columns lie a conflict pitch apart (the
+# copy, from L3 or memory, is not hidden behind the kernel's work as a prefetched stream is):
+# a panel of fewer columns spends more on those copies than a panel of up to half of L2 loses
+# to B's lines crowding it (docs/measurements.md)
+PANEL_LEAST_COLUMNS = 512
+
+
 def _divisors(size: int) -> list[int]:
     return sorted({d for low in range(1, isqrt(size) + 1) if size % low == 0
                    for d in (low, size // low)})
@@ -168,10 +177,22 @@ def m_groups(op, panels: int, blocks: int) -> int | None:
 
 
 def _widest_panel(op) -> int:
-    """nc at most: B's kc x nc panel a quarter of L2, at least split's default."""
+    """nc at most: B's kc x nc panel a quarter of L2; where A's columns lie a multiple of the
+    core's conflict pitch apart (the nest copies A's block for every call), up to half of it
+    while a quarter holds fewer than PANEL_LEAST_COLUMNS; at least split's default."""
     micro = op.target.micro
-    return max(DEFAULT_MAX_SIZE["n"],
-               micro.l2_bytes // 4 // (k_chunk(micro) * np.dtype(op.dtype).itemsize))
+    column_bytes = k_chunk(micro) * np.dtype(op.dtype).itemsize
+    widest = micro.l2_bytes // 4 // column_bytes
+    pitch = _a_pitch_bytes(op)
+    if pitch and pitch % micro.conflict_pitch_bytes == 0:
+        widest = max(widest, min(PANEL_LEAST_COLUMNS, micro.l2_bytes // 2 // column_bytes))
+    return max(DEFAULT_MAX_SIZE["n"], widest)
+
+
+def _a_pitch_bytes(op) -> int:
+    """The bytes between A's columns: the least in0 stride of the op's k dims (0: none)."""
+    return np.dtype(op.dtype).itemsize * min(
+        (d.stride_in0 for d in op.dims if d.type == "k" and d.stride_in0), default=0)
 
 
 def k_chunk(micro) -> int:
@@ -226,12 +247,10 @@ def max_sizes(op) -> dict[str, int | None]:
     vector times a matrix beyond L2, split's defaults, or for a large one its cache blocks
     (see the module doc)."""
     if op.is_matrix_vector:
-        itemsize = np.dtype(op.dtype).itemsize
         micro = op.target.micro
-        matrix = op.total("m") * op.total("k") * itemsize
-        pitch = min((d.stride_in0 for d in op.dims if d.type == "k" and d.stride_in0), default=0)
+        matrix = op.total("m") * op.total("k") * np.dtype(op.dtype).itemsize
         few = (4 * matrix > 3 * micro.llc_bytes
-               or _crowds_l1_sets(micro, pitch * itemsize, VECTOR_MAX_SIZE["k"]))
+               or _crowds_l1_sets(micro, _a_pitch_bytes(op), VECTOR_MAX_SIZE["k"]))
         k = VECTOR_FROM_MEMORY_K if few else VECTOR_MAX_SIZE["k"]
         return dict(VECTOR_MAX_SIZE, m=vector_rows(op), k=k)
     if is_rows(op):

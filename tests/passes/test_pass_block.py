@@ -37,6 +37,17 @@ def largest_small_k(m, n, dtype, micro):
     return budget // (rows * ITEMSIZE[dtype])
 
 
+def panel_budget_bytes(micro, dtype, m):
+    """The most bytes of B's kc x nc panel for a column-major A of m rows: a quarter of L2;
+    where A's columns lie a multiple of the conflict pitch apart, up to half of it while a
+    quarter holds fewer than PANEL_LEAST_COLUMNS columns."""
+    column_bytes = block.k_chunk(micro) * ITEMSIZE[dtype]
+    quarter = micro.l2_bytes // 4
+    if m * ITEMSIZE[dtype] % micro.conflict_pitch_bytes:
+        return quarter
+    return max(quarter, min(block.PANEL_LEAST_COLUMNS * column_bytes, micro.l2_bytes // 2))
+
+
 def loops(op):
     """(type, exec type) of the op's loops, outermost first, and the types of its prim dims."""
     outer = [(d.type, d.exec_type) for d in op.dims if d.exec_type != "prim"]
@@ -132,28 +143,28 @@ def test_cache_blocks(target, dtype, threads, n):
     assert sizes["m"] == block.DEFAULT_MAX_SIZE["m"] and sizes["c"] is None
     nc = sizes["n"]
     assert nc >= block.DEFAULT_MAX_SIZE["n"]
-    quarter_l2 = micro.l2_bytes // 4
+    budget = panel_budget_bytes(micro, dtype, 1600)
     tiles = block.thread_tiles(op)
     if tiles is not None:
-        # tiles of C for several threads: whole panels of a divisor of n that fit a quarter
-        # of L2, times groups of m blocks, that keep the threads busy
+        # tiles of C for several threads: whole panels of a divisor of n that fit the panel's
+        # budget of L2, times groups of m blocks, that keep the threads busy
         assert threads > 1 and tiles[0] == nc and n % nc == 0
-        assert nc * kc * itemsize <= quarter_l2
+        assert nc * kc * itemsize <= budget
         tasks = n // nc * tiles[1]
         assert tasks / (threads * -(-tasks // threads)) >= block.MIN_BALANCE
         return
     if nc == block.DEFAULT_MAX_SIZE["n"]:
-        # the floor: each thread's share of n in panels that fit a quarter of L2 is narrower
-        panels = threads * -(-n * kc * itemsize // (quarter_l2 * threads))
+        # the floor: each thread's share of n in panels that fit the budget is narrower
+        panels = threads * -(-n * kc * itemsize // (budget * threads))
         assert n // panels <= nc
         return
     panels = n // nc
-    # whole panels for every thread; each fits a quarter of L2
+    # whole panels for every thread; each fits the budget
     assert panels % threads == 0
-    assert nc * kc * itemsize <= quarter_l2
+    assert nc * kc * itemsize <= budget
     # as few panels as that allows: one fewer round of panels for the threads would not fit
     if panels > threads:
-        assert -(-n // (panels - threads)) * kc * itemsize > quarter_l2
+        assert -(-n // (panels - threads)) * kc * itemsize > budget
 
 
 @pytest.mark.parametrize("target, dtype, threads, expected", [
@@ -161,10 +172,11 @@ def test_cache_blocks(target, dtype, threads, n):
     # / (128 x 4 bytes) = 256 columns: 1600 in 7 panels of 228 (8 for 2 threads: 200)
     ("zen3", "float32", 1, {"k": 128, "n": 228}),
     ("zen3", "float32", 2, {"k": 128, "n": 200}),
-    # Zen 4: 1 MiB L2: 512 float32 columns of 128 -> 4 panels of 400; 256 float64 columns -> 7
-    # panels of 228; 16 threads: 16 panels of 100 either way
+    # Zen 4: 1 MiB L2: 512 float32 columns of 128 -> 4 panels of 400; float64's quarter holds
+    # 256 columns, but 1600 rows lie a conflict pitch apart (12800 bytes: 25 x 512): up to half
+    # of L2, 512 columns -> 4 panels of 400 too; 16 threads: 16 panels of 100 either way
     ("zen4", "float32", 2, {"k": 128, "n": 400}),
-    ("zen4", "float64", 1, {"k": 128, "n": 228}),
+    ("zen4", "float64", 1, {"k": 128, "n": 400}),
     ("zen4", "float64", 16, {"k": 128, "n": 100}),
     # Zen 5: 48 KiB L1 -> kc = 192; 256 KiB / (192 x 4) = 341 columns -> 5 panels of 320
     ("zen5", "float32", 1, {"k": 192, "n": 320}),
@@ -176,6 +188,42 @@ def test_cache_blocks(target, dtype, threads, n):
 def test_cache_blocks_of_1600(target, dtype, threads, expected):
     sizes = block.max_sizes(gemm(1600, 1600, 1600, dtype, target, num_threads=threads))
     assert (sizes["k"], sizes["n"]) == (expected["k"], expected["n"])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m", [1024, 1536, 2048, 1600, 1000])
+def test_a_copied_a_widens_the_panel(target, dtype, m):
+    """Where A's columns lie a multiple of the conflict pitch apart (the nest copies A's
+    block for every call), B's panel may fill up to half of L2 while a quarter of it holds
+    fewer than PANEL_LEAST_COLUMNS; elsewhere a quarter."""
+    micro = TARGETS[target].micro
+    itemsize = ITEMSIZE[dtype]
+    column_bytes = block.k_chunk(micro) * itemsize
+    quarter, half = micro.l2_bytes // 4 // column_bytes, micro.l2_bytes // 2 // column_bytes
+    n = 8192                 # divisible by every power of two a panel can be
+    nc = block.max_sizes(gemm(m, n, 4096, dtype, target, num_threads=1))["n"]
+    if m * itemsize % micro.conflict_pitch_bytes:
+        assert nc <= quarter
+    else:
+        assert nc <= max(quarter, half)
+        assert nc >= min(max(quarter, block.PANEL_LEAST_COLUMNS), half) // 2
+    # the widest that shares n: the next power of two up would pass the bound
+    bound = (max(quarter, min(block.PANEL_LEAST_COLUMNS, half))
+             if m * itemsize % micro.conflict_pitch_bytes == 0 else quarter)
+    assert 2 * nc > bound or nc == block.DEFAULT_MAX_SIZE["n"]
+
+
+@pytest.mark.parametrize("target, dtype, m, expected", [
+    # Zen 4: kc 128, 1 MiB L2: float64's quarter holds 256 columns; at a conflict pitch (1024
+    # rows: 8 KiB) up to half, 512; float32's quarter already holds 512
+    ("zen4", "float64", 1024, 512), ("zen4", "float64", 1000, 256),
+    ("zen4", "float32", 1024, 512),
+    # Zen 3: 512 KiB L2: float32 256 columns -> 512 (half), float64 128 -> 256
+    ("zen3", "float32", 2048, 512), ("zen3", "float64", 2048, 256), ("zen3", "float32", 2000, 256),
+])
+def test_panel_widths_at_a_conflict_pitch(target, dtype, m, expected):
+    assert block.max_sizes(gemm(m, 8192, 4096, dtype, target, num_threads=1))["n"] == expected
 
 
 def test_a_panel_is_never_narrower_than_splits_default():
