@@ -68,8 +68,9 @@ assert OPERAND_COUNT + 2 == ARGUMENT_COUNT
 # order, then from the shares after it, wrapping around, until it finds them all claimed.
 CLAIM_FUNCTION = 0          # the nest's entry
 CLAIM_SHARES = 8            # how many shares
-CLAIM_BOUNDS = 16           # the address of the bounds: chunk i is [bounds[i], bounds[i + 1])
-CLAIM_LINES_END = 24        # the address past the last share's line
+# the address of the bounds (chunk i is [bounds[i], bounds[i + 1])), which start where the
+# last share's line ends: a claim passing its lines wraps around there
+CLAIM_BOUNDS = 16
 # share s's line is at LINE_BYTES * (1 + s):
 CLAIM_NEXT = 0              # the number of its next chunk to claim
 CLAIM_END = 8               # the number past its last chunk

@@ -37,7 +37,6 @@ from ..backends.worker_slot import (
     CLAIM_BOUNDS,
     CLAIM_END,
     CLAIM_FUNCTION,
-    CLAIM_LINES_END,
     CLAIM_NEXT,
     CLAIM_SHARES,
     OPERAND_COUNT,
@@ -306,10 +305,8 @@ class _ClaimTable:
         first = -base % LINE_BYTES // 8
         self.address = base + 8 * first
         self.lines = [self.address + LINE_BYTES * (1 + share) for share in range(len(shares))]
-        header = (address, len(shares), self.address + 8 * lines,
-                  self.address + 8 * lines)
-        for offset, value in zip((CLAIM_FUNCTION, CLAIM_SHARES, CLAIM_BOUNDS, CLAIM_LINES_END),
-                                 header):
+        header = (address, len(shares), self.address + 8 * lines)
+        for offset, value in zip((CLAIM_FUNCTION, CLAIM_SHARES, CLAIM_BOUNDS), header):
             self.words[first + offset // 8] = value
         self.words[first + lines:first + lines + len(bounds)] = _words(bounds)
         ends = firsts[1:] + [len(chunks)]

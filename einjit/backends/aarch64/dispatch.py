@@ -36,7 +36,6 @@ from einjit.backends.worker_slot import (
     CLAIM_BOUNDS,
     CLAIM_END,
     CLAIM_FUNCTION,
-    CLAIM_LINES_END,
     CLAIM_NEXT,
     CLAIM_SHARES,
     DONE,
@@ -282,7 +281,7 @@ def generate_claim(target: Target) -> bytes:
     asm.bind(next_share)
     asm(e.subs_imm(24, 24, 1))
     asm.b_cond("eq", finished)
-    asm(e.add_imm(23, 23, LINE_BYTES), e.ldr_x(10, 22, CLAIM_LINES_END), e.cmp_reg(23, 10))
+    asm(e.add_imm(23, 23, LINE_BYTES), e.ldr_x(10, 22, CLAIM_BOUNDS), e.cmp_reg(23, 10))
     asm.b_cond("lo", claim)
     asm(e.add_imm(23, 22, LINE_BYTES))                      # past the last: the first
     asm.b(claim)

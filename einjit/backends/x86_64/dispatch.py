@@ -32,7 +32,6 @@ from einjit.backends.worker_slot import (
     CLAIM_BOUNDS,
     CLAIM_END,
     CLAIM_FUNCTION,
-    CLAIM_LINES_END,
     CLAIM_NEXT,
     CLAIM_SHARES,
     DONE,
@@ -316,7 +315,7 @@ def generate_claim(target: Target) -> bytes:
     asm.bind(next_share)
     asm(enc.dec(R15))
     asm.jcc("e", finished)
-    asm(enc.add_ri(R14, LINE_BYTES), enc.cmp_rr(R14, Mem(R13, disp=CLAIM_LINES_END)))
+    asm(enc.add_ri(R14, LINE_BYTES), enc.cmp_rr(R14, Mem(R13, disp=CLAIM_BOUNDS)))
     asm.jcc("b", claim)
     asm(enc.lea(R14, Mem(R13, disp=LINE_BYTES)))             # past the last: the first
     asm.jmp(claim)

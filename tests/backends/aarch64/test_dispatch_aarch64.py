@@ -11,7 +11,6 @@ from einjit.backends.worker_slot import (
     CLAIM_BOUNDS,
     CLAIM_END,
     CLAIM_FUNCTION,
-    CLAIM_LINES_END,
     CLAIM_NEXT,
     CLAIM_SHARES,
     DONE,
@@ -118,7 +117,7 @@ def test_claim_takes_numbers_by_an_exclusive_pair_from_its_share_then_the_next_s
     assert f"ldr x24, [x22, #{shown(CLAIM_SHARES)}]" in lines
     visited = lines.index("subs x24, x24, #1")
     assert lines[visited + 1].startswith("b.eq ") and lines[visited + 2:visited + 5] == [
-        f"add x23, x23, #{shown(LINE_BYTES)}", f"ldr x10, [x22, #{shown(CLAIM_LINES_END)}]",
+        f"add x23, x23, #{shown(LINE_BYTES)}", f"ldr x10, [x22, #{shown(CLAIM_BOUNDS)}]",
         "cmp x23, x10"]
     assert lines[visited + 6] == f"add x23, x22, #{shown(LINE_BYTES)}"   # past the last
     assert lines[-1] == "ret"

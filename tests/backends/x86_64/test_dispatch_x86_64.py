@@ -10,7 +10,6 @@ from einjit.backends.worker_slot import (
     CLAIM_BOUNDS,
     CLAIM_END,
     CLAIM_FUNCTION,
-    CLAIM_LINES_END,
     CLAIM_NEXT,
     CLAIM_SHARES,
     DONE,
@@ -114,7 +113,7 @@ def test_claim_takes_numbers_atomically_from_its_share_then_from_the_next_shares
     assert f"mov r15, qword ptr [r13 + {shown(CLAIM_SHARES)}]" in lines
     visited = lines.index("dec r15")
     assert lines[visited + 1].startswith("je ") and lines[visited + 2:visited + 4] == [
-        f"add r14, {shown(LINE_BYTES)}", f"cmp r14, qword ptr [r13 + {shown(CLAIM_LINES_END)}]"]
+        f"add r14, {shown(LINE_BYTES)}", f"cmp r14, qword ptr [r13 + {shown(CLAIM_BOUNDS)}]"]
     assert lines[visited + 5] == f"lea r14, [r13 + {shown(LINE_BYTES)}]"
     assert lines.count("push r15") == 1 and "sub rsp, 8" in lines  # rsp 16-aligned at the call
     assert lines[-1] == "ret"
