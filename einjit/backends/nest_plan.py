@@ -14,8 +14,9 @@ carry chain replaces a nest of loops (a kernel call dwarfs a carry check either 
 
 At each index tuple, in order: the first touch on the out block if every reduction index is
 0, the out block's prefetch, the copies of A's and B's blocks (Pack) where in0 or in1 has
-moved since its last copy, the main kernel, the last touch if every reduction index is at its
-end. The kernels
+moved since its last copy, the main kernel (its setting form, first_main, in place of a zero
+first touch and the main kernel where the plan has one), the last touch if every reduction
+index is at its end. The kernels
 follow the nest in the same buffer and are called as leaf functions.
 """
 
@@ -108,6 +109,9 @@ class NestPlan:
     prefetch_out: Prefetch | None = None
     pack_a: Pack | None = None
     pack_b: Pack | None = None
+    # the main call at the first reduction indices where it sets the out block instead of
+    # adding to it (a zero first touch folded into the BRGEMM); None: main at every index
+    first_main: KernelCall | None = None
 
     @property
     def pack_bytes(self) -> int:
@@ -137,7 +141,7 @@ class NestPlan:
         """The distinct kernels the nest calls (KernelCall.kernel), in a stable order."""
         found = []
         copies = [pack.copy if pack else None for pack in (self.pack_a, self.pack_b)]
-        for call in (self.first_touch, *copies, self.main, self.last_touch):
+        for call in (self.first_touch, *copies, self.first_main, self.main, self.last_touch):
             if call is not None and call.kernel not in found:
                 found.append(call.kernel)
         return tuple(found)

@@ -13,6 +13,9 @@ core (Target.micro, an einjit.backends.Microarch):
   folds into the kernel: it sets C (accumulate False) instead of reading the zeros back; where
   out spans stream_out_bytes and no last touch reads C back, the kernel streams it
   (non-temporal stores; real dtypes only: the complex BRGEMM stores through its caches).
+  Inside k loops it folds into the call at their first indices (NestPlan.first_main: the
+  main kernel that sets C, its far_c hint kept so that its stores find C's lines near): no
+  pass of zeros over C, which would bring every block in from beyond L2 once more.
 - BRGEMM kernels are generated for the ld_b the nest passes them (the backend may block for
   it).
 - A GEMM's A block whose columns lie a multiple of the core's conflict pitch apart (a batch's,
@@ -252,4 +255,9 @@ def plan_nest(op, target: Target) -> NestPlan:
     main, pack_a = _pack_a(main, shared + seq, itemsize, micro)
     main, pack_b = _pack_b(main, shared + seq, itemsize, micro)
     main = _next_call(main, op, shared + seq, prefetch is not None, micro)
-    return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch, pack_a, pack_b)
+    first_main = None
+    if main is not None and main.kind == "brgemm" and first is not None \
+            and first.params[0] == "zero":       # inside k loops: set C at their first indices
+        first_main, first = replace(main, params=main.params[:4] + (False,) + main.params[5:]), None
+    return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch, pack_a, pack_b,
+                    first_main)

@@ -501,10 +501,11 @@ def test_b_blocks_are_copied_only_where_the_m_loop_reuses_them():
     assert plan_of(_conflicting_a_gemm("float32")).pack_b is None
 
 
-def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
+def test_a_zero_first_touch_folds_into_a_brgemm():
     """Without a k loop each out block gets one update right after its zeroing: the kernel
     sets C (accumulate False), no zero kernel runs and C is not prefetched (it is not read).
-    With a seq k loop the zero touch stays and the kernel adds."""
+    With a seq k loop no zero kernel runs either: at the loop's first index the main kernel's
+    setting form (first_main, far_c kept) sets C, the main kernel adds at the others."""
     brgemm = TensorOperation("float32", "zero", "brgemm", "relu", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_of(brgemm)
@@ -516,12 +517,16 @@ def test_a_zero_first_touch_folds_into_a_brgemm_only_without_k_loops():
         ("seq", "seq", "seq", "prim", "prim", "prim"), (8, OUTER, OUTER, 32, 32, 32),
         (1024, 8192, 0, 1, 0, 32), (1024, 0, 8192, 0, 32, 1), (0, 32768, 1024, 1, 32, 0))
     plan = plan_of(k_loop_outside)
-    assert plan.first_touch.params[0] == "zero"
+    assert plan.first_touch is None
     assert plan.main.params == (32, 32, 32, 1, True, False, 32, 32, None)   # far_c: k outermost
+    assert plan.first_main == dataclasses.replace(
+        plan.main, params=(32, 32, 32, 1, False, False, 32, 32, None))
+    assert plan.first_main.kernel in plan.kernels and plan.main.kernel in plan.kernels
     no_touch = TensorOperation("float32", "none", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     plan = plan_of(no_touch)
     assert plan.main.params[4] is True and plan.prefetch_out is not None
+    assert plan.first_main is None
     square = TensorOperation("float32", "square", "brgemm", "none", exec_types=(
         "shared", "seq", "prim", "prim", "prim", "prim"), **SEEDS)
     assert plan_of(square).main.params[4] is True

@@ -108,11 +108,8 @@ def _call(asm: Assembler, call: KernelCall, entry, plan: NestPlan) -> None:
     asm.bl(entry)
 
 
-def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool, entries) -> None:
-    """Call `call` unless some reduction index is not 0 (at_end: not at its last value)."""
-    if call is None:
-        return
-    skip = asm.label("touch_done")
+def _skip_unless_indices(asm: Assembler, plan: NestPlan, at_end: bool, skip) -> None:
+    """Branch to `skip` unless every reduction index is 0 (at_end: at its last value)."""
     for d, dim in enumerate(plan.loops):
         if dim.reduction:
             asm(enc.ldr_x(INDEX, SP, _index_offset(d)))
@@ -121,8 +118,32 @@ def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool
                 asm.b_cond("ne", skip)
             else:
                 asm.cbnz(INDEX, skip)
+
+
+def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool, entries) -> None:
+    """Call `call` unless some reduction index is not 0 (at_end: not at its last value)."""
+    if call is None:
+        return
+    skip = asm.label("touch_done")
+    _skip_unless_indices(asm, plan, at_end, skip)
     _call(asm, call, entries[call.kernel], plan)
     asm.bind(skip)
+
+
+def _main(asm: Assembler, plan: NestPlan, entries) -> None:
+    """The main call; at the first reduction indices its setting form where the plan has one
+    (first_main)."""
+    if plan.main is None:
+        return
+    done = asm.label("main_done")
+    if plan.first_main is not None:
+        adding = asm.label("adding")
+        _skip_unless_indices(asm, plan, False, adding)
+        _call(asm, plan.first_main, entries[plan.first_main.kernel], plan)
+        asm.b(done)
+        asm.bind(adding)
+    _call(asm, plan.main, entries[plan.main.kernel], plan)
+    asm.bind(done)
 
 
 def _pack(asm: Assembler, plan: NestPlan, pack: Pack | None, entries) -> None:
@@ -216,8 +237,7 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
         _prefetch(asm, plan)
         _pack(asm, plan, plan.pack_a, entries)
         _pack(asm, plan, plan.pack_b, entries)
-        if plan.main is not None:
-            _call(asm, plan.main, entries[plan.main.kernel], plan)
+        _main(asm, plan, entries)
         _touch(asm, plan, plan.last_touch, True, entries)
         if plan.loops:
             _step_odometer(asm, plan)

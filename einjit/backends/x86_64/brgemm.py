@@ -71,11 +71,11 @@ class _Generator:
                  next_call: tuple[int, int, int] | None = None) -> None:
         self.asm, self.m, self.k, self.br, self.accumulate = asm, m, k, br, accumulate
         self.p = elements
-        # C from beyond L2 (far_c: its ld, read only where accumulated): each block
-        # prefetches the C of the block a row below it and its share of the next row's A, K
-        # runs whole (each chunk would read C again), and a block's C lines stay within
-        # L1's sets (c_column_limit)
-        self.far_c = far_c if accumulate else 0
+        # C from beyond L2 (far_c: its ld): each block prefetches the C of the block a row
+        # below it (where C is set, not added to, for its stores) and its share of the next
+        # row's A, K runs whole (each chunk would read C again), and a block's C lines stay
+        # within L1's sets (c_column_limit)
+        self.far_c = far_c
         self.target, self.panels = choose(m, n, k, br, target, elements.dtype, ld_b,
                                           whole_k=bool(self.far_c),
                                           far_ld_c=self.far_c or None)
@@ -472,10 +472,11 @@ def emit_brgemm(asm: Assembler, target: Target, m: int, n: int, k: int, br_size:
     the blocking then keeps B's columns within L1's ways (b_column_limit). Calls with any
     other ld_b compute the same.
 
-    far_c (with accumulate; 0: none): C's leading dimension (elements) the caller will pass,
-    as its hint that C comes from beyond L2 on every call (a loop nest that revisits each C
-    block only after others, einjit.passes.block): each register block prefetches into L2
-    the C of the block a block row below it (the next call's first row, past the last) and,
+    far_c (0: none): C's leading dimension (elements) the caller will pass, as its hint that
+    C comes from beyond L2 on every call (a loop nest that revisits each C block only after
+    others, einjit.passes.block; without accumulate, the first of those visits, which sets
+    C): each register block prefetches into L2 the C of the block a block row below it (the
+    next call's first row, past the last; without accumulate, for the stores) and,
     without a batch, its share of the next block row's A (Microkernel.prefetch_ahead), the
     blocking keeps K whole (choose's whole_k: K in chunks would read the C of each row again
     per chunk) and each block's lines of C within L1's sets (c_column_limit). The sums are

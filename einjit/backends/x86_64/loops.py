@@ -155,6 +155,22 @@ def _touch(asm: Assembler, plan: NestPlan, call: KernelCall | None, at_end: bool
     asm.bind(skip)
 
 
+def _main(asm: Assembler, plan: NestPlan, entries, frame: _Frame) -> None:
+    """The main call; at the first reduction indices its setting form where the plan has one
+    (first_main)."""
+    if plan.main is None:
+        return
+    done = asm.label("main_done")
+    if plan.first_main is not None:
+        adding = asm.label("adding")
+        _skip_unless_indices(asm, plan, False, adding)
+        _call(asm, plan.first_main, entries[plan.first_main.kernel], frame)
+        asm.jmp(done)
+        asm.bind(adding)
+    _call(asm, plan.main, entries[plan.main.kernel], frame)
+    asm.bind(done)
+
+
 def _pack(asm: Assembler, pack: Pack | None, entries, frame: _Frame) -> None:
     """Copy an operand's block into the frame unless its last copy was taken from here."""
     if pack is None:
@@ -239,8 +255,7 @@ def emit_loop_nest(asm: Assembler, target: Target, plan: NestPlan) -> None:
         _prefetch(asm, plan)
         _pack(asm, plan.pack_a, entries, frame)
         _pack(asm, plan.pack_b, entries, frame)
-        if plan.main is not None:
-            _call(asm, plan.main, entries[plan.main.kernel], frame)
+        _main(asm, plan, entries, frame)
         _touch(asm, plan, plan.last_touch, True, entries, frame)
         if plan.loops:
             _step_odometer(asm, plan)

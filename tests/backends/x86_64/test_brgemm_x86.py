@@ -282,22 +282,26 @@ def test_variant_matches_numpy(variant, micro, dtype, shape):
     case.verify()
 
 
+@pytest.mark.parametrize("far_c", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("micro", MICRO_NAMES)
 @pytest.mark.parametrize("variant", _variants())
-def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype):
+def test_setting_c_gives_the_bits_of_adding_to_a_zeroed_c(variant, micro, dtype, far_c):
     """accumulate=False: C := the batch's sum without reading C (it starts as NaN), bit for
     bit what C += gives on a zeroed C, signed zeros included (B's first column is -0: its
-    products are -0 or +0, and +0 + -0 is +0); nothing outside C written."""
-    for shape in (SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS + DOTS + PAIRS
-                  + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED + SKEWED_PACKED
-                  + SKEWED_PAIRS + SKEWED_WIDE_PAIRS + SKEWED_MASKED + SKEWED_WIDE_SLOTS):
+    products are -0 or +0, and +0 + -0 is +0); nothing outside C written. Likewise both
+    told far_c (a loop nest's first k chunk sets C where the others add to it)."""
+    shapes = (SHAPES + AWKWARD + OUTER + CHUNKED + BATCH_CHUNKED + QUADS + DOTS + PAIRS
+              + PAIR_TAILS + WIDE_PAIRS + PIPELINED + SKEWED + SKEWED_PACKED
+              + SKEWED_PAIRS + SKEWED_WIDE_PAIRS + SKEWED_MASKED + SKEWED_WIDE_SLOTS)
+    for shape in FAR_C_ALL + PACKED_A if far_c else shapes:
+        hint = shape[0] + 5 if far_c else 0                  # Case's ld_c
         setting, adding = (Case(*shape, seed=sum(shape), dtype=dtype) for _ in range(2))
         for case, start in ((setting, np.nan), (adding, 0.0)):
             case._c_matrix()[...] = start
             case._matrix(case.b, 0, shape[2], shape[1], case.ld_b)[:, 0] = -0.0
-        setting.call(Compiled(*shape, variant, dtype, micro, accumulate=False))
-        adding.call(Compiled(*shape, variant, dtype, micro))
+        setting.call(Compiled(*shape, variant, dtype, micro, accumulate=False, far_c=hint))
+        adding.call(Compiled(*shape, variant, dtype, micro, far_c=hint))
         assert np.array_equal(setting.c_buffer.view(np.uint8), adding.c_buffer.view(np.uint8)), \
             f"{shape}: the set C differs from the added one"
         setting.initial, setting.product = np.zeros_like(setting.initial), setting.batch_product()
@@ -1282,9 +1286,10 @@ def test_far_c_kernels_match_numpy_and_the_plain_kernels_bits(variant, micro, dt
 def test_far_c_kernels_run_k_whole(variant, micro):
     """far_c keeps K whole (each chunk would load and store C again): the shapes the plain
     kernels run in chunks, a large contraction's 128 x 512 x 128 call among them (B's copy
-    at a pitch of 144 floats), get blockings without chunks, and the hint is ignored where
-    C is set (accumulate=False: nothing to prefetch). At a C pitch of 8 KiB (every column's
-    line of a row in one L1 set) a block updates at most micro.c_set_lines columns."""
+    at a pitch of 144 floats), get blockings without chunks, also where C is set
+    (accumulate=False: a nest's first k chunk, whose stores the prefetches serve). At a C
+    pitch of 8 KiB (every column's line of a row in one L1 set) a block updates at most
+    micro.c_set_lines columns."""
     chunked = 0
     for shape, ld_b in [(shape, None) for shape in CHUNKED] + [((128, 512, 128, 1), 144)]:
         for dtype in ("float32", "float64"):
@@ -1300,7 +1305,7 @@ def test_far_c_kernels_run_k_whole(variant, micro):
     m, n, k, br = CHUNKED[0]
     setting = _Generator(Assembler(), target(variant, micro), m, n, k, br, precision("float32"),
                          accumulate=False, far_c=64)
-    assert not setting.far_c
+    assert setting.far_c == 64 and set(setting.chunks.values()) == {1}
 
 
 @pytest.mark.parametrize("micro", MICRO_NAMES)
