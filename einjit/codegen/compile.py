@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from ..backends import backend, place_code, why_not_runnable
 from ..backends.array_call import MAX_ARGUMENTS, ArrayCall
-from ..backends.nest_plan import NestPlan
+from ..backends.nest_plan import IN1, NestPlan
 from ..disasm import disassemble
 from ..errors import IsaMismatchError
 from ..log import nest_generated
@@ -94,9 +94,10 @@ def claim_chunks(plan: NestPlan, shares: list[tuple[int, int]]) -> list[tuple[in
     """The chunks, each share cut into up to CLAIMS_PER_THREAD, that the threads claim one at
     a time (codegen.workers.NestShares), each of at least CLAIM_LEAST_SHARES shares' least
     work; None where each thread runs its share: one thread, fewer than two chunks a share,
-    or a nest that copies B's panel for the m blocks of a share (each chunk would copy it
-    again)."""
-    if len(shares) < 2 or plan.pack_b is not None:
+    or a nest that copies B's panel and whose innermost shared loop leaves in1 where it is
+    (a share's m blocks reading one panel: each chunk would copy it again; a shared loop
+    that moves in1, a batch's, copies a panel per iteration anyway)."""
+    if len(shares) < 2 or plan.pack_b is not None and plan.shared[-1].strides[IN1] == 0:
         return None
     size = min(end - begin for begin, end in shares)
     count = min(size, CLAIMS_PER_THREAD)

@@ -15,6 +15,7 @@ from array import array
 import numpy as np
 import pytest
 
+import einjit
 from einjit.backends import resolve_target
 from einjit.backends.worker_slot import (
     CALLER_SLEEPS,
@@ -503,8 +504,50 @@ def test_chunks_are_claimed_only_where_each_thread_gets_several_of_enough_work(m
     assert claim_chunks(plan, shares) is None                # one chunk a share
     monkeypatch.setattr(compile_module, "MIN_FLOPS_PER_THREAD", 480)
     assert claim_chunks(plan, shares[:1]) is None            # one thread
-    # a copy of B's panel for a share's m blocks: every chunk would copy it again
-    assert claim_chunks(dataclasses.replace(plan, pack_b=plan.main), shares) is None
+
+
+def _large_gemm(m, n, k, batch, threads):
+    """A float32 GEMM (a batch of them where batch > 1) optimized and compiled for `threads`:
+    large, its B's columns a conflict pitch apart (K a power of two), so the nest copies B."""
+    dims = ("m", "n", "k") if batch == 1 else ("c", "m", "n", "k")
+    lead = () if batch == 1 else (batch,)
+    strides = [(1, 0, m), (0, k, 1), (1, m, 0)]
+    if batch > 1:
+        strides = [(m * k,) + strides[0], (k * n,) + strides[1], (m * n,) + strides[2]]
+    op = TensorOperation("float32", "zero", "gemm", "none", dims, None, lead + (m, n, k),
+                         *strides, num_threads=threads)
+    return einjit.optimize(op, num_threads=threads)
+
+
+def test_a_share_that_copies_b_for_its_m_blocks_is_not_claimed_a_batch_entry_is():
+    """Shares of m blocks reading one copied panel of B (the innermost shared loop leaves in1
+    in place): each chunk would copy it again, so no claims (where the copy is not planned,
+    the same shares are claimed). A batch of large products shared by entry copies a panel
+    per entry anyway: its entries are claimed."""
+    tiles = compile_operation(_large_gemm(4096, 512, 1024, 1, 3))
+    plan, shares = tiles.plan, tiles._shares
+    assert plan.pack_b is not None and plan.shared[-1].strides[1] == 0
+    assert claim_chunks(plan, shares) is None
+    assert claim_chunks(dataclasses.replace(plan, pack_b=None), shares) is not None
+    batch = compile_operation(_large_gemm(1024, 1024, 1024, 8, 2))
+    assert batch.plan.pack_b is not None and batch.plan.shared[-1].strides[1] != 0
+    assert claim_chunks(batch.plan, batch._shares) == [(c, c + 1) for c in range(8)]
+
+
+def test_a_batch_whose_entries_copy_b_runs_right_claimed(every_share_threaded):
+    """4 large products of 256 x 256 x 1024 on 2 threads, each entry a chunk its threads
+    claim (the nest copies B's panels): numpy's products, every run."""
+    op = _large_gemm(256, 256, 1024, 4, 2)
+    compiled = compile_operation(op)
+    assert compiled.plan.pack_b is not None and claim_chunks(compiled.plan, compiled._shares)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((4, 1024, 256), np.float32)            # column-major A_c: k rows
+    b = rng.standard_normal((4, 256, 1024), np.float32)            # column-major B_c: n rows
+    expected = np.einsum("ckm,cnk->cnm", a.astype(np.float64), b.astype(np.float64))
+    for _ in range(5):
+        out = np.full((4, 256, 256), np.nan, np.float32)
+        op.execute(a, b, out)
+        np.testing.assert_allclose(out, expected, rtol=0, atol=1e-3)
 
 
 def test_a_task_no_worker_takes_runs_on_the_caller_once_its_own_is_done():
