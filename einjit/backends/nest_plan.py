@@ -16,8 +16,8 @@ At each index tuple, in order: the first touch on the out block if every reducti
 0, the out block's prefetch, the copies of A's and B's blocks (Pack) where in0 or in1 has
 moved since its last copy, the main kernel (its setting form, first_main, in place of a zero
 first touch and the main kernel where the plan has one), the last touch if every reduction
-index is at its end. The kernels
-follow the nest in the same buffer and are called as leaf functions.
+index is at its end. The kernels follow the nest in the same buffer and are called as leaf
+functions.
 """
 
 from __future__ import annotations

@@ -256,8 +256,11 @@ def plan_nest(op, target: Target) -> NestPlan:
     main, pack_b = _pack_b(main, shared + seq, itemsize, micro)
     main = _next_call(main, op, shared + seq, prefetch is not None, micro)
     first_main = None
-    if main is not None and main.kind == "brgemm" and first is not None \
-            and first.params[0] == "zero":       # inside k loops: set C at their first indices
-        first_main, first = replace(main, params=main.params[:4] + (False,) + main.params[5:]), None
+    if (main is not None and main.kind == "brgemm" and first is not None
+            and first.params[0] == "zero"):
+        # inside k loops (without them the fold above took it): the call at their first
+        # indices sets C
+        first_main = replace(main, params=main.params[:4] + (False,) + main.params[5:])
+        first = None
     return NestPlan(shared, seq, first, main, calls.get("last_touch"), prefetch, pack_a, pack_b,
                     first_main)
