@@ -201,17 +201,12 @@ def test_a_copied_a_widens_the_panel(target, dtype, m):
     itemsize = ITEMSIZE[dtype]
     column_bytes = block.k_chunk(micro) * itemsize
     quarter, half = micro.l2_bytes // 4 // column_bytes, micro.l2_bytes // 2 // column_bytes
-    n = 8192                 # divisible by every power of two a panel can be
-    nc = block.max_sizes(gemm(m, n, 4096, dtype, target, num_threads=1))["n"]
-    if m * itemsize % micro.conflict_pitch_bytes:
-        assert nc <= quarter
-    else:
-        assert nc <= max(quarter, half)
-        assert nc >= min(max(quarter, block.PANEL_LEAST_COLUMNS), half) // 2
-    # the widest that shares n: the next power of two up would pass the bound
-    bound = (max(quarter, min(block.PANEL_LEAST_COLUMNS, half))
-             if m * itemsize % micro.conflict_pitch_bytes == 0 else quarter)
-    assert 2 * nc > bound or nc == block.DEFAULT_MAX_SIZE["n"]
+    copied = m * itemsize % micro.conflict_pitch_bytes == 0
+    bound = max(quarter, min(block.PANEL_LEAST_COLUMNS, half)) if copied else quarter
+    nc = block.max_sizes(gemm(m, 8192, 4096, dtype, target, num_threads=1))["n"]
+    # the fewest panels within the bound: one fewer would make them wider than it
+    panels = 8192 // nc
+    assert nc <= bound and (panels == 1 or -(-8192 // (panels - 1)) > bound)
 
 
 @pytest.mark.parametrize("target, dtype, m, expected", [
