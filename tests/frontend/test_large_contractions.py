@@ -114,8 +114,10 @@ def last_einsum_plan():
 # 200 = 2 x 100, 130 = 2 x 65: partial vectors; 128 of them over K = 1031 or 1100 make a block
 # row past a quarter of a 2 MiB L2), its rows n (520: more than one float32 panel on one thread,
 # and more than one float64 panel); K in chunks (1100 = 11 x 100) or, prime, peeled: chunks of
-# its main part (1024), then the rest (7) added
-MATMULS = [(130, 1100, 200), (70, PRIME, 130), (520, 1100, 130)]
+# its main part (1024), then the rest (7) added; N = 128 puts the kernels' A columns a
+# conflict pitch apart (512 bytes in float32, 1024 in float64): the nest copies A's blocks
+# and float64's panels widen to half of L2 (einjit.passes.block)
+MATMULS = [(130, 1100, 200), (70, PRIME, 130), (520, 1100, 130), (520, 1100, 128)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
