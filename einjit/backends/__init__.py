@@ -117,6 +117,11 @@ class Microarch:
         uses however short it is."""
         return min(self.l1_bytes // self.l1_ways, CONFLICT_SET_SHARE * LINE_BYTES)
 
+    def crowds(self, pitch_bytes: int) -> bool:
+        """Whether columns pitch_bytes apart crowd into few of L1's sets: a positive multiple
+        of conflict_pitch_bytes."""
+        return pitch_bytes > 0 and pitch_bytes % self.conflict_pitch_bytes == 0
+
     @property
     def c_set_lines(self) -> int:
         """The most lines of a far C's register block that may share an L1 set."""

@@ -70,6 +70,14 @@ NEXT_CALL_MAX_BYTES = 1 << 30
 NEXT_CALL_INPUTS_LLC_SHARE = 8
 
 
+def _copy_ld(rows: int, itemsize: int, micro: Microarch) -> int:
+    """The leading dim of a copy of `rows` rows: whole lines, a line more where that pitch
+    would crowd L1's sets."""
+    line = LINE_BYTES // itemsize
+    ld = -(-rows // line) * line
+    return ld + line if micro.crowds(ld * itemsize) else ld
+
+
 def _pack_a(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
             micro: Microarch) -> tuple[KernelCall | None, Pack | None]:
     """(the main call, the Pack) where A's block is copied: a GEMM whose A columns lie a
@@ -85,12 +93,9 @@ def _pack_a(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
     if loops[-1].strides[IN0] != 0 and n < PACK_EVERY_CALL_MIN_N:
         return main, None
     ld_a, stride_a = main.integers[0], main.integers[3]
-    pitch = micro.conflict_pitch_bytes
-    line = LINE_BYTES // itemsize
-    ld = -(-m // line) * line
-    ld += line if ld * itemsize % pitch == 0 else 0
+    ld = _copy_ld(m, itemsize, micro)
     size = ld * k * batch * itemsize
-    if (ld_a * itemsize % pitch or size > micro.pack_max_bytes
+    if (not micro.crowds(ld_a * itemsize) or size > micro.pack_max_bytes
             or batch > 1 and stride_a != k * ld_a):
         return main, None
     copy = KernelCall("unary", ("identity", m, k * batch, False), (IN0, SCRATCH), (ld_a, ld),
@@ -112,12 +117,9 @@ def _pack_b(main: KernelCall | None, loops: tuple[LoopDim, ...], itemsize: int,
         return main, None
     _, n, k = main.params[:3]
     ld_b = main.integers[1]
-    pitch = micro.conflict_pitch_bytes
-    line = LINE_BYTES // itemsize
-    ld = -(-k // line) * line
-    ld += line if ld * itemsize % pitch == 0 else 0
+    ld = _copy_ld(k, itemsize, micro)
     size = ld * n * itemsize
-    if ld_b * itemsize % pitch or size > micro.l2_bytes:
+    if not micro.crowds(ld_b * itemsize) or size > micro.l2_bytes:
         return main, None
     copy = KernelCall("unary", ("identity", k, n, False), (IN1, SCRATCH_B), (ld_b, ld),
                       main.dtype)

@@ -183,8 +183,7 @@ def _widest_panel(op) -> int:
     micro = op.target.micro
     column_bytes = k_chunk(micro) * np.dtype(op.dtype).itemsize
     widest = micro.l2_bytes // 4 // column_bytes
-    pitch = _a_pitch_bytes(op)
-    if pitch and pitch % micro.conflict_pitch_bytes == 0:
+    if micro.crowds(_a_pitch_bytes(op)):
         widest = max(widest, min(PANEL_LEAST_COLUMNS, micro.l2_bytes // 2 // column_bytes))
     return max(DEFAULT_MAX_SIZE["n"], widest)
 
