@@ -114,6 +114,9 @@ def test_the_conflict_pitch_comes_from_l1s_lines_and_ways():
     assert resolve_target("aarch64").micro.conflict_pitch_bytes == 512
     assert Microarch(l1_ways=4, l1_sets=4).conflict_pitch_bytes == 256
     assert Microarch(l1_ways=4, l1_sets=256).conflict_pitch_bytes == 512
+    # crowds: a positive multiple of that pitch (no columns at all crowd nothing)
+    assert [GENERIC.crowds(pitch) for pitch in (0, 256, 512, 1000, 1024, 8192, 12800)] == \
+        [False, False, True, False, True, True, True]
 
 
 def test_a_batch_fits_the_cores_budget_and_the_kernels_limit():
