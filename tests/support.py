@@ -155,10 +155,40 @@ def assert_well_formed(kernel):
             f"{kernel.name} uses x18, the platform register"
 
 
+IN_LANE = os.environ.get("EINJIT_LANE") == "aarch64"
+
 # a child still running after this long is stuck (the longest take seconds, a minute in the
 # aarch64 lane): it is killed and the test fails quoting its last note, instead of the parent
 # waiting for ever (in the lane before scripts/test's 300 s per-test watchdog fires)
-CHILD_SECONDS = 240 if os.environ.get("EINJIT_LANE") else 180
+CHILD_SECONDS = 240 if IN_LANE else 180
+
+
+def _end_idle_native_workers():
+    """End the einjit worker threads this process keeps between runs (the next run starts new
+    ones). qemu-user now and then deadlocks a child forked while other guest threads run
+    guest code, as an idle worker does while it polls; a process whose tests fork thousands
+    of children with no worker alive (tests/primitives in the lane) has never hung."""
+    from einjit.backends import resolve_target
+    from einjit.codegen import workers
+
+    pool = workers.native_pool(resolve_target())
+    if pool is not None:
+        pool.shutdown()
+
+
+def _threads_of(pid):
+    """Each thread of process pid as 'tid state (wait channel)', read from /proc."""
+    described = []
+    for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                state = stat.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/task/{tid}/wchan") as wchan:
+                channel = wchan.read().strip() or "-"
+        except OSError:
+            continue
+        described.append(f"{tid} {state} ({channel})")
+    return ", ".join(described)
 
 
 def run_in_child(work):
@@ -176,12 +206,15 @@ def run_in_child(work):
     import traceback
 
     last = mmap.mmap(-1, mmap.PAGESIZE)   # shared with the child: its last note
+    if IN_LANE:
+        _end_idle_native_workers()
     with tempfile.TemporaryFile() as result:
         pid = os.fork()
         if pid == 0:
             def note(text):
                 data = text.encode()[:mmap.PAGESIZE - 1] + b"\0"
                 last[:len(data)] = data
+            note("forked, work not begun")
             try:
                 outcome = ("ok", work(note))
             except BaseException:
@@ -197,11 +230,13 @@ def run_in_child(work):
             if done:
                 break
             if time.monotonic() > deadline:
+                threads = _threads_of(pid)
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 doing = last[:].split(b"\0", 1)[0].decode(errors="replace")
                 pytest.fail(f"the child hung: still running after {CHILD_SECONDS} s, last "
-                            f"note: {doing or '(none)'}")
+                            f"note: {doing or '(none: it never ran Python)'}; its threads: "
+                            f"{threads}")
             time.sleep(0.005)
         doing = last[:].split(b"\0", 1)[0].decode(errors="replace")
         if os.WIFSIGNALED(status):

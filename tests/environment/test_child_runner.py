@@ -43,3 +43,37 @@ def test_a_hung_child_is_killed_and_fails_quoting_its_note(monkeypatch):
     with pytest.raises(pytest.fail.Exception, match="hung.*last note: waiting for ever"):
         run_in_child(work)
     assert time.monotonic() - started < 30
+
+
+def test_a_hung_child_names_its_threads_and_a_work_that_never_noted(monkeypatch):
+    monkeypatch.setattr(support, "CHILD_SECONDS", 0.5)
+    with pytest.raises(pytest.fail.Exception,
+                       match=r"last note: forked, work not begun; its threads: \d+ S "):
+        run_in_child(lambda note: time.sleep(60))
+
+
+@pytest.mark.native
+def test_in_the_lane_a_fork_ends_the_idle_native_workers_first(monkeypatch):
+    import ctypes
+
+    from einjit.backends import resolve_target
+    from einjit.codegen import workers
+
+    calls = []
+    function = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 5)(lambda *args: calls.append(args))
+    address = ctypes.cast(function, ctypes.c_void_p).value
+    pool = workers.native_pool(resolve_target())
+
+    def run_two():                             # the second call on a worker
+        pool.run([(address, 0, 0, 0, 0, 1), (address, 0, 0, 0, 1, 2)])
+
+    run_two()
+    monkeypatch.setattr(support, "IN_LANE", False)
+    run_in_child(lambda note: None)
+    assert pool._idle != []                    # on the host the workers stay
+    monkeypatch.setattr(support, "IN_LANE", True)
+    assert run_in_child(lambda note: workers.native_pool(resolve_target()).started) == 0
+    assert pool._idle == []
+    calls.clear()
+    run_two()                                  # and the next run starts new ones
+    assert sorted(calls) == [(0, 0, 0, 0, 1), (0, 0, 0, 1, 2)] and pool._idle != []
