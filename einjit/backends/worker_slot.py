@@ -24,7 +24,10 @@ Either side takes a task by an atomic compare-and-swap of TAKEN from the number 
 task's to the task's: the worker before it calls the function, the caller once its own task
 is done. The caller then runs a task its worker has not taken (the worker, not yet scheduled
 on a core another process holds, would keep the whole step waiting) and does not wait for
-that slot; a worker that finds its task taken skips it and polls again.
+that slot. A worker that finds its task taken skips it and sleeps until the next: it was
+late, most likely queued behind the caller on the caller's core, where polling would keep it
+(the kernel's balancer moves a busy thread only after milliseconds), and a wake-up lets the
+kernel place it on an idle core.
 
 Each number is a uint64 whose value stays below 2**32: the Linux futex compares 32 bits (the
 low half of a little-endian word), so the sequence numbers wrap at FUTEX_VALUES. A task of

@@ -22,6 +22,7 @@ from einjit.backends.worker_slot import (
     DONE,
     FUTEX_VALUES,
     SEQUENCE,
+    SPINS,
     TAKEN,
     WORKER_SLEEPS,
 )
@@ -575,3 +576,35 @@ def test_a_task_no_worker_takes_runs_on_the_caller_once_its_own_is_done():
 
 def _word_at(address, offset):
     return ctypes.c_uint64.from_address(address + offset).value
+
+
+def test_a_worker_whose_task_the_caller_took_sleeps_until_the_next():
+    """It was late (most likely on the caller's core): asleep, its next wake-up lets the
+    kernel place it on an idle core, where polling on it would keep it queued behind the
+    caller. Its spin is made endless here, so only the lost task can put it to sleep."""
+    def child(note):
+        code, recorder = workers._Code(resolve_target()), _Recorder()
+        slot = workers._slot_memory()
+        ctypes.c_uint64.from_address(slot + SPINS).value = 1 << 60
+        worker = threads.start_worker_thread(code.worker_loop, (slot,), "late-worker")
+        time.sleep(0.01)                      # polling
+        assert _word_at(slot, WORKER_SLEEPS) == 0
+        ctypes.c_uint64.from_address(slot + TAKEN).value = 1     # the caller took task 1
+        ctypes.c_uint64.from_address(slot + SEQUENCE).value = 1
+        deadline = time.monotonic() + 30
+        while not _word_at(slot, WORKER_SLEEPS) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert _word_at(slot, WORKER_SLEEPS) == 1
+        assert _word_at(slot, DONE) == 0 and recorder.calls == []
+        note("posting a task the worker takes")
+        slots, operands = array("Q", [slot]), array("Q", [7, 8, 9])
+        tasks = workers.Tasks([(recorder.address, 0, 4, 5)])
+        code.run_tasks(tasks.address, 1, slots.buffer_info()[0], operands.buffer_info()[0], 0)
+        assert [arguments for arguments, _, _ in recorder.calls] == [(7, 8, 9, 4, 5)]
+        assert recorder.calls[0][1] == worker.ident and _word_at(slot, DONE) == 2
+        ends = workers.Tasks([(0, 0, 0, 0)])
+        code.run_tasks(ends.address, 1, slots.buffer_info()[0], operands.buffer_info()[0], 0)
+        worker.join(30)
+        assert not worker.is_alive()
+
+    run_in_child(child)

@@ -100,16 +100,19 @@ def generate_worker_loop(target: Target) -> bytes:
     """worker_loop(slot=x0). x19: the slot, x20: the last task seen, x21: polls left, then the
     task's function (0: return once done is stored), x22, x23: the addresses of the done and
     sequence words (ldar and stlr take no offset). A worker that had to wake the caller
-    yields its core before it polls again: the caller may have been woken onto it."""
+    yields its core before it polls again: the caller may have been woken onto it. A worker
+    whose task the caller took sleeps until the next: it was late, most likely sharing the
+    caller's core, and its wake-up lets the kernel place it on an idle one."""
     asm = Assembler()
     asm.prologue((19, 20, 21, 22, 23, 29, 30), ())
-    again, awake, work, finished, woken = (asm.label(name) for name in (
-        "again", "awake", "work", "finished", "woken"))
+    again, sleep, awake, work, finished, woken = (asm.label(name) for name in (
+        "again", "sleep", "awake", "work", "finished", "woken"))
     asm(e.mov_reg(19, 0), e.add_imm(22, 19, DONE), e.add_imm(23, 19, SEQUENCE),
         e.ldr_x(20, 22))
     asm.bind(again)
     asm(e.ldr_x(21, 19, SPINS))
     _poll(asm, 23, 20, "ne", work, 21, 9)
+    asm.bind(sleep)
     _announce_sleep(asm, 19, WORKER_SLEEPS, 23, 20, "ne", awake, 9)
     _futex(asm, 23, FUTEX_WAIT_PRIVATE, 20)
     asm.bind(awake)
@@ -117,7 +120,7 @@ def generate_worker_loop(target: Target) -> bytes:
     asm.b(again)
     asm.bind(work)
     asm(e.mov_reg(20, 9), e.add_imm(10, 19, TAKEN))
-    _take(asm, 10, 20, again)                 # the caller took it: poll for the next
+    _take(asm, 10, 20, sleep)                 # the caller took it: sleep until the next
     asm(e.ldr_x(9, 19, FUNCTION), e.mov_reg(21, 9))
     asm.cbz(9, finished)
     asm(e.ldp_x(0, 1, 19, ARGUMENTS), e.ldp_x(2, 3, 19, ARGUMENTS + 16),

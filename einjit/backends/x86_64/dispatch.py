@@ -114,16 +114,19 @@ def _poll(asm: Assembler, word: Mem, against: int, news: str, found, counter: in
 def generate_worker_loop(target: Target) -> bytes:
     """worker_loop(slot=rdi). rbx: the slot, r12: the last task seen, r13: polls left, then
     the task's function (0: return once done is stored). A worker that had to wake the caller
-    yields its core before it polls again: the caller may have been woken onto it."""
+    yields its core before it polls again: the caller may have been woken onto it. A worker
+    whose task the caller took sleeps until the next: it was late, most likely sharing the
+    caller's core, and its wake-up lets the kernel place it on an idle one."""
     asm = Assembler()
     asm.prologue((RBX, R12, R13))             # three pushes: rsp is 16-aligned at the call
-    again, awake, work, finished, woken = (asm.label(name) for name in (
-        "again", "awake", "work", "finished", "woken"))
+    again, sleep, awake, work, finished, woken = (asm.label(name) for name in (
+        "again", "sleep", "awake", "work", "finished", "woken"))
     sequence, flag = Mem(RBX, disp=SEQUENCE), Mem(RBX, disp=WORKER_SLEEPS)
     asm(enc.mov_rr(RBX, RDI), enc.mov_rm(R12, Mem(RBX, disp=DONE)))
     asm.bind(again)
     asm(enc.mov_rm(R13, Mem(RBX, disp=SPINS)))
     _poll(asm, sequence, R12, "ne", work, R13)
+    asm.bind(sleep)
     _set_flag(asm, flag, 1)
     asm(enc.mfence(), enc.mov_rm(RAX, sequence), enc.cmp_rr(RAX, R12))
     asm.jcc("ne", awake)
@@ -135,7 +138,7 @@ def generate_worker_loop(target: Target) -> bytes:
     asm.bind(work)
     asm(enc.mov_rr(R12, RAX))
     _take(asm, RBX, R12)
-    asm.jcc("ne", again)                      # the caller took it: poll for the next
+    asm.jcc("ne", sleep)                      # the caller took it: sleep until the next
     asm(enc.mov_rm(RAX, Mem(RBX, disp=FUNCTION)), enc.mov_rr(R13, RAX), enc.test_rr(RAX, RAX))
     asm.jcc("e", finished)
     for index, register in enumerate(_NEST_ARGUMENTS[:ARGUMENT_COUNT]):
