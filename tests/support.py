@@ -155,6 +155,7 @@ def assert_well_formed(kernel):
             f"{kernel.name} uses x18, the platform register"
 
 
+# set by scripts/aarch64 for its arm64 interpreter under qemu-user
 IN_LANE = os.environ.get("EINJIT_LANE") == "aarch64"
 
 # a child still running after this long is stuck (the longest take seconds, a minute in the

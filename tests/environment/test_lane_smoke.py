@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-IN_AARCH64_LANE = os.environ.get("EINJIT_LANE") == "aarch64"
+from support import IN_LANE
+
 ON_AARCH64_LINUX = sys.platform == "linux" and platform.machine() == "aarch64"
 
 # mov w0, #42 ; ret
@@ -29,7 +30,7 @@ def test_numpy_computes_without_floating_point_warnings():
         assert np.maximum(a - 3, 0).sum() == 3.0
 
 
-@pytest.mark.skipif(not IN_AARCH64_LANE,
+@pytest.mark.skipif(not IN_LANE,
                     reason="only the aarch64 lane promises an arm64 interpreter")
 def test_lane_interpreter_is_arm64():
     assert platform.machine() == "aarch64"

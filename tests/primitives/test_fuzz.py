@@ -38,10 +38,9 @@ import pytest
 import einjit
 from einjit.ops import BINARY, UNARY
 
-from support import CANARY, guarded, mixed_data, run_in_child
+from support import CANARY, IN_LANE, guarded, mixed_data, run_in_child
 
 SEED = 7_2026
-IN_LANE = os.environ.get("EINJIT_LANE") == "aarch64"
 CASES = int(os.environ.get("EINJIT_FUZZ_CASES", "300" if IN_LANE else "3000"))
 CONSTRUCTOR_CASES = CASES // 10
 HOST = einjit.host_isa()
