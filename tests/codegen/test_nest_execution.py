@@ -472,12 +472,13 @@ def test_a_nest_beyond_l2_tells_its_kernel_where_the_next_call_is(dtype, every_s
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_large_products_with_remainders_match_numpy(dtype):
-    """Products large enough for the cache blocks (einjit.passes.block), far_c kernels in
-    their nests: blocks of 100 rows (a tail in the kernel's vectors), 120 k-steps and panels
-    of 505 or 106 columns (a narrower last register block), the operands column slices of
-    wider arrays (leading dims past their rows); as numpy's."""
+    """Products large enough for the cache blocks (einjit.passes.block) on an L2 of up to
+    2 MiB, far_c kernels in their nests: blocks of 128 or 100 rows (a tail in the kernel's
+    vectors), 100 or 110 k-steps and panels of 505 columns or of 53 or 265 (a narrower last
+    register block), the operands column slices of wider arrays (leading dims past their
+    rows); as numpy's."""
     rng = np.random.default_rng(11)
-    m, k, n = (1010, 720, 300) if dtype == "float32" else (530, 360, 300)
+    m, k, n = (1010, 1100, 300) if dtype == "float32" else (530, 550, 300)
     a = rng.uniform(-1, 1, (m, k + 9)).astype(dtype)[:, 3:k + 3]
     b = rng.uniform(-1, 1, (k, n + 5)).astype(dtype)[:, :n]
     expr = einjit.contract_expression("ij,jk->ik", a.shape, b.shape, dtype=dtype)

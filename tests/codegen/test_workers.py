@@ -509,7 +509,8 @@ def test_chunks_are_claimed_only_where_each_thread_gets_several_of_enough_work(m
 
 def _large_gemm(m, n, k, batch, threads):
     """A float32 GEMM (a batch of them where batch > 1) optimized and compiled for `threads`:
-    large, its B's columns a conflict pitch apart (K a power of two), so the nest copies B."""
+    large, its B's columns a conflict pitch apart (K a power of two), so the nest copies B
+    (K = 2048 makes 128 rows of A large on an L2 of up to 2 MiB)."""
     dims = ("m", "n", "k") if batch == 1 else ("c", "m", "n", "k")
     lead = () if batch == 1 else (batch,)
     strides = [(1, 0, m), (0, k, 1), (1, m, 0)]
@@ -525,25 +526,25 @@ def test_a_share_that_copies_b_for_its_m_blocks_is_not_claimed_a_batch_entry_is(
     in place): each chunk would copy it again, so no claims (where the copy is not planned,
     the same shares are claimed). A batch of large products shared by entry copies a panel
     per entry anyway: its entries are claimed."""
-    tiles = compile_operation(_large_gemm(4096, 512, 1024, 1, 3))
+    tiles = compile_operation(_large_gemm(4096, 512, 2048, 1, 3))
     plan, shares = tiles.plan, tiles._shares
     assert plan.pack_b is not None and plan.shared[-1].strides[1] == 0
     assert claim_chunks(plan, shares) is None
     assert claim_chunks(dataclasses.replace(plan, pack_b=None), shares) is not None
-    batch = compile_operation(_large_gemm(1024, 1024, 1024, 8, 2))
+    batch = compile_operation(_large_gemm(1024, 1024, 2048, 8, 2))
     assert batch.plan.pack_b is not None and batch.plan.shared[-1].strides[1] != 0
     assert claim_chunks(batch.plan, batch._shares) == [(c, c + 1) for c in range(8)]
 
 
 def test_a_batch_whose_entries_copy_b_runs_right_claimed(every_share_threaded):
-    """4 large products of 256 x 256 x 1024 on 2 threads, each entry a chunk its threads
+    """4 large products of 256 x 256 x 2048 on 2 threads, each entry a chunk its threads
     claim (the nest copies B's panels): numpy's products, every run."""
-    op = _large_gemm(256, 256, 1024, 4, 2)
+    op = _large_gemm(256, 256, 2048, 4, 2)
     compiled = compile_operation(op)
     assert compiled.plan.pack_b is not None and claim_chunks(compiled.plan, compiled._shares)
     rng = np.random.default_rng(4)
-    a = rng.standard_normal((4, 1024, 256), np.float32)            # column-major A_c: k rows
-    b = rng.standard_normal((4, 256, 1024), np.float32)            # column-major B_c: n rows
+    a = rng.standard_normal((4, 2048, 256), np.float32)            # column-major A_c: k rows
+    b = rng.standard_normal((4, 256, 2048), np.float32)            # column-major B_c: n rows
     expected = np.einsum("ckm,cnk->cnm", a.astype(np.float64), b.astype(np.float64))
     for _ in range(5):
         out = np.full((4, 256, 256), np.nan, np.float32)

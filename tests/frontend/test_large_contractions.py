@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.native,
                                  reason="needs einjit.optimize and einjit.codegen to execute")]
 
 DTYPES = (np.float32, np.float64)
-PRIME = 1031
+PRIME = 1163
 BLOCKED_ORDER = "cnkm"      # a large contraction's loops, outermost first
 
 
@@ -111,12 +111,13 @@ def last_einsum_plan():
 
 
 # (M, K, N) of M x K @ K x N: out's columns are the kernels' m (blocks of up to 128 rows, so
-# 200 = 2 x 100, 130 = 2 x 65: partial vectors; 128 of them over K = 1031 or 1100 make a block
+# 200 = 2 x 100, 130 = 2 x 65: partial vectors; 128 of them over K = 1163 or 1100 make a block
 # row past a quarter of a 2 MiB L2), its rows n (520: more than one float32 panel on one thread,
 # and more than one float64 panel); K in chunks (1100 = 11 x 100) or, prime, peeled: chunks of
-# its main part (1024), then the rest (7) added; N = 128 puts the kernels' A columns a
-# conflict pitch apart (512 bytes in float32, 1024 in float64): the nest copies A's blocks
-# and float64's panels widen to half of L2 (einjit.passes.block)
+# its main part (1152: 9 chunks of 128, or 6 of 192 on a 48 KiB L1; past the budget either
+# way), then the rest (11) added; N = 128 puts the kernels' A columns a conflict pitch apart
+# (512 bytes in float32, 1024 in float64): the nest copies A's blocks and float64's panels
+# widen to half of L2 (einjit.passes.block)
 MATMULS = [(130, 1100, 200), (70, PRIME, 130), (520, 1100, 130), (520, 1100, 128)]
 
 
@@ -134,9 +135,13 @@ def test_matmul(m, k, n, dtype, threads):
 
 def test_the_matmuls_are_large_just_past_the_budget():
     """Each case of MATMULS is large in float32 (so in float64) by its own sizes: a block row
-    of A (up to 128 of out's columns) over K outgrows a quarter of L2."""
+    of A (up to 128 of out's columns) over K, or over the main part of a K peeled into whole
+    cache blocks, outgrows a quarter of L2."""
+    micro = einjit.resolve_target().micro
+    chunk = block.k_chunk(micro)
     for m, k, n in MATMULS:
-        assert k * min(n, 128) * 4 > einjit.resolve_target().micro.l2_bytes // 4
+        main = k - k % chunk if k == PRIME else k
+        assert main * min(n, 128) * 4 > micro.l2_bytes // 4
 
 
 M, K, N = 130, 1100, 140      # both ways round, a block row of 128
@@ -179,8 +184,8 @@ def test_batched(dtype, threads):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 def test_chain_with_a_large_intermediate(dtype, threads):
-    # (A B) first: 70 x 1031 x 130 then 70 x 130 x 90 multiply-adds, against 1031 x 130 x 90
-    # then 70 x 1031 x 90 for A (B C); A B sums 1031 terms
+    # (A B) first: 70 x 1163 x 130 then 70 x 130 x 90 multiply-adds, against 1163 x 130 x 90
+    # then 70 x 1163 x 90 for A (B C); A B sums 1163 terms
     shapes = [(70, PRIME), (PRIME, 130), (130, 90)]
     expr = einjit.contract_expression("ij,jk,kl->il", *shapes, dtype=dtype)
     steps = expr._prepared.plan.steps
@@ -193,7 +198,7 @@ def test_chain_with_a_large_intermediate(dtype, threads):
     firsts = [s.lowered.op.prim_first_touch for s in steps if s.node is large.node]
     assert firsts[0] == "zero" and firsts.count("zero") == firsts.count("none") >= 1
     assert_in_cache_blocks(op, PRIME)
-    # every term of the result went through a sum of 1031 and one of 130
+    # every term of the result went through a sum of 1163 and one of 130
     check(lambda a, b, c: (expr(a, b, c), einjit.einsum("ij,jk,kl->il", a, b, c)),
           "ij,jk,kl->il", shapes, dtype, PRIME + 130, 7)
 
@@ -212,8 +217,8 @@ def test_einsum_makes_new_plans_when_the_thread_count_changes(monkeypatch):
 SPECIALS = {
     # a blocked product: B's panel copied, K in chunks
     "blocked": (*MATMULS[0], ((3, 17), (40, 600)), ((900, 5), (1099, 150))),
-    # peeled (K = 1031 and N = 257 prime): the specials in the remainders of K, M and N
-    "peeled": (67, PRIME, 257, ((3, 1027), (66, 12)), ((1030, 256), (5, 255))),
+    # peeled (K = 1163 and N = 257 prime): the specials in the remainders of K, M and N
+    "peeled": (67, PRIME, 257, ((3, PRIME - 4), (66, 12)), ((PRIME - 1, 256), (5, 255))),
 }
 
 

@@ -76,14 +76,15 @@ def run_parts(op, a, b, c):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("sizes, pad", [((1999, 67, 521), 0), ((131, 523, 1031), 3),
-                                        ((257, 1031, 67), 5), ((2000, 64, 600), 3)])
+                                        ((257, 1031, 67), 5), ((2000, 64, 601), 3)])
 def test_parts_compute_the_product_bit_for_bit(sizes, pad, dtype):
     check_parts(sizes, pad, dtype)
 
 
 def test_k_chunks_peeled_compute_the_product_bit_for_bit():
-    # float64 K = 305: a large contraction's chunks of 61 peeled into 256 and 49
-    check_parts((256, 64, 305), 3, "float64")
+    # float64 K = 521, prime: a large contraction's k chunks (of 128 or, on a 48 KiB L1, 192)
+    # peeled into a main part and the rest
+    check_parts((256, 64, 521), 3, "float64")
 
 
 def check_parts(sizes, pad, dtype, peeled=True):

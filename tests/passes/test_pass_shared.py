@@ -74,7 +74,7 @@ def test_a_matrix_times_a_vector_shares_the_outer_part_of_its_rows_loop(m, threa
     """n = 1 with a k loop around the m loop: the threads take ranges of the m blocks, each
     walked inside the k loop (long runs of the matrix's rows), not the m loop moved out.
     (8192 rows: 8 blocks of 1024; 3000: 4 of 750; 8000: 8 of 1000.)"""
-    k = 520                   # a large contraction (block.is_large), K in chunks
+    k = 1040      # a large contraction (block.is_large) on an L2 of up to 2 MiB, K in chunks
     op = TensorOperation(dtype, "zero", "gemm", "none", ("m", "n", "k"), None, (m, 1, k),
                          (1, 0, m), (0, k, 1), (1, m, 0), num_threads=threads)
     new = einjit.optimize(op, num_threads=threads)
@@ -101,7 +101,7 @@ def test_a_gemm_moves_its_m_blocks_out_of_the_k_loop_when_short_of_panels():
     assert ("m", "shared") in loops and ("m", "seq") not in loops, loops
 
 
-@pytest.mark.parametrize("m, n, k, threads", [(1024, 1024, 640, 16), (1024, 768, 640, 16),
+@pytest.mark.parametrize("m, n, k, threads", [(1024, 1024, 1040, 16), (1024, 768, 1040, 16),
                                               (768, 1024, 1536, 12),
                                               # blocks of 113 rows, 11 chunks of 100 k
                                               (904, 768, 1100, 6)])
