@@ -49,6 +49,10 @@ MICROARCHS = {
 INTEL_MODELS = {0x55: "skylake-sp", 0x6A: "icelake-sp", 0x6C: "icelake-sp",
                 0x8F: "sapphirerapids", 0xCF: "sapphirerapids", 0xAD: "sapphirerapids",
                 0xAE: "sapphirerapids"}
+# A hypervisor may report a model the table does not know for a server core (a KVM guest of
+# a Sapphire Rapids host seen as model 0xA7, a client core's number, with the host's caches
+# and AMX): AMX tiles, which only Sapphire Rapids and later Xeons have, tell that core.
+AMX_CORE = "sapphirerapids"
 # AMD family -> ((first model, last model), core): Zen 3 and Zen 4 share family 0x19
 AMD_MODELS = {
     0x19: (((0x00, 0x0F), "zen3"), ((0x20, 0x2F), "zen3"), ((0x40, 0x5F), "zen3"),
@@ -147,35 +151,38 @@ def features_from_cpuid() -> frozenset[str]:
     return frozenset(found)
 
 
-def core_name(vendor: str, family: int, model: int) -> str:
+def core_name(vendor: str, family: int, model: int, amx: bool = False) -> str:
     """The MICROARCHS key of a CPU identified by cpuid (vendor string, display family and
-    model); "generic" for every core not in the tables."""
+    model, whether it has AMX tiles); "generic" for every core not in the tables."""
     if vendor == "GenuineIntel":
-        return INTEL_MODELS.get(model, "generic") if family == 0x06 else "generic"
+        if family != 0x06:
+            return "generic"
+        return INTEL_MODELS.get(model, AMX_CORE if amx else "generic")
     if vendor != "AuthenticAMD":
         return "generic"
     return next((name for (low, high), name in AMD_MODELS.get(family, ())
                  if low <= model <= high), "generic")
 
 
-def identity_from_cpuinfo(text: str) -> tuple[str, int, int] | None:
-    """(vendor, family, model) of the first processor in /proc/cpuinfo, or None."""
+def identity_from_cpuinfo(text: str) -> tuple[str, int, int, bool] | None:
+    """(vendor, family, model, AMX tiles) of the first processor in /proc/cpuinfo, or None."""
     fields = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
-        if key in ("vendor_id", "cpu family", "model") and key not in fields:
+        if key in ("vendor_id", "cpu family", "model", "flags") and key not in fields:
             fields[key] = value.strip()
     try:
-        return fields["vendor_id"], int(fields["cpu family"]), int(fields["model"])
+        return (fields["vendor_id"], int(fields["cpu family"]), int(fields["model"]),
+                "amx_tile" in fields.get("flags", "").split())
     except (KeyError, ValueError):
         return None
 
 
-def identity_from_cpuid() -> tuple[str, int, int]:
-    """(vendor, display family, display model) from cpuid leaves 0 and 1."""
+def identity_from_cpuid() -> tuple[str, int, int, bool]:
+    """(vendor, display family, display model, AMX tiles) from cpuid leaves 0, 1 and 7."""
     cpuid = _cpuid()
-    _, ebx, ecx, edx = cpuid(0)
+    max_leaf, ebx, ecx, edx = cpuid(0)
     vendor = b"".join(r.to_bytes(4, "little") for r in (ebx, edx, ecx)).decode("ascii", "replace")
     eax = cpuid(1)[0]
     family, model = eax >> 8 & 0xF, eax >> 4 & 0xF
@@ -183,7 +190,8 @@ def identity_from_cpuid() -> tuple[str, int, int]:
         family += eax >> 20 & 0xFF
     if family >= 0x6:
         model |= (eax >> 16 & 0xF) << 4
-    return vendor, family, model
+    amx = max_leaf >= 7 and _bit(cpuid(7)[3], 24)      # AMX-TILE
+    return vendor, family, model, amx
 
 
 @functools.cache

@@ -124,6 +124,18 @@ def test_cores_by_family_and_model(vendor, family, model, core):
     assert cpu.core_name(vendor, family, model) == core
 
 
+@pytest.mark.parametrize("vendor, family, model, amx, core", [
+    ("GenuineIntel", 0x06, 0xA7, True, "sapphirerapids"),   # a KVM guest's reported model
+    ("GenuineIntel", 0x06, 0xA7, False, "generic"),
+    ("GenuineIntel", 0x06, 0x55, True, "skylake-sp"),       # a known model is not overruled
+    ("GenuineIntel", 0x19, 0x01, True, "generic"),
+    ("AuthenticAMD", 0x19, 0x30, True, "generic"),
+])
+def test_an_unknown_intel_model_with_amx_tiles_is_a_sapphire_rapids_core(vendor, family, model,
+                                                                          amx, core):
+    assert cpu.core_name(vendor, family, model, amx) == core
+
+
 def test_core_facts():
     zen3, zen4, zen5 = (cpu.MICROARCHS[name] for name in ("zen3", "zen4", "zen5"))
     assert zen4.splits_512 and zen4.passes(512) == 2 and zen4.passes(256) == 1
@@ -137,8 +149,13 @@ def test_core_facts():
 def test_identity_from_cpuinfo():
     text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
             "model name\t: AMD EPYC 9654\nprocessor\t: 1\nmodel\t\t: 99\n")
-    assert cpu.identity_from_cpuinfo(text) == ("AuthenticAMD", 25, 17)
+    assert cpu.identity_from_cpuinfo(text) == ("AuthenticAMD", 25, 17, False)
     assert cpu.identity_from_cpuinfo("processor : 0\n") is None
+    guest = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 167\n"
+             "flags\t\t: fpu avx512f amx_bf16 amx_tile amx_int8\nprocessor\t: 1\n"
+             "flags\t\t: fpu\n")
+    assert cpu.identity_from_cpuinfo(guest) == ("GenuineIntel", 6, 167, True)
+    assert cpu.core_name(*cpu.identity_from_cpuinfo(guest)) == "sapphirerapids"
 
 
 @pytest.mark.skipif(host_isa() != "x86_64", reason="asks an x86-64 CPU")
