@@ -78,13 +78,14 @@ class Microarch:
     back is stored non-temporally. c_set_ways: where C comes from beyond L2 (a large
     contraction's calls, brgemm's far_c), the most lines of one register block's C that may
     map to one L1 set, in L1 ways (chosen by measurement at power-of-two ld_c:
-    docs/measurements.md, "C from beyond L2"). c_prefetch_next_block: there each register
-    block prefetches the C of the block after it, not of the block a row below: where the
-    last-level cache is far (Intel's mesh), C prefetched a row ahead has left L2's few sets a
-    power-of-two ld_c gives it before it is read (docs/measurements.md, "C prefetched a block
-    ahead"). prefetch_next_call: a BRGEMM whose nest's operands outgrow L2 prefetches the
-    next call's blocks into L2 (brgemm's next_call; einjit.codegen.loop_nest), where the
-    backend's kernels can."""
+    docs/measurements.md, "C from beyond L2"). far_llc: the last-level cache lies across a
+    mesh (Intel's server cores), far from each core's L2. There a far C's register blocks each
+    prefetch the C of the block after them, not of the block a row below (C prefetched a row
+    ahead has left L2's few sets a power-of-two ld_c gives it before it is read:
+    docs/measurements.md, "C prefetched a block ahead"); and a contraction whose B outgrows L2
+    is blocked as a large one (einjit.passes.block). prefetch_next_call: a BRGEMM whose
+    nest's operands outgrow L2 prefetches the next call's blocks into L2 (brgemm's next_call;
+    einjit.codegen.loop_nest), where the backend's kernels can."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
@@ -100,7 +101,7 @@ class Microarch:
     pack_max_bytes: int = 288 << 10
     stream_out_bytes: int = 64 << 20
     c_set_ways: float = 1.5
-    c_prefetch_next_block: bool = False
+    far_llc: bool = False
     prefetch_next_call: bool = True
 
     @property

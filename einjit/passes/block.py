@@ -13,6 +13,11 @@ get full blocks: rows of a whole m block and kernel calls of at least a k chunk 
 contiguous in B, kernel_k). Where they cannot (a tensor's 25 rows before a strided m dim, a
 16-long k dim before a strided one), their short calls cost more than the block row held in
 L2 (docs/measurements.md), and the contraction is large only once that row outgrows L2.
+The m-outermost walk reads the whole of B once per block row of A: where the last-level
+cache lies across a mesh (Microarch.far_llc), a B that outgrows L2 comes from there for
+every block row at a higher cost than the blocked walk's, and the contraction is large too
+unless its C outgrows the last-level cache (the blocked walk reads C once per k chunk, from
+memory there; docs/measurements.md, "B beyond L2 on a far last-level cache").
 A large contraction runs instead as the loops of a GotoBLAS GEMM, the kernel's own loops
 inside:
 
@@ -229,7 +234,13 @@ def is_large(op) -> bool:
     rows = block_rows(op)
     row_bytes = rows * op.total("k") * np.dtype(op.dtype).itemsize
     full_blocks = rows == DEFAULT_MAX_SIZE["m"] and kernel_k(op) >= k_chunk(micro)
-    return row_bytes > (micro.l2_bytes // 4 if full_blocks else micro.l2_bytes)
+    if not full_blocks:
+        return row_bytes > micro.l2_bytes
+    itemsize = np.dtype(op.dtype).itemsize
+    b_bytes = op.total("k") * op.total("n") * itemsize
+    c_bytes = op.total("m") * op.total("n") * itemsize
+    return row_bytes > micro.l2_bytes // 4 or (
+        micro.far_llc and b_bytes > micro.l2_bytes and c_bytes <= micro.llc_bytes)
 
 
 def is_rows(op) -> bool:

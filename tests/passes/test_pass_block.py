@@ -101,6 +101,27 @@ def test_the_threshold_on_zen4():
     assert block.is_large(gemm(1600, 1600, 257, "float64"))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_on_a_far_last_level_cache_a_b_beyond_l2_makes_it_large(dtype):
+    """Where the last-level cache lies across a mesh, the m-outermost walk's B (read once per
+    block row of A) must fit in L2: with a block row well within its budget, B just past L2
+    is large, unless C outgrows the last-level cache; on the same caches near their L2 it is
+    not."""
+    far = cpu.MICROARCHS["sapphirerapids"]
+    assert far.far_llc
+    near = dataclasses.replace(far, far_llc=False)
+    k = largest_small_k(1600, 1600, dtype, far) // 2
+    assert k >= block.k_chunk(far)
+    fits = far.l2_bytes // (k * ITEMSIZE[dtype])
+    c_rows = far.llc_bytes // ((fits + 1) * ITEMSIZE[dtype])
+    for m, n, large in ((1600, fits, False), (1600, fits + 1, True), (c_rows, fits + 1, True),
+                        (c_rows + 1, fits + 1, False)):
+        op = gemm(m, n, k, dtype)
+        assert block.is_large(op.replace(isa=dataclasses.replace(op.target, micro=far))) == \
+            large, (m, n, k)
+        assert not block.is_large(op.replace(isa=dataclasses.replace(op.target, micro=near)))
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_float64_is_large_at_half_the_k(target):
     micro = TARGETS[target].micro

@@ -31,17 +31,18 @@ MICROARCH_ENV = "EINJIT_X86_MICROARCH"
 # vblendmps and vpermps issue to as well (uops.info), masked stores at full speed; L1D
 # 32 KiB 8-way and L2 1 MiB on Skylake-SP / Cascade Lake, 48 KiB 12-way and 1.25 MiB on Ice
 # Lake-SP, 48 KiB 12-way and 2 MiB on Sapphire / Emerald / Granite Rapids; their L3 a mesh
-# away (C prefetched a block ahead: measured on Sapphire Rapids, taken for the others).
+# away (far_llc: C prefetched a block ahead, B beyond L2 blocked; measured on Sapphire
+# Rapids, taken for the others).
 MICROARCHS = {
     "zen3": Microarch("zen3", full_rate_bits=256, masked_store_cycles=12.0,
                       l2_bytes=512 << 10),
     "zen4": Microarch("zen4", full_rate_bits=256, masked_store_cycles=12.0),
     "zen5": Microarch("zen5", full_rate_bits=512, masked_store_cycles=12.0, l1_ways=12),
-    "skylake-sp": Microarch("skylake-sp", fma_shuffle_bits=512, c_prefetch_next_block=True),
+    "skylake-sp": Microarch("skylake-sp", fma_shuffle_bits=512, far_llc=True),
     "icelake-sp": Microarch("icelake-sp", fma_shuffle_bits=512, l1_ways=12,
-                            l2_bytes=1280 << 10, c_prefetch_next_block=True),
+                            l2_bytes=1280 << 10, far_llc=True),
     "sapphirerapids": Microarch("sapphirerapids", fma_shuffle_bits=512,
-                                l1_ways=12, l2_bytes=2 << 20, c_prefetch_next_block=True),
+                                l1_ways=12, l2_bytes=2 << 20, far_llc=True),
     "generic": GENERIC,
 }
 # Intel family 6 model -> core (Emerald and Granite Rapids as Sapphire Rapids: the same

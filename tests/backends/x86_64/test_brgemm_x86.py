@@ -1347,7 +1347,7 @@ def test_far_c_blocks_keep_b_columns_over_k_within_their_share_of_l1(variant, mi
 @pytest.mark.parametrize("micro", ["zen4", "sapphirerapids"])
 def test_far_c_prefetches_the_block_a_row_below_or_the_next_block(micro):
     """far_c's prefetches of a large contraction's call: on a core with
-    c_prefetch_next_block the lines of the block's own rows in the columns after its own
+    far_llc the lines of the block's own rows in the columns after its own
     (from displacement 0, the walker moved on by a multiple of ld_c), else the rows a block
     below (every displacement at least a line on)."""
     text = _disassembly(generate_brgemm(target("avx512", micro), 128, 512, 128, 1,
@@ -1356,7 +1356,7 @@ def test_far_c_prefetches_the_block_a_row_below_or_the_next_block(micro):
                      re.findall(r"prefetcht1 byte ptr \[r\w+(?: \+ (\w+))?\]", text)
                      for d in [d or "0"]]
     assert displacements and len(displacements) == text.count("prefetcht1")
-    if cpu.MICROARCHS[micro].c_prefetch_next_block:
+    if cpu.MICROARCHS[micro].far_llc:
         assert min(displacements) == 0
     else:
         assert min(displacements) >= 64
