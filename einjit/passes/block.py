@@ -232,11 +232,11 @@ def is_large(op) -> bool:
         return False
     micro = op.target.micro
     rows = block_rows(op)
-    row_bytes = rows * op.total("k") * np.dtype(op.dtype).itemsize
+    itemsize = np.dtype(op.dtype).itemsize
+    row_bytes = rows * op.total("k") * itemsize
     full_blocks = rows == DEFAULT_MAX_SIZE["m"] and kernel_k(op) >= k_chunk(micro)
     if not full_blocks:
         return row_bytes > micro.l2_bytes
-    itemsize = np.dtype(op.dtype).itemsize
     b_bytes = op.total("k") * op.total("n") * itemsize
     c_bytes = op.total("m") * op.total("n") * itemsize
     return row_bytes > micro.l2_bytes // 4 or (

@@ -5,6 +5,7 @@ loop order and sharing einjit.optimize gives them."""
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 import einjit
@@ -120,6 +121,29 @@ def test_on_a_far_last_level_cache_a_b_beyond_l2_makes_it_large(dtype):
         assert block.is_large(op.replace(isa=dataclasses.replace(op.target, micro=far))) == \
             large, (m, n, k)
         assert not block.is_large(op.replace(isa=dataclasses.replace(op.target, micro=near)))
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_product_large_by_its_b_alone_computes_numpys_product(dtype):
+    """On the host's code with a far last-level cache and an L2 of 128 Ki elements: K = 256
+    keeps the block row of A within a quarter of L2, 513 columns put B just past L2; blocked,
+    the product is numpy's on integers (exact sums) with remainders in m and n."""
+    host = einjit.resolve_target()
+    micro = dataclasses.replace(host.micro, far_llc=True, l2_bytes=ITEMSIZE[dtype] << 17)
+    m, n, k = 300, 513, 256
+    op = TensorOperation(dtype, "zero", "gemm", "none", ("m", "n", "k"), None, (m, n, k),
+                         (1, 0, m), (0, k, 1), (1, m, 0),
+                         isa=dataclasses.replace(host, micro=micro), num_threads=1)
+    assert block.is_large(op)
+    assert not block.is_large(op.replace(isa=dataclasses.replace(
+        host, micro=dataclasses.replace(micro, far_llc=False))))
+    rng = np.random.default_rng(5)
+    a = rng.integers(-3, 4, (k, m)).astype(dtype)      # in0: m contiguous, k columns
+    b = rng.integers(-3, 4, (n, k)).astype(dtype)      # in1: k contiguous, n columns
+    out = np.full((n, m), np.nan, dtype)
+    einjit.optimize(op, num_threads=1).execute(a, b, out)
+    np.testing.assert_array_equal(out, b.astype(np.float64) @ a.astype(np.float64))
 
 
 @pytest.mark.parametrize("target", TARGETS)

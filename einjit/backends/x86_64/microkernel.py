@@ -106,8 +106,8 @@ class Microkernel:
     def prefetch_c(self, cols: int, c_offset: int = 0) -> None:
         """Where c_ahead is set: prefetch into L2 the c_ahead bytes of each of the block's
         columns that lie c_ahead bytes below its own rows (C_PTR's block, `c_offset` columns
-        on), the last byte's line too (C's columns need not start on a line); on a core with
-        a far_llc, those of the `cols` columns after the block's, at its own rows
+        on), the last byte's line too (C's columns need not start on a line); on a core whose
+        L3 is far (far_llc), those of the `cols` columns after the block's, at its own rows
         (the next block's, if as wide). Issued a block row or a block ahead of its loads, so
         that C coming from L3 or memory arrives in time; into L2, not L1: with a pitch of a
         power of two, a block's columns share few of L1's sets. Where c_next = (bytes, row
