@@ -73,6 +73,9 @@ PITCH_SHAPE, PITCH_LD_A, PITCH_STEP = (128, 64, 256), (128, 256, 1024), 8
 # of 128, N panels of FAR_C_N), C at a pitch of 2048 elements, against FAR_C_STEP more
 FAR_C_SHAPE, FAR_C_LD, FAR_C_STEP = (128, 128), 2048, 16
 FAR_C_N = {"float32": 512, "float64": 256}
+# A line-aligned against A_OFFSET (16 bytes past a line, where numpy puts large arrays, so
+# that every full vector of A straddles two lines): what split loads cost the kernel
+A_LINE_SHAPES = ((64, 64, 64, 1), (64, 64, 64, 16), (128, 64, 256, 4))
 
 
 # a complex kernel's FMA peak is its part's; a complex multiply-add counts 8 real flops
@@ -94,9 +97,10 @@ class GemmTimer:
                                dtype=REAL_PART.get(self.dtype, self.dtype))
 
     def gflops(self, m, n, k, br=1, seconds=0.001, repetitions=3, c_offset=C_OFFSET,
-               ld_a=None, ld_b=None, ld_c=None, far_c=False):
+               ld_a=None, ld_b=None, ld_c=None, far_c=False, a_offset=A_OFFSET):
         """far_c: the kernel told that C comes from beyond L2 (generate_brgemm's far_c, at
-        ld_c), as a large contraction's calls are; ld_b, where given, is generated in."""
+        ld_c), as a large contraction's calls are; ld_b, where given, is generated in;
+        a_offset: A's bytes past a page boundary."""
         hints = {"ld_b": ld_b} if ld_b else {}
         if far_c:
             hints["far_c"] = ld_c or m
@@ -106,15 +110,16 @@ class GemmTimer:
             code = generate_brgemm(VARIANTS[self.variant], m, n, k, br, dtype=self.dtype,
                                    **hints)
         kernel = JitFunction(code, 8)
-        operands, args = self._operands(m, n, k, br, c_offset, ld_a, ld_b, ld_c)
+        operands, args = self._operands(m, n, k, br, c_offset, ld_a, ld_b, ld_c, a_offset)
         per_call = self.driver.seconds_per_call(kernel.memory.address, args, seconds, repetitions)
         return self.flops_per_step * m * n * k * br / per_call / 1e9
 
-    def _operands(self, m, n, k, br, c_offset=C_OFFSET, ld_a=None, ld_b=None, ld_c=None):
+    def _operands(self, m, n, k, br, c_offset=C_OFFSET, ld_a=None, ld_b=None, ld_c=None,
+                  a_offset=A_OFFSET):
         """Random A and B and a zero C, each placed past a page boundary (see PAGE); the
         columns of A, B and C ld_a, ld_b and ld_c elements apart (default M, K and M)."""
         ld_a, ld_b, ld_c = ld_a or m, ld_b or k, ld_c or m
-        a = placed(self._random(br * ld_a * k), A_OFFSET, PAGE)
+        a = placed(self._random(br * ld_a * k), a_offset, PAGE)
         b = placed(self._random(br * ld_b * n), B_OFFSET, PAGE)
         c = placed(np.zeros(ld_c * n, self.dtype), c_offset, PAGE)
         return (a, b, c), (a.ctypes.data, b.ctypes.data, c.ctypes.data, ld_a, ld_b, ld_c,
@@ -158,7 +163,7 @@ def paired_percent(timer, m, n, k, br, rounds=5, c_offset=C_OFFSET, **layout):
     """The kernel's best GFLOPS over `rounds` rounds as a percentage of the best FMA peak
     measured in the same rounds, each right before the kernel: the machine is shared, and a
     busy spell only ever slows a measurement down. layout: GemmTimer.gflops's ld_a, ld_b,
-    ld_c, far_c."""
+    ld_c, far_c, a_offset."""
     peaks, kernels = [], []
     for _ in range(rounds):
         peaks.append(timer.peak())
@@ -272,6 +277,19 @@ def pitch_lines(timer):
     return lines
 
 
+def a_line_lines(timer):
+    """A_LINE_SHAPES with A line-aligned and at A_OFFSET, each paired."""
+    aligned = A_OFFSET - A_OFFSET % LINE_BYTES
+    lines = []
+    for m, n, k, br in A_LINE_SHAPES:
+        line, split = (paired_percent(timer, m, n, k, br, a_offset=offset)
+                       for offset in (aligned, A_OFFSET))
+        lines.append(f"  {m}x{n}x{k} batch {br} with A line-aligned: {line:.1f}% of peak; "
+                     f"{A_OFFSET % LINE_BYTES} bytes past a line (A's vectors across lines): "
+                     f"{split:.1f}% (paired)")
+    return lines
+
+
 def far_c_lines(timer):
     """A large contraction's call (FAR_C_SHAPE and FAR_C_N, A and B read from copies at a
     pitch of M plus a line, as the nest makes them, C from beyond L2: far_c), the same C
@@ -335,7 +353,7 @@ def run(variant, sizes, k_values, progress=print, dtype="float32", fp64=True, pa
     batched = [(m, n, k, paired_percent(timer, m, n, k, 16)) for m, n, k in BATCH_SHAPES]
     headline = paired_percent(timer, 64, 64, 64, 1)
     split = page_split_lines(timer)
-    pitches = pitch_lines(timer) + far_c_lines(timer)
+    pitches = pitch_lines(timer) + a_line_lines(timer) + far_c_lines(timer)
     peak = max(peaks)
 
     out = io.StringIO()

@@ -104,3 +104,35 @@ def test_far_c_lines_time_the_large_contractions_call_at_both_pitches(dtype, n, 
     assert all(options["far_c"] and options["ld_a"] == options["ld_b"] == copies
                for _, options in calls)
     assert len(lines) == 1 and "2048: 90.0% of peak" in lines[0] and "2064: 95.0%" in lines[0]
+
+
+class PlacementTimer(ScriptedTimer):
+    """GFLOPS by where A lies: 50 line-aligned, 40 elsewhere."""
+
+    dtype = "float32"
+
+    def gflops(self, m, n, k, br=1, a_offset=x86_gemm.A_OFFSET, **options):
+        self.calls.append((m, n, k, br, a_offset))
+        return 50.0 if a_offset % 64 == 0 else 40.0
+
+
+def test_split_loads_of_a_are_paired_against_a_line_aligned_a():
+    """Each A_LINE_SHAPES line pairs A line-aligned against numpy's placement, in that order."""
+    timer = PlacementTimer([])
+    lines = x86_gemm.a_line_lines(timer)
+    assert len(lines) == len(x86_gemm.A_LINE_SHAPES)
+    for line, (m, n, k, br) in zip(lines, x86_gemm.A_LINE_SHAPES):
+        assert f"{m}x{n}x{k} batch {br} with A line-aligned: 50.0%" in line, line
+        assert "16 bytes past a line (A's vectors across lines): 40.0%" in line, line
+    offsets = {call[-1] for call in timer.calls}
+    assert offsets == {x86_gemm.A_OFFSET, x86_gemm.A_OFFSET - x86_gemm.A_OFFSET % 64}
+
+
+def test_a_lies_where_the_timer_is_told():
+    """_operands places A a_offset bytes past a page boundary, B and C where they always lie."""
+    timer = x86_gemm.GemmTimer("avx2")
+    for offset in (0, 16, 1024):
+        (a, b, c), args = timer._operands(8, 8, 8, 1, a_offset=offset)
+        assert a.ctypes.data % x86_gemm.PAGE == offset == args[0] % x86_gemm.PAGE
+        assert b.ctypes.data % x86_gemm.PAGE == x86_gemm.B_OFFSET
+        assert c.ctypes.data % x86_gemm.PAGE == x86_gemm.C_OFFSET
