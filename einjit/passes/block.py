@@ -30,8 +30,9 @@ B's panel, kc x nc, stays in L2 while every block of A's rows passes it; within 
 block row of A, kc columns, stays in L1 while the kernel sweeps the panel's columns.
 
 - kc: two lines of each of kc columns fill half of L1 (a block row of A, two vectors high,
-  holds two lines of every column it reads);
-- nc: B's panel fills at most a quarter of L2 (a larger one leaves too little of it to A's
+  holds two lines of every column it reads), a third where the core's full-width zmm FMAs
+  read A's block row faster than L2 refills L1 (Microarch.k_chunk_l1_share);
+- nc: B's panel, at the half-L1 chunk's k (panel_k), fills at most a quarter of L2 (a larger one leaves too little of it to A's
   block and C's, docs/measurements.md), at least split's default; where A's columns lie a
   conflict pitch apart, so that every panel copies A's blocks again, up to half of L2 while
   a quarter holds fewer than PANEL_LEAST_COLUMNS columns;
@@ -186,7 +187,7 @@ def _widest_panel(op) -> int:
     core's conflict pitch apart (the nest copies A's block for every call), up to half of it
     while a quarter holds fewer than PANEL_LEAST_COLUMNS; at least split's default."""
     micro = op.target.micro
-    column_bytes = k_chunk(micro) * np.dtype(op.dtype).itemsize
+    column_bytes = panel_k(micro) * np.dtype(op.dtype).itemsize
     widest = micro.l2_bytes // 4 // column_bytes
     if micro.crowds(_a_pitch_bytes(op)):
         widest = max(widest, min(PANEL_LEAST_COLUMNS, micro.l2_bytes // 2 // column_bytes))
@@ -200,7 +201,14 @@ def _a_pitch_bytes(op) -> int:
 
 
 def k_chunk(micro) -> int:
-    """kc: two lines of each of kc columns fill half of L1."""
+    """kc: two lines of each of kc columns fill the core's k_chunk_l1_share of L1."""
+    return int(micro.l1_bytes * micro.k_chunk_l1_share) // (2 * LINE_BYTES)
+
+
+def panel_k(micro) -> int:
+    """The k chunk B's panel is sized by: two lines of each of its columns fill half of L1
+    (where k_chunk is shorter, the panel keeps that width: wider ones measured slower,
+    docs/measurements.md, "kc on Sapphire Rapids")."""
     return micro.l1_bytes // (4 * LINE_BYTES)
 
 

@@ -42,7 +42,7 @@ def panel_budget_bytes(micro, dtype, m):
     """The most bytes of B's kc x nc panel for a column-major A of m rows: a quarter of L2;
     where A's columns lie a multiple of the conflict pitch apart, up to half of it while a
     quarter holds fewer than PANEL_LEAST_COLUMNS columns."""
-    column_bytes = block.k_chunk(micro) * ITEMSIZE[dtype]
+    column_bytes = block.panel_k(micro) * ITEMSIZE[dtype]
     quarter = micro.l2_bytes // 4
     if m * ITEMSIZE[dtype] % micro.conflict_pitch_bytes:
         return quarter
@@ -146,6 +146,55 @@ def test_a_product_large_by_its_b_alone_computes_numpys_product(dtype):
     np.testing.assert_array_equal(out, b.astype(np.float64) @ a.astype(np.float64))
 
 
+def test_k_chunks_fill_a_third_of_l1_where_zmm_fmas_run_at_full_width():
+    """kc: two lines of each column fill half of L1 on the AMD cores (as before the share was
+    a field), a third on Intel's server cores; B's panel keeps the half-L1 chunk's width,
+    so a 1920^3 product on Sapphire Rapids gets k chunks of 128 and the panels it had."""
+    for name in ("zen3", "zen4", "zen5", "generic"):
+        micro = cpu.MICROARCHS[name]
+        assert block.k_chunk(micro) == block.panel_k(micro) == micro.l1_bytes // 256, name
+    for name in ("skylake-sp", "icelake-sp", "sapphirerapids"):
+        micro = cpu.MICROARCHS[name]
+        assert block.k_chunk(micro) == micro.l1_bytes // 3 // 128, name
+        assert block.panel_k(micro) == micro.l1_bytes // 256, name
+    spr = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["sapphirerapids"])
+    half = dataclasses.replace(spr, micro=dataclasses.replace(spr.micro, k_chunk_l1_share=0.5))
+    sizes = {}
+    for target in (spr, half):
+        op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None,
+                             (1920,) * 3, (1, 0, 1920), (0, 1920, 1), (1, 1920, 0), isa=target,
+                             num_threads=1)
+        assert block.is_large(op)
+        sizes[target.micro.k_chunk_l1_share] = block.max_sizes(op)
+    assert sizes[1 / 3]["k"] == 128 and sizes[0.5]["k"] == 192
+    assert sizes[1 / 3]["n"] == sizes[0.5]["n"]
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_product_in_a_third_of_l1_chunks_computes_numpys_product(dtype):
+    """On the host's code with k chunks a third of L1 (and an L2 of 128 Ki elements, so that
+    K = 1000 is large): the plan's chunks are shorter than at half of L1 and do not divide
+    K, and the product is numpy's on integers, with remainders in m and n."""
+    host = einjit.resolve_target()
+    micro = dataclasses.replace(host.micro, l2_bytes=ITEMSIZE[dtype] << 17)
+    m, n, k = 300, 517, 1000
+    ops = {share: TensorOperation(dtype, "zero", "gemm", "none", ("m", "n", "k"), None,
+                                  (m, n, k), (1, 0, m), (0, k, 1), (1, m, 0),
+                                  isa=dataclasses.replace(host, micro=dataclasses.replace(
+                                      micro, k_chunk_l1_share=share)), num_threads=1)
+           for share in (1 / 3, 0.5)}
+    assert all(block.is_large(op) for op in ops.values())
+    third, half = (block.max_sizes(op)["k"] for op in ops.values())
+    assert third < half and k % third
+    rng = np.random.default_rng(6)
+    a = rng.integers(-3, 4, (k, m)).astype(dtype)      # in0: m contiguous, k columns
+    b = rng.integers(-3, 4, (n, k)).astype(dtype)      # in1: k contiguous, n columns
+    out = np.full((n, m), np.nan, dtype)
+    einjit.optimize(ops[1 / 3], num_threads=1).execute(a, b, out)
+    np.testing.assert_array_equal(out, b.astype(np.float64) @ a.astype(np.float64))
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_float64_is_large_at_half_the_k(target):
     micro = TARGETS[target].micro
@@ -244,7 +293,7 @@ def test_a_copied_a_widens_the_panel(target, dtype, m):
     fewer than PANEL_LEAST_COLUMNS; elsewhere a quarter."""
     micro = TARGETS[target].micro
     itemsize = ITEMSIZE[dtype]
-    column_bytes = block.k_chunk(micro) * itemsize
+    column_bytes = block.panel_k(micro) * itemsize
     quarter, half = micro.l2_bytes // 4 // column_bytes, micro.l2_bytes // 2 // column_bytes
     copied = m * itemsize % micro.conflict_pitch_bytes == 0
     bound = max(quarter, min(block.PANEL_LEAST_COLUMNS, half)) if copied else quarter
