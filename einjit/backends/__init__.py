@@ -83,13 +83,15 @@ class Microarch:
     prefetch the C of the block after them, not of the block a row below (C prefetched a row
     ahead has left L2's few sets a power-of-two ld_c gives it before it is read:
     docs/measurements.md, "C prefetched a block ahead"); and a contraction whose B outgrows L2
-    is blocked as a large one (einjit.passes.block). k_chunk_l1_share: the share of L1 that
-    two lines of each of a large contraction's kc columns of A fill (einjit.passes.block.
-    k_chunk): a third on Intel's server cores, whose FMAs at the full width of a zmm read a
-    block row of A twice as fast as Zen 4's halves, so that it must stay in L1 rather than
-    come from L2 (docs/measurements.md, "kc on Sapphire Rapids"). prefetch_next_call: a BRGEMM whose
-    nest's operands outgrow L2 prefetches the next call's blocks into L2 (brgemm's next_call;
-    einjit.codegen.loop_nest), where the backend's kernels can."""
+    is blocked as a large one (einjit.passes.block). k_chunk_l1_parts: two lines of each of a
+    large contraction's kc columns of A fill one of this many parts of L1
+    (einjit.passes.block.k_chunk; an integer: planning does no inexact float arithmetic,
+    which would raise the caller's inexact flag); three on Intel's server cores, whose FMAs
+    take a zmm at full width and read a block row of A twice as fast as Zen 4's halves, so
+    that it must stay in L1 rather than come from L2 (docs/measurements.md, "kc on Sapphire
+    Rapids"). prefetch_next_call: a BRGEMM whose nest's operands outgrow L2 prefetches the
+    next call's blocks into L2 (brgemm's next_call; einjit.codegen.loop_nest), where the
+    backend's kernels can."""
     name: str = "generic"
     full_rate_bits: int = 512
     fma_pipes: int = 2
@@ -106,7 +108,7 @@ class Microarch:
     stream_out_bytes: int = 64 << 20
     c_set_ways: float = 1.5
     far_llc: bool = False
-    k_chunk_l1_share: float = 0.5
+    k_chunk_l1_parts: int = 2
     prefetch_next_call: bool = True
 
     @property

@@ -31,11 +31,12 @@ block row of A, kc columns, stays in L1 while the kernel sweeps the panel's colu
 
 - kc: two lines of each of kc columns fill half of L1 (a block row of A, two vectors high,
   holds two lines of every column it reads), a third where the core's full-width zmm FMAs
-  read A's block row faster than L2 refills L1 (Microarch.k_chunk_l1_share);
-- nc: B's panel, at the half-L1 chunk's k (panel_k), fills at most a quarter of L2 (a larger one leaves too little of it to A's
-  block and C's, docs/measurements.md), at least split's default; where A's columns lie a
-  conflict pitch apart, so that every panel copies A's blocks again, up to half of L2 while
-  a quarter holds fewer than PANEL_LEAST_COLUMNS columns;
+  read A's block row faster than L2 refills L1 (Microarch.k_chunk_l1_parts);
+- nc: B's panel, at the half-L1 chunk's k (panel_k), fills at most a quarter of L2 (a
+  larger one leaves too little of it to A's block and C's, docs/measurements.md), at least
+  split's default; where A's columns lie a conflict pitch apart, so that every panel copies
+  A's blocks again, up to half of L2 while a quarter holds fewer than PANEL_LEAST_COLUMNS
+  columns;
 - mc: split's default.
 The sizes are maxima: split takes the largest divisor of each dim within them (n's of any
 size), and peel cuts m into whole blocks and a rest where that makes fewer blocks.
@@ -201,8 +202,8 @@ def _a_pitch_bytes(op) -> int:
 
 
 def k_chunk(micro) -> int:
-    """kc: two lines of each of kc columns fill the core's k_chunk_l1_share of L1."""
-    return int(micro.l1_bytes * micro.k_chunk_l1_share) // (2 * LINE_BYTES)
+    """kc: two lines of each of kc columns fill one of the core's k_chunk_l1_parts of L1."""
+    return micro.l1_bytes // (micro.k_chunk_l1_parts * 2 * LINE_BYTES)
 
 
 def panel_k(micro) -> int:

@@ -158,16 +158,16 @@ def test_k_chunks_fill_a_third_of_l1_where_zmm_fmas_run_at_full_width():
         assert block.k_chunk(micro) == micro.l1_bytes // 3 // 128, name
         assert block.panel_k(micro) == micro.l1_bytes // 256, name
     spr = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["sapphirerapids"])
-    half = dataclasses.replace(spr, micro=dataclasses.replace(spr.micro, k_chunk_l1_share=0.5))
+    half = dataclasses.replace(spr, micro=dataclasses.replace(spr.micro, k_chunk_l1_parts=2))
     sizes = {}
     for target in (spr, half):
         op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None,
                              (1920,) * 3, (1, 0, 1920), (0, 1920, 1), (1, 1920, 0), isa=target,
                              num_threads=1)
         assert block.is_large(op)
-        sizes[target.micro.k_chunk_l1_share] = block.max_sizes(op)
-    assert sizes[1 / 3]["k"] == 128 and sizes[0.5]["k"] == 192
-    assert sizes[1 / 3]["n"] == sizes[0.5]["n"]
+        sizes[target.micro.k_chunk_l1_parts] = block.max_sizes(op)
+    assert sizes[3]["k"] == 128 and sizes[2]["k"] == 192
+    assert sizes[3]["n"] == sizes[2]["n"]
 
 
 @pytest.mark.native
@@ -179,11 +179,11 @@ def test_a_product_in_a_third_of_l1_chunks_computes_numpys_product(dtype):
     host = einjit.resolve_target()
     micro = dataclasses.replace(host.micro, l2_bytes=ITEMSIZE[dtype] << 17)
     m, n, k = 300, 517, 1000
-    ops = {share: TensorOperation(dtype, "zero", "gemm", "none", ("m", "n", "k"), None,
+    ops = {parts: TensorOperation(dtype, "zero", "gemm", "none", ("m", "n", "k"), None,
                                   (m, n, k), (1, 0, m), (0, k, 1), (1, m, 0),
                                   isa=dataclasses.replace(host, micro=dataclasses.replace(
-                                      micro, k_chunk_l1_share=share)), num_threads=1)
-           for share in (1 / 3, 0.5)}
+                                      micro, k_chunk_l1_parts=parts)), num_threads=1)
+           for parts in (3, 2)}
     assert all(block.is_large(op) for op in ops.values())
     third, half = (block.max_sizes(op)["k"] for op in ops.values())
     assert third < half and k % third
@@ -191,7 +191,7 @@ def test_a_product_in_a_third_of_l1_chunks_computes_numpys_product(dtype):
     a = rng.integers(-3, 4, (k, m)).astype(dtype)      # in0: m contiguous, k columns
     b = rng.integers(-3, 4, (n, k)).astype(dtype)      # in1: k contiguous, n columns
     out = np.full((n, m), np.nan, dtype)
-    einjit.optimize(ops[1 / 3], num_threads=1).execute(a, b, out)
+    einjit.optimize(ops[3], num_threads=1).execute(a, b, out)
     np.testing.assert_array_equal(out, b.astype(np.float64) @ a.astype(np.float64))
 
 

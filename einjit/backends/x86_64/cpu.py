@@ -33,18 +33,18 @@ MICROARCH_ENV = "EINJIT_X86_MICROARCH"
 # Lake-SP, 48 KiB 12-way and 2 MiB on Sapphire / Emerald / Granite Rapids; their L3 a mesh
 # away (far_llc: C prefetched a block ahead, B beyond L2 blocked; measured on Sapphire
 # Rapids, taken for the others); their full-width zmm FMAs want a large contraction's k
-# chunks a third shorter (k_chunk_l1_share: measured on Sapphire Rapids, taken for the others).
+# chunks a third shorter (k_chunk_l1_parts: measured on Sapphire Rapids, taken for the others).
 MICROARCHS = {
     "zen3": Microarch("zen3", full_rate_bits=256, masked_store_cycles=12.0,
                       l2_bytes=512 << 10),
     "zen4": Microarch("zen4", full_rate_bits=256, masked_store_cycles=12.0),
     "zen5": Microarch("zen5", full_rate_bits=512, masked_store_cycles=12.0, l1_ways=12),
     "skylake-sp": Microarch("skylake-sp", fma_shuffle_bits=512, far_llc=True,
-                            k_chunk_l1_share=1 / 3),
+                            k_chunk_l1_parts=3),
     "icelake-sp": Microarch("icelake-sp", fma_shuffle_bits=512, l1_ways=12,
-                            l2_bytes=1280 << 10, far_llc=True, k_chunk_l1_share=1 / 3),
+                            l2_bytes=1280 << 10, far_llc=True, k_chunk_l1_parts=3),
     "sapphirerapids": Microarch("sapphirerapids", fma_shuffle_bits=512, l1_ways=12,
-                                l2_bytes=2 << 20, far_llc=True, k_chunk_l1_share=1 / 3),
+                                l2_bytes=2 << 20, far_llc=True, k_chunk_l1_parts=3),
     "generic": GENERIC,
 }
 # Intel family 6 model -> core (Emerald and Granite Rapids as Sapphire Rapids: the same
