@@ -201,16 +201,21 @@ def _a_pitch_bytes(op) -> int:
         (d.stride_in0 for d in op.dims if d.type == "k" and d.stride_in0), default=0)
 
 
+def _l1_chunk(micro, parts: int) -> int:
+    """The columns whose two lines each fill one of `parts` parts of L1."""
+    return micro.l1_bytes // (parts * 2 * LINE_BYTES)
+
+
 def k_chunk(micro) -> int:
     """kc: two lines of each of kc columns fill one of the core's k_chunk_l1_parts of L1."""
-    return micro.l1_bytes // (micro.k_chunk_l1_parts * 2 * LINE_BYTES)
+    return _l1_chunk(micro, micro.k_chunk_l1_parts)
 
 
 def panel_k(micro) -> int:
     """The k chunk B's panel is sized by: two lines of each of its columns fill half of L1
     (where k_chunk is shorter, the panel keeps that width: wider ones measured slower,
     docs/measurements.md, "kc on Sapphire Rapids")."""
-    return micro.l1_bytes // (4 * LINE_BYTES)
+    return _l1_chunk(micro, 2)
 
 
 def vector_rows(op) -> int:

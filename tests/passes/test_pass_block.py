@@ -147,9 +147,10 @@ def test_a_product_large_by_its_b_alone_computes_numpys_product(dtype):
 
 
 def test_k_chunks_fill_a_third_of_l1_where_zmm_fmas_run_at_full_width():
-    """kc: two lines of each column fill half of L1 on the AMD cores (as before the share was
-    a field), a third on Intel's server cores; B's panel keeps the half-L1 chunk's width,
-    so a 1920^3 product on Sapphire Rapids gets k chunks of 128 and the panels it had."""
+    """kc: two lines of each column fill half of L1 on the AMD cores (as before
+    k_chunk_l1_parts was a field), a third on Intel's server cores; B's panel keeps the
+    half-L1 chunk's width, so a 1920^3 product on Sapphire Rapids gets k chunks of 128 and
+    the panels it had."""
     for name in ("zen3", "zen4", "zen5", "generic"):
         micro = cpu.MICROARCHS[name]
         assert block.k_chunk(micro) == block.panel_k(micro) == micro.l1_bytes // 256, name
