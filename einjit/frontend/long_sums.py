@@ -17,7 +17,10 @@ pieces of `length` indices; its last, shorter piece is a step of its own, readin
 operands from an offset and writing the last row of the partials.
 
 The same chunks give threads work where a contraction's output is too small to (`starved`):
-its chunks' partial sums are a batch the threads share, then summed.
+its chunks' partial sums are a batch the threads share, then summed. And a vector times a
+matrix whose out runs along the matrix's rows (`x @ A`), whose threads would each read a
+short run of every row (`rows_cut`), is summed in chunks of whole rows, as many as the
+threads share (`row_chunks`: the shared pass's iterations, einjit.passes.shared).
 
 The partial sums buffer holds at most PARTIALS_LIMIT elements (chunks are longer where the
 output is large); a node whose output alone is that large keeps its single step (its kernels'
@@ -29,10 +32,13 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from einjit.frontend.lower import Tensor
 from einjit.frontend.rewrite import dense_strides
 from einjit.ir import TensorOperation
 from einjit.passes.balance import MIN_BALANCE, balance
+from einjit.passes.shared import DEFAULT_ITERATIONS_PER_THREAD
 
 #: a node summing more terms than this into each output element (numpy.einsum's buffer
 #: length) is summed in chunks where its own operation has chains longer than LONG_CHAIN
@@ -45,6 +51,12 @@ PARTIALS_LIMIT = 1 << 22
 #: flops per thread below which a starved contraction stays as it is (its sums in chunks
 #: cost a partial sums buffer and one more step)
 STARVED_MIN_FLOPS = 1 << 22
+#: a thread's run of each row of a vector times a matrix shorter than this is read slower
+#: than whole rows (the hardware prefetchers follow a short run only so far)
+ROW_RUN_BYTES = 16 << 10
+#: flops per thread below which a vector times a matrix keeps its rows cut: the partial sums
+#: cost a buffer and one more step
+ROWS_MIN_FLOPS = 1 << 18
 
 
 def starved(op: TensorOperation, threads: int) -> bool:
@@ -54,6 +66,28 @@ def starved(op: TensorOperation, threads: int) -> bool:
         return False
     flops = 2 * math.prod(d.size for d in op.dims)
     return balance(op) < MIN_BALANCE and flops >= threads * STARVED_MIN_FLOPS
+
+
+def rows_cut(op: TensorOperation, threads: int) -> bool:
+    """Whether the threads of an optimized vector times a matrix (no n dim, the innermost m dim
+    unit-stride in the matrix: out runs along the matrix's rows) each read runs of every row
+    shorter than ROW_RUN_BYTES, with work enough for a sum in chunks."""
+    if threads < 2 or op.kind != "contraction" or any(d.type == "n" and d.size > 1
+                                                       for d in op.dims):
+        return False
+    rows = [d for d in op.dims if d.type == "m" and d.size > 1]
+    shares = math.prod(d.size for d in rows if d.exec_type == "shared")
+    if shares < 2 or rows[-1].stride_in0 != 1:
+        return False
+    run = math.prod(d.size for d in rows) // shares * np.dtype(op.dtype).itemsize
+    flops = 2 * math.prod(d.size for d in op.dims)
+    return run < ROW_RUN_BYTES and flops >= threads * ROWS_MIN_FLOPS
+
+
+def row_chunks(threads: int) -> int:
+    """The chunks of a vector times a matrix whose rows the threads would cut (rows_cut): as
+    many as the shared pass shares iterations, so that it shares the chunks alone."""
+    return DEFAULT_ITERATIONS_PER_THREAD * threads
 
 
 @dataclass(frozen=True)
@@ -93,17 +127,22 @@ def accumulation_chain(op: TensorOperation) -> int:
 
 
 def chunked(children: Sequence[Tensor], out: Tensor, sizes: Sequence[int],
-            longest: int = LONG_SUM) -> Chunked | None:
+            longest: int = LONG_SUM, pieces: int = 0) -> Chunked | None:
     """The chunked form of a node summing `children` into `out`, or None where its sums are
     short (at most `longest` terms: LONG_SUM for a node, CHUNK for the sum of its partial
-    sums) or its output too large for a partial sums buffer."""
+    sums) or its output too large for a partial sums buffer. Chunks are CHUNK terms long, or
+    where `pieces` is given as long as makes that many of them at most (and a last, shorter
+    one where they do not divide the sum)."""
     sizes = tuple(sizes)
     total = summed_terms(children, out, sizes)
     out_size = math.prod(sizes[d] for d in out.dims)
     most = PARTIALS_LIMIT // max(out_size, 1)      # partial sums per output element at most
     if total <= longest or most < 2:
         return None
-    chunk = max(CHUNK, -(-total // most))
+    chunk = CHUNK
+    if pieces:          # at most `pieces` chunks: the floor's where its rest is shorter
+        chunk = total // pieces if total % pieces < total // pieces else -(-total // pieces)
+    chunk = max(chunk, -(-total // most))
     reduced = [d for d in dict.fromkeys(d for c in children for d in c.dims)
                if d not in out.dims and sizes[d] > 1]
     # outermost in memory first: whole outer dims become partials, an inner dim may be cut

@@ -35,6 +35,8 @@ from einjit.frontend.long_sums import (
     LONG_SUM,
     accumulation_chain,
     chunked,
+    row_chunks,
+    rows_cut,
     starved,
 )
 from einjit.frontend.lower import Lowered, Tensor, lower_contraction, lower_unary
@@ -172,6 +174,9 @@ class Plan:
                 if chunks is None and starved(main, threads):
                     # too few out blocks for the threads: chunks of the sum give them work
                     chunks = chunked(inputs, out, step_sizes, CHUNK)
+                elif chunks is None and rows_cut(main, threads):
+                    # chunks of whole rows for the threads
+                    chunks = chunked(inputs, out, step_sizes, CHUNK, row_chunks(threads))
             if chunks is None:
                 add(node, plain or lowered_step(inputs, out, step_sizes), refs, out_ref, frees,
                     part=part)

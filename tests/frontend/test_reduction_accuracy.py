@@ -12,7 +12,13 @@ import pytest
 from frontend_support import jit_available
 
 import einjit
-from einjit.frontend.long_sums import CHUNK, LONG_CHAIN, LONG_SUM, accumulation_chain
+from einjit.frontend.long_sums import (
+    CHUNK,
+    LONG_CHAIN,
+    LONG_SUM,
+    accumulation_chain,
+    row_chunks,
+)
 
 pytestmark = pytest.mark.skipif(not jit_available(),
                                 reason="needs einjit.optimize and einjit.codegen to execute")
@@ -188,3 +194,52 @@ def test_a_starved_gemm_is_summed_in_chunks(monkeypatch, dtype):
     monkeypatch.setenv("EINJIT_NUM_THREADS", "2")
     assert not any(step.part for step in _steps("ik,kj->ij", (8, 4096), (4096, 8),
                                                  dtype=dtype))
+
+
+def _in_chunks(steps) -> bool:
+    return any("partial sums" in step.part for step in steps)
+
+
+def _shared(step) -> list[tuple[str, int]]:
+    return [(d.type, d.size) for d in step.lowered.op.dims if d.exec_type == "shared"]
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_vector_times_a_matrix_whose_threads_would_cut_its_rows_sums_whole_rows(
+        monkeypatch, dtype):
+    """x @ A on threads that would each read a short run of every row of A: its sum in
+    row_chunks chunks of whole rows (and a last, shorter one: K is odd), the only shared dim,
+    then their partial sums summed. Integers: numpy's product bit for bit, on any count of
+    threads (more than this host has too), and the same bits on every call."""
+    k, n = 8191, 1024
+    rng = np.random.default_rng(7)
+    x = rng.integers(-4, 5, (1, k)).astype(dtype)
+    a = rng.integers(-4, 5, (k, n)).astype(dtype)
+    want = (x.astype(np.float64) @ a).astype(dtype)
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "1")
+    assert not _in_chunks(_steps("ij,jk->ik", x.shape, a.shape, dtype=dtype))
+    for threads in (2, 3, 16):
+        monkeypatch.setenv("EINJIT_NUM_THREADS", str(threads))
+        steps = _steps("ij,jk->ik", x.shape, a.shape, dtype=dtype)
+        assert "partial sums of chunks" in steps[0].part
+        assert _shared(steps[0]) == [("c", row_chunks(threads))]
+        assert steps[-1].part.startswith("the sum of the partial sums")
+        expression = einjit.contract_expression("ij,jk->ik", x.shape, a.shape, dtype=dtype)
+        np.testing.assert_array_equal(expression(x, a), want)
+    floats = [rng.standard_normal(shape).astype(dtype) for shape in (x.shape, a.shape)]
+    first = expression(*floats)
+    np.testing.assert_array_equal(expression(*floats), first)
+    np.testing.assert_allclose(first, floats[0].astype(np.float64) @ floats[1],
+                               rtol=1e-4 if dtype == "float32" else 1e-12, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_products_whose_threads_read_long_runs_are_not_summed_in_chunks(monkeypatch, dtype):
+    """On two threads: a matrix times a vector (each thread takes whole rows), a vector times
+    a matrix whose half rows are 16 KiB long, and one with too little work: no chunks."""
+    monkeypatch.setenv("EINJIT_NUM_THREADS", "2")
+    long_half = (16 << 10) * 2 // np.dtype(dtype).itemsize
+    for shapes in (((4096, 4096), (4096, 1)), ((1, 2048), (2048, long_half)),
+                   ((1, 1024), (1024, 128))):
+        assert not _in_chunks(_steps("ij,jk->ik", *shapes, dtype=dtype)), shapes
