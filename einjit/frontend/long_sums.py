@@ -57,6 +57,10 @@ ROW_RUN_BYTES = 16 << 10
 #: flops per thread below which a vector times a matrix keeps its rows cut: the partial sums
 #: cost a buffer and one more step
 ROWS_MIN_FLOPS = 1 << 18
+#: rows a chunk of a vector times a matrix sums at least, per thread: the sum of the partial
+#: sums, which may run on one thread, then reads at most an eighth of what each thread reads
+#: of the matrix
+CHUNK_ROWS_PER_THREAD = 8
 
 
 def starved(op: TensorOperation, threads: int) -> bool:
@@ -71,7 +75,8 @@ def starved(op: TensorOperation, threads: int) -> bool:
 def rows_cut(op: TensorOperation, threads: int) -> bool:
     """Whether the threads of an optimized vector times a matrix (no n dim, the innermost m dim
     unit-stride in the matrix: out runs along the matrix's rows) each read runs of every row
-    shorter than ROW_RUN_BYTES, with work enough for a sum in chunks."""
+    shorter than ROW_RUN_BYTES, with work enough for a sum in chunks and chunks long enough
+    for a cheap sum of their partial sums (CHUNK_ROWS_PER_THREAD)."""
     if threads < 2 or op.kind != "contraction" or any(d.type == "n" and d.size > 1
                                                        for d in op.dims):
         return False
@@ -81,7 +86,9 @@ def rows_cut(op: TensorOperation, threads: int) -> bool:
         return False
     run = math.prod(d.size for d in rows) // shares * np.dtype(op.dtype).itemsize
     flops = 2 * math.prod(d.size for d in op.dims)
-    return run < ROW_RUN_BYTES and flops >= threads * ROWS_MIN_FLOPS
+    chunk_rows = op.total("k") // row_chunks(threads)
+    return (run < ROW_RUN_BYTES and flops >= threads * ROWS_MIN_FLOPS
+            and chunk_rows >= CHUNK_ROWS_PER_THREAD * threads)
 
 
 def row_chunks(threads: int) -> int:
