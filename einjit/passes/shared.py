@@ -3,7 +3,9 @@ split their iterations.
 
 Starting from the outermost loop, seq dims become shared until the shared iterations reach
 `iterations_per_thread` x num_threads (default 4 per thread, so that a flattened range split
-into equal slices loses at most a quarter of a slice to imbalance) or no candidate is left.
+into equal slices loses at most a quarter of a slice to imbalance) in shares that keep
+block.MIN_BALANCE of the threads' time busy (200 iterations on 48 threads, shares of 4 and 5,
+keep 83%: the next loop is shared too), or no candidate is left.
 Never a k dim (threads would race on the same out elements), never a dim of size 1 or with out
 stride 0. In a large contraction (einjit.passes.block) the threads take whole n panels; where
 there are fewer panels than threads, the m loop inside the k loop is shared by an outer part
@@ -48,7 +50,7 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     target = iterations_per_thread * num_threads if num_threads > 1 else 1
     placed, inside_k, done = [], False, False
     for dim in dims:
-        done = done or iterations >= target or (
+        done = done or iterations >= target and _even(iterations, num_threads) or (
             (dim.type == "k" or inside_k and vector) and blocked and iterations >= num_threads)
         if (not done and dim.exec_type == "seq" and dim.type != "k" and dim.size > 1
                 and dim.stride_out != 0):
@@ -75,6 +77,12 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     dims = [d for d in placed if d.exec_type == "shared"] + \
            [d for d in placed if d.exec_type != "shared"]
     return op.replace(dims=dims)
+
+
+def _even(iterations: int, threads: int) -> bool:
+    """Whether `iterations` split in shares that differ by one keep MIN_BALANCE of the
+    threads' time busy."""
+    return iterations / (threads * -(-iterations // threads)) >= block.MIN_BALANCE
 
 
 def _threads_part(size: int, wanted: int, threads: int, iterations: int) -> int | None:

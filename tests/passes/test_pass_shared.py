@@ -27,6 +27,15 @@ def test_enough_iterations_for_many_threads():
     assert new.exec_types[:2] == ("shared", "shared")
 
 
+def test_the_shared_loops_grow_past_the_target_while_their_shares_are_uneven():
+    op = build(edit(BRGEMM, dim_sizes=(200, 32, 8, 32, 32, 32)))
+    # m alone has 200 >= 4 * 48 iterations, but shares of 4 and 5 keep 83% of 48 threads busy
+    assert shared(op, 48).exec_types[:2] == ("shared", "shared")
+    # ... and of 50 threads, shares of 4, all of them
+    assert shared(op, 50).exec_types[:2] == ("shared", "seq")
+    assert shared(op, 2).exec_types[:2] == ("shared", "seq")
+
+
 def test_never_a_k_dim_and_shared_dims_move_to_the_front():
     op = build(edit(BRGEMM, prim_main="gemm", dim_types=("k", "n", "m", "m", "n", "k"),
                     exec_types=("seq", "seq", "seq", "prim", "prim", "prim"),
