@@ -17,10 +17,11 @@ pieces of `length` indices; its last, shorter piece is a step of its own, readin
 operands from an offset and writing the last row of the partials.
 
 The same chunks give threads work where a contraction's output is too small to (`starved`):
-its chunks' partial sums are a batch the threads share, then summed. And a vector times a
-matrix whose out runs along the matrix's rows (`x @ A`), whose threads would each read a
-short run of every row (`rows_cut`), is summed in chunks of whole rows, as many as the
-threads share (`row_chunks`: the shared pass's iterations, einjit.passes.shared).
+its chunks' partial sums are a batch the threads share, then summed. And a matrix times a
+vector along the matrix's rows (n of 1, numpy's `x @ A`: block.is_along_rows), whose threads
+would each read a short run of every row (`rows_cut`), is summed in chunks of whole rows,
+as many as the threads share (`row_chunks`: the shared pass's iterations,
+einjit.passes.shared).
 
 The partial sums buffer holds at most PARTIALS_LIMIT elements (chunks are longer where the
 output is large); a node whose output alone is that large keeps its single step (its kernels'
@@ -38,6 +39,7 @@ from einjit.frontend.lower import Tensor
 from einjit.frontend.rewrite import dense_strides
 from einjit.ir import TensorOperation
 from einjit.passes.balance import MIN_BALANCE, balance
+from einjit.passes.block import is_along_rows
 from einjit.passes.shared import DEFAULT_ITERATIONS_PER_THREAD
 
 #: a node summing more terms than this into each output element (numpy.einsum's buffer
@@ -51,13 +53,13 @@ PARTIALS_LIMIT = 1 << 22
 #: flops per thread below which a starved contraction stays as it is (its sums in chunks
 #: cost a partial sums buffer and one more step)
 STARVED_MIN_FLOPS = 1 << 22
-#: a thread's run of each row of a vector times a matrix shorter than this is read slower
+#: a thread's run of each row of a matrix times a vector shorter than this is read slower
 #: than whole rows (the hardware prefetchers follow a short run only so far)
 ROW_RUN_BYTES = 16 << 10
-#: flops per thread below which a vector times a matrix keeps its rows cut: the partial sums
+#: flops per thread below which a matrix times a vector keeps its rows cut: the partial sums
 #: cost a buffer and one more step
 ROWS_MIN_FLOPS = 1 << 18
-#: rows a chunk of a vector times a matrix sums at least, per thread: the sum of the partial
+#: rows a chunk of a matrix times a vector sums at least, per thread: the sum of the partial
 #: sums, which may run on one thread, then reads at most an eighth of what each thread reads
 #: of the matrix
 CHUNK_ROWS_PER_THREAD = 8
@@ -73,16 +75,15 @@ def starved(op: TensorOperation, threads: int) -> bool:
 
 
 def rows_cut(op: TensorOperation, threads: int) -> bool:
-    """Whether the threads of an optimized vector times a matrix (no n dim, the innermost m dim
-    unit-stride in the matrix: out runs along the matrix's rows) each read runs of every row
+    """Whether the threads of an optimized matrix times a vector along its rows
+    (einjit.passes.block.is_along_rows) each read runs of every row
     shorter than ROW_RUN_BYTES, with work enough for a sum in chunks and chunks long enough
     for a cheap sum of their partial sums (CHUNK_ROWS_PER_THREAD)."""
-    if threads < 2 or op.kind != "contraction" or any(d.type == "n" and d.size > 1
-                                                       for d in op.dims):
+    if threads < 2 or op.kind != "contraction" or not is_along_rows(op):
         return False
     rows = [d for d in op.dims if d.type == "m" and d.size > 1]
     shares = math.prod(d.size for d in rows if d.exec_type == "shared")
-    if shares < 2 or rows[-1].stride_in0 != 1:
+    if shares < 2:
         return False
     run = math.prod(d.size for d in rows) // shares * np.dtype(op.dtype).itemsize
     flops = 2 * math.prod(d.size for d in op.dims)
@@ -92,7 +93,7 @@ def rows_cut(op: TensorOperation, threads: int) -> bool:
 
 
 def row_chunks(threads: int) -> int:
-    """The chunks of a vector times a matrix whose rows the threads would cut (rows_cut): as
+    """The chunks of a matrix times a vector whose rows the threads would cut (rows_cut): as
     many as the shared pass shares iterations, so that it shares the chunks alone."""
     return DEFAULT_ITERATIONS_PER_THREAD * threads
 

@@ -257,6 +257,14 @@ def is_large(op) -> bool:
         micro.far_llc and b_bytes > micro.l2_bytes and c_bytes <= micro.llc_bytes)
 
 
+def is_along_rows(op) -> bool:
+    """Whether a contraction is a matrix times a vector whose out runs along the matrix's rows
+    (n of 1, the innermost m dim unit-stride in in0): its m loops inside its k loops read the
+    matrix row after row (einjit.passes.reorder)."""
+    rows = [d for d in op.dims if d.type == "m" and d.size > 1]
+    return op.is_matrix_vector and bool(rows) and min(d.stride_in0 for d in rows) == 1
+
+
 def is_rows(op) -> bool:
     """Whether a contraction is a vector times a matrix beyond L2 (see ROWS_MAX_SIZE)."""
     if op.kind != "contraction":

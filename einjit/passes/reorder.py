@@ -6,7 +6,9 @@
   fixed) serves every n block while it sits in L2; with the n loop outermost, in0's strided
   columns would come from L3 on every call (docs/measurements.md, "Contraction loop order").
   A large contraction (einjit.passes.block) goes c, n, k, m instead: B's panel stays in L2
-  while every m block passes it.
+  while every m block passes it. So does a matrix times a vector along its rows
+  (block.is_along_rows): it reads the matrix row after row, whole, its out vector staying in
+  cache; m outermost read every row in runs of one m block.
 - Otherwise dims with larger strides go outer: out is written (and, for k dims, in0/in1 are
   read) in address order, one stream at a time. The weight of a non-k dim is its out stride
   (then its in0 and in1 strides), of a k dim its larger input stride. Equal weights keep their
@@ -37,7 +39,8 @@ def reorder(op: TensorOperation) -> TensorOperation:
     positions = [i for i, d in enumerate(op.dims) if d.exec_type == "seq"]
     groups = None
     if op.kind == "contraction":
-        groups = LARGE_CONTRACTION_GROUPS if block.is_large(op) else CONTRACTION_GROUPS
+        large = block.is_large(op) or block.is_along_rows(op)
+        groups = LARGE_CONTRACTION_GROUPS if large else CONTRACTION_GROUPS
     ordered = sorted((op.dims[i] for i in positions), key=lambda dim: _priority(dim, groups))
     dims = list(op.dims)
     for position, dim in zip(positions, ordered):

@@ -2,7 +2,7 @@
 larger strides outer; only seq dims move."""
 
 from einjit.ir import TensorOperation
-from einjit.passes import reorder
+from einjit.passes import block, reorder
 
 from ir_support import BRGEMM, build, edit
 
@@ -27,3 +27,19 @@ def test_only_seq_dims_move():
     new = reorder(op)
     assert new.dims[0] == op.dims[0] and new.dims[3] == op.dims[3]
     assert [d.stride_out for d in new.dims[1:3]] == [30, 10]
+
+
+def test_a_matrix_times_a_vector_along_its_rows_runs_its_m_loops_inside_its_k_loops():
+    """n of 1, m unit-stride in in0 (numpy's x @ A): the matrix is read row after row, whole;
+    with n above 1 the same loops keep m outermost."""
+    vector = dict(BRGEMM, prim_main="gemm", exec_types=("seq", "seq", "prim", "prim", "prim"),
+                  dim_types=("m", "k", "m", "n", "k"), dim_sizes=(4, 64, 1024, 1, 8),
+                  strides_in0=(1024, 32768, 1, 0, 4096), strides_in1=(0, 8, 0, 8, 1),
+                  strides_out=(1024, 0, 1, 1024, 0))
+    op = build(vector)
+    assert block.is_along_rows(op) and not block.is_large(op)
+    assert [d.type for d in reorder(op).dims[:2]] == ["k", "m"]
+    gemm = build(edit(vector, dim_sizes=(4, 64, 1024, 2, 8), strides_out=(1024, 0, 1, 4096, 0),
+                      strides_in1=(0, 16, 0, 8, 1)))
+    assert not block.is_along_rows(gemm)
+    assert [d.type for d in reorder(gemm).dims[:2]] == ["m", "k"]
