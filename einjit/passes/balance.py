@@ -40,8 +40,8 @@ def balance(op: TensorOperation) -> float:
     """The share of its threads' time (those its nest runs on) an optimized contraction
     keeps busy (1: even shares)."""
     threads = working_threads(op)
-    tasks = prod(dim.size for dim in op.dims if dim.exec_type == "shared")
-    return tasks / (threads * -(-tasks // threads))
+    return block.share_balance(prod(dim.size for dim in op.dims if dim.exec_type == "shared"),
+                               threads)
 
 
 def needs_smaller_blocks(op: TensorOperation) -> bool:

@@ -122,6 +122,12 @@ TILE_EDGE_COST = 16
 MIN_BALANCE = 0.9
 
 
+def share_balance(tasks: int, threads: int) -> float:
+    """The share of `threads` threads' time that `tasks` equal tasks, split in contiguous
+    shares that differ by one task at most, keep busy (1: even shares)."""
+    return tasks / (threads * -(-tasks // threads))
+
+
 # every panel copies A's blocks again where their columns lie a conflict pitch apart (the
 # copy, from L3 or memory, is not hidden behind the kernel's work as a prefetched stream is):
 # a panel of fewer columns spends more on those copies than a panel of up to half of L2 loses
@@ -151,7 +157,7 @@ def _tiles(threads: int, columns: int, rows: int, panel_counts: tuple[int, ...],
     MIN_BALANCE of the threads' time only (the fewest groups, then panels, where equal); None
     where none does."""
     balanced = [(panels, groups) for panels in panel_counts for groups in _divisors(blocks)
-                if panels * groups / (threads * -(-panels * groups // threads)) >= MIN_BALANCE]
+                if share_balance(panels * groups, threads) >= MIN_BALANCE]
     if not balanced:
         return None
     return min(balanced, key=lambda tile: (round(tile_cost(*tile, threads, columns, rows), 9),

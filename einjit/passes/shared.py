@@ -50,7 +50,8 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     target = iterations_per_thread * num_threads if num_threads > 1 else 1
     placed, inside_k, done = [], False, False
     for dim in dims:
-        done = done or iterations >= target and _even(iterations, num_threads) or (
+        even = block.share_balance(iterations, num_threads) >= block.MIN_BALANCE
+        done = done or iterations >= target and even or (
             (dim.type == "k" or inside_k and vector) and blocked and iterations >= num_threads)
         if (not done and dim.exec_type == "seq" and dim.type != "k" and dim.size > 1
                 and dim.stride_out != 0):
@@ -77,12 +78,6 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     dims = [d for d in placed if d.exec_type == "shared"] + \
            [d for d in placed if d.exec_type != "shared"]
     return op.replace(dims=dims)
-
-
-def _even(iterations: int, threads: int) -> bool:
-    """Whether `iterations` split in shares that differ by one keep MIN_BALANCE of the
-    threads' time busy."""
-    return iterations / (threads * -(-iterations // threads)) >= block.MIN_BALANCE
 
 
 def _threads_part(size: int, wanted: int, threads: int, iterations: int) -> int | None:
