@@ -4,8 +4,8 @@ split their iterations.
 Starting from the outermost loop, seq dims become shared until the shared iterations reach
 `iterations_per_thread` x num_threads (default 4 per thread, so that a flattened range split
 into equal slices loses at most a quarter of a slice to imbalance) in shares that keep
-block.MIN_BALANCE of the threads' time busy (200 iterations on 48 threads, shares of 4 and 5,
-keep 83%: the next loop is shared too), or no candidate is left.
+SHARE_BALANCE (99%) of the threads' time busy (625 iterations on 48 threads, shares of 13 and
+14, keep 93%: the next loop is shared too), or no candidate is left.
 Never a k dim (threads would race on the same out elements), never a dim of size 1 or with out
 stride 0. In a large contraction (einjit.passes.block) the threads take whole n panels; where
 there are fewer panels than threads, the m loop inside the k loop is shared by an outer part
@@ -29,6 +29,9 @@ from einjit.passes import block
 from einjit.runtime.threads import default_threads
 
 DEFAULT_ITERATIONS_PER_THREAD = 4
+# Sharing one more loop costs next to nothing (each thread takes one contiguous share of the
+# flattened range), unlike the smaller blocks balance cuts for MIN_BALANCE: demand more.
+SHARE_BALANCE = 0.99
 
 
 def shared(op: TensorOperation, num_threads: int | None = None, *,
@@ -50,7 +53,7 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
     target = iterations_per_thread * num_threads if num_threads > 1 else 1
     placed, inside_k, done = [], False, False
     for dim in dims:
-        even = block.share_balance(iterations, num_threads) >= block.MIN_BALANCE
+        even = block.share_balance(iterations, num_threads) >= SHARE_BALANCE
         done = done or iterations >= target and even or (
             (dim.type == "k" or inside_k and vector) and blocked and iterations >= num_threads)
         if (not done and dim.exec_type == "seq" and dim.type != "k" and dim.size > 1

@@ -36,6 +36,15 @@ def test_the_shared_loops_grow_past_the_target_while_their_shares_are_uneven():
     assert shared(op, 2).exec_types[:2] == ("shared", "seq")
 
 
+def test_nearly_even_shares_are_not_even_enough():
+    op = build(edit(BRGEMM, dim_sizes=(625, 32, 8, 32, 32, 32)))
+    # shares of 13 and 14 keep 93% of 48 threads busy: n is shared too
+    assert shared(op, 48).exec_types[:2] == ("shared", "shared")
+    # shares of 25 on 25 threads, of 312 and 313 (99.8%) on 2
+    assert shared(op, 25).exec_types[:2] == ("shared", "seq")
+    assert shared(op, 2).exec_types[:2] == ("shared", "seq")
+
+
 def test_never_a_k_dim_and_shared_dims_move_to_the_front():
     op = build(edit(BRGEMM, prim_main="gemm", dim_types=("k", "n", "m", "m", "n", "k"),
                     exec_types=("seq", "seq", "seq", "prim", "prim", "prim"),
