@@ -29,10 +29,12 @@ within its cache block, of any size (the kernel sweeps whatever N it is given).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from math import prod
 
 import numpy as np
 
+from einjit.backends import backend
 from einjit.errors import OperationError, OperationTypeError
 from einjit.ir import Dim, TensorOperation
 from einjit.ir.dims import DIM_TYPES, check_int
@@ -74,16 +76,20 @@ def best_split(size: int, max_size: int, dim_type: str, min_size: int = DEFAULT_
 
 
 def occupancy_split(size: int, max_size: int, lanes: int, min_size: int,
-                    outer_min_size: int) -> tuple[int, int] | None:
+                    outer_min_size: int, full_width: Callable[[int], bool] = lambda rows: True
+                    ) -> tuple[int, int] | None:
     """(outer, inner) for a contraction's m dim: the divisor of `size` in [min_size, max_size]
     (outer part >= outer_min_size) that fills the most of its vectors of `lanes` rows, then
-    the largest. 980 gives 14 x 70 (70 rows in 9 vectors of 8: 97%) where the divisor rule's
-    multiple of 4 gives 35 x 28 (28 rows in 4 vectors: 88%)."""
+    one whose kernel computes in the target's full width (`full_width(rows)`: a block that
+    would not is peeled into blocks of the maximum and a rest, einjit.passes.peel), then the
+    largest. 400 rows of float64 on Zen 4 (4 rows a full-rate vector) give 5 x 80, not
+    4 x 100, whose tail takes AVX2 code. 980 gives 14 x 70 (70 rows in 9 vectors of 8: 97%)
+    where the divisor rule's multiple of 4 gives 35 x 28 (28 rows in 4 vectors: 88%)."""
     least, outer_least = max(min_size, 2), max(outer_min_size, 2)
     inner = [s for s in range(least, min(max_size, size // outer_least) + 1) if size % s == 0]
     if not inner:
         return None
-    best = max(inner, key=lambda s: (s / (lanes * -(-s // lanes)), s))
+    best = max(inner, key=lambda s: (s / (lanes * -(-s // lanes)), full_width(s), s))
     return size // best, best
 
 
@@ -119,7 +125,11 @@ def _cut(op: TensorOperation, dim: Dim, limit: int | None,
         target = op.target
         m_lanes = max(1, min(target.vector_bits, target.micro.full_rate_bits)
                       // (8 * np.dtype(op.dtype).itemsize))
-        found = occupancy_split(dim.size, limit, m_lanes, min_size, outer_min_size)
+        k = prod(d.size for d in op.dims if d.type == "k")
+        vector_bits = backend(target.isa).brgemm_vector_bits
+        found = occupancy_split(
+            dim.size, limit, m_lanes, min_size, outer_min_size,
+            lambda rows: vector_bits(target, rows, k, op.dtype) >= target.vector_bits)
         if found is not None:
             return found
     if dim.type == "n" and op.kind == "contraction" and block.is_large(op) or \

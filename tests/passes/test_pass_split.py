@@ -9,6 +9,7 @@ from einjit.backends.x86_64 import cpu
 from einjit.errors import OperationError, OperationTypeError
 from einjit.ir import TensorOperation
 from einjit.passes import split
+from einjit.passes.peel import peel
 from einjit.passes.split import best_split, occupancy_split
 
 ZEN4 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
@@ -143,3 +144,15 @@ def test_the_split_pass_fills_the_targets_vectors_along_m(isa, inner):
     dims = split(op).dims
     assert [(d.type, d.size) for d in dims if d.type == "m"] == [("m", 980 // inner),
                                                                   ("m", inner)]
+
+
+def test_of_divisors_that_fill_their_vectors_one_in_the_targets_full_width_wins():
+    # 100 and 80 both fill Zen 4's full-rate vectors of 4 float64 rows; 100's tail of M
+    # would take AVX2 code, and peel would cut it into blocks of 128 and a rest
+    assert occupancy_split(400, 128, 4, 16, 2) == (4, 100)
+    assert occupancy_split(400, 128, 4, 16, 2, lambda rows: rows % 8 == 0) == (5, 80)
+    op = TensorOperation("float64", "zero", "gemm", "none", ("m", "n", "k"), None,
+                         (400, 40, 144), (1, 0, 400), (0, 144, 1), (1, 400, 0), isa=ZEN4)
+    assert [(d.type, d.size) for d in split(op).dims if d.type == "m"] == [("m", 5),
+                                                                          ("m", 80)]
+    assert len(peel(op)) == 1
