@@ -31,13 +31,11 @@ dim's parts write disjoint blocks of out; a k dim's rest adds to what its main p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
 
-from einjit.backends import backend
 from einjit.ir import Dim, TensorOperation
 from einjit.passes.block import ROWS_K_MULTIPLE, is_large, is_rows
 from einjit.passes.fuse import fuse
-from einjit.passes.split import DIVISORS, block_size, max_sizes
+from einjit.passes.split import DIVISORS, block_size, full_width, max_sizes
 
 #: a dim is peeled where split's blocks of it would be smaller than its maximum over this
 POOR_BLOCK_SHARE = 4
@@ -67,14 +65,6 @@ def _kernel_dims(op: TensorOperation) -> list[int]:
     return chosen
 
 
-def _narrow(op: TensorOperation, rows: int) -> bool:
-    """Whether a BRGEMM kernel of `rows` rows computes in narrower vectors than the op's
-    target has (Zen 4 runs an M with a tail in AVX2 code)."""
-    target = op.target
-    k = prod(d.size for d in op.dims if d.type == "k")
-    return backend(target.isa).brgemm_vector_bits(target, rows, k, op.dtype) < target.vector_bits
-
-
 def _poor(op: TensorOperation, dim: Dim) -> int | None:
     """The block to peel `dim` by where split would cut it into poor blocks (or keep it whole
     beyond its maximum), else None."""
@@ -89,7 +79,7 @@ def _poor(op: TensorOperation, dim: Dim) -> int | None:
     whole = max(multiple, limit // multiple * multiple)
     if block > limit:
         return whole
-    if dim.type == "m" and not op.is_matrix_vector and _narrow(op, block):
+    if dim.type == "m" and not op.is_matrix_vector and not full_width(op, block):
         return whole        # whole blocks in full vectors, the rest alone in narrower ones
     if dim.type == "m" and is_large(op):
         # each m block rereads B's panel: peeled where that makes fewer of them

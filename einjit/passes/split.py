@@ -113,6 +113,14 @@ def max_sizes(op: TensorOperation, max_size: int | Mapping | None) -> dict:
     return {key: value for key in DIM_TYPES}
 
 
+def full_width(op: TensorOperation, rows: int) -> bool:
+    """Whether a BRGEMM kernel of `rows` rows computes in the op's target's full vector width
+    (Zen 4 runs an M with a tail in AVX2 code)."""
+    target = op.target
+    k = prod(d.size for d in op.dims if d.type == "k")
+    return backend(target.isa).brgemm_vector_bits(target, rows, k, op.dtype) >= target.vector_bits
+
+
 def _cut(op: TensorOperation, dim: Dim, limit: int | None,
          min_size: int) -> tuple[int, int] | None:
     """(outer, inner) sizes split cuts `dim` of `op` into under `limit`, None: kept whole."""
@@ -125,11 +133,8 @@ def _cut(op: TensorOperation, dim: Dim, limit: int | None,
         target = op.target
         m_lanes = max(1, min(target.vector_bits, target.micro.full_rate_bits)
                       // (8 * np.dtype(op.dtype).itemsize))
-        k = prod(d.size for d in op.dims if d.type == "k")
-        vector_bits = backend(target.isa).brgemm_vector_bits
-        found = occupancy_split(
-            dim.size, limit, m_lanes, min_size, outer_min_size,
-            lambda rows: vector_bits(target, rows, k, op.dtype) >= target.vector_bits)
+        found = occupancy_split(dim.size, limit, m_lanes, min_size, outer_min_size,
+                                lambda rows: full_width(op, rows))
         if found is not None:
             return found
     if dim.type == "n" and op.kind == "contraction" and block.is_large(op) or \

@@ -179,7 +179,7 @@ def test_rows_whose_blocks_take_narrower_code_run_as_whole_blocks_and_a_rest(row
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("sizes, pad", [((700, 300, 64), 3), ((130, 257, 100), 0),
-                                        ((1000, 96, 33), 5)])
+                                        ((1000, 96, 33), 5), ((400, 40, 144), 2)])
 def test_peeled_rows_compute_the_product_bit_for_bit(sizes, pad, dtype):
     # peeled on this host where its kernels take narrower code for split's blocks (Zen 4)
     check_parts(sizes, pad, dtype, peeled=None)
