@@ -6,8 +6,9 @@ contiguous shares that differ by one task at most, so T threads on n tasks keep
 n / (T * ceil(n / T)) of their time busy: 32 tasks on 48 threads two thirds of it, 5 on 2
 threads five sixths. Where that balance is below MIN_BALANCE, optimize plans the
 contraction again with smaller m and n blocks (halving the larger of the two, down to
-FLOOR_SIZES) until it is not: smaller blocks cost the kernel a little of its speed, idle
-threads cost all of theirs. The threads counted
+FLOOR_SIZES) until it is not, or, where none is, keeps the most even blocks tried (the
+larger where as even): smaller blocks cost the kernel a little of its speed, idle threads
+cost all of theirs. The threads counted
 are those the compiled nest would start (codegen: only threads that gain from a share). A
 cache-blocked contraction (einjit.passes.block) keeps its k chunks; its m blocks and n panels
 get smaller alike.

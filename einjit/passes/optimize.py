@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from einjit.errors import OperationTypeError
 from einjit.ir import TensorOperation
-from einjit.passes.balance import needs_smaller_blocks, smaller_blocks
+from einjit.passes.balance import balance, needs_smaller_blocks, smaller_blocks
 from einjit.passes.fuse import DEFAULT_MIN_SIZE as FUSE_MIN_SIZE
 from einjit.passes.fuse import fuse
 from einjit.passes.identify import identify
@@ -51,8 +51,12 @@ def optimize(op: TensorOperation, *, num_threads: int | None = None,
     max_size = pass_options.get("max_size")
     result = blocked(max_size)
     if max_size is None and needs_smaller_blocks(result):
-        for sizes in smaller_blocks(op):      # blocks for the threads (einjit.passes.balance)
-            result = blocked(sizes)
-            if not needs_smaller_blocks(result):
+        # blocks for the threads (einjit.passes.balance): the first that are even enough,
+        # else the most even (the larger blocks where as even)
+        for sizes in smaller_blocks(op):
+            candidate = blocked(sizes)
+            if balance(candidate) > balance(result):
+                result = candidate
+            if not needs_smaller_blocks(candidate):
                 break
     return result

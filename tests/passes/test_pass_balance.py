@@ -58,6 +58,16 @@ def test_threads_get_balanced_shares_or_the_blocks_reach_their_floors(m, n, k, t
                                for kind, floor in balance.FLOOR_SIZES.items())
 
 
+def test_where_no_blocks_are_even_enough_the_most_even_stand():
+    op = gemm(160, 300, 300, 48)
+    tried = [default_plan(op, 48)] + [shared(reorder(identify(split(op, max_size=sizes))), 48)
+                                      for sizes in balance.smaller_blocks(op)]
+    evenness = [balance.balance(plan) for plan in tried]
+    assert max(evenness) < balance.MIN_BALANCE
+    assert evenness[-1] < max(evenness)      # the floors are not the most even here
+    assert balance.balance(einjit.optimize(op, num_threads=48)) == max(evenness)
+
+
 @pytest.mark.parametrize("m, n, k", SHAPES)
 def test_one_thread_plans_are_left_alone(m, n, k):
     op = gemm(m, n, k, 1)
