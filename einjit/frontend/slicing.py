@@ -457,7 +457,9 @@ class SlicedPlan:
             shape = tuple(sizes[d] for d in slicing.output_axes)
             byte_strides = tuple(item * strides.get(d, 0) if extent > 1 else 0
                                  for d, extent in zip(slicing.output_axes, shape))
-            slices.append((piece.operands, piece.output + (Ellipsis,), key,
+            # Ellipsis: a view even of a 0-d operand or result (a[()] would be a scalar)
+            operands = tuple(index + (Ellipsis,) for index in piece.operands)
+            slices.append((operands, piece.output + (Ellipsis,), key,
                            region not in seen, shape, byte_strides))
             seen.add(region)
         return slices

@@ -391,3 +391,22 @@ def test_a_broadcast_operand_is_read_whole_along_its_size_1_axis():
     want = _numpy(equation, a, b, c, d)
     np.testing.assert_allclose(expression(a, b, c, d), want, rtol=1e-12,
                                atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("threads", ("1", "2"))
+@pytest.mark.parametrize("equation", ["ab,bc,->ac", ",ab,bc->ac", "ab,,bc->ab", "ab,bc,->"])
+def test_a_0d_operand_is_sliced_as_a_view(monkeypatch, threads, equation):
+    # a slice's view of a 0-d operand (or result) must stay an array: a[()] is a scalar
+    monkeypatch.setenv("EINJIT_NUM_THREADS", threads)
+    x, y = _operands([(60, 70), (70, 50)])
+    terms = equation.split("->")[0].split(",")
+    operands = [3.0 if not term else (x if term == "ab" else y) for term in terms]
+    want = _numpy(equation, *map(np.asarray, operands))
+    limit = _whole_peak(equation, [np.shape(a) for a in operands]) // 4
+    expression = einjit.contract_expression(equation, *[np.shape(a) for a in operands],
+                                            dtype="float64", memory_limit=limit)
+    assert expression.slicing is not None
+    _assert_close(expression(*operands), want)
+    operands[terms.index("")] = np.array(3.0)
+    _assert_close(einjit.einsum(equation, *operands, memory_limit=limit), want)
