@@ -358,6 +358,13 @@ def _numpy_einsum(operands: Sequence[Any], out: Any, optimize: Any, dtype: Any, 
     return np.einsum(*operands, out=out, dtype=dtype, order=order, **given)
 
 
+def _broadcasts_into(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> bool:
+    """Whether a result of `shape` is not out's but numpy writes it there broadcast: as
+    many axes, the differing ones of size 1 in the result."""
+    return shape != out_shape and len(shape) == len(out_shape) and \
+        all(size in (1, other) for size, other in zip(shape, out_shape))
+
+
 def _check_out(out: np.ndarray, shape: tuple[int, ...], subscripts: str,
                arrays: Sequence[np.ndarray]) -> None:
     if out.shape != shape:
@@ -382,7 +389,8 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     dtype) run on einjit's kernels with a cached plan, after numpy's checks of dtype=,
     casting= and out=. Every other call goes to
     numpy.einsum with exactly the caller's arguments (optimize= only if given): other dtypes,
-    zero-size operands, casts the casting rule refuses (numpy raises its error), and the calls
+    zero-size operands, casts the casting rule refuses (numpy raises its error), an out= the
+    result broadcasts into (size-1 axes of the result where out's are longer), and the calls
     numpy answers with a view (one operand, nothing summed: "ii->i", "ij->ji").
 
     memory_limit: bytes (or "max_input": the largest operand's) that einjit's intermediates
@@ -410,8 +418,8 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
             if type(a) is not np.ndarray or a.dtype is not kind:
                 break
         else:
-            key = (operands[0], tuple(map(_LAYOUT, arrays)), path, "K", _HOST, kind,
-                   threads_setting())
+            key = (operands[0], tuple(map(_LAYOUT, arrays)), type(path).__name__, path, "K",
+                   _HOST, kind, threads_setting())
             entry = _PLANS.get(key) if kind in _NATIVE else None
             if entry is not None:
                 prepared, copies = entry
@@ -439,8 +447,10 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     if out is None and is_view(resolved):
         return _numpy_einsum(operands, out, optimize, dtype, order, casting)
     if out is not None:
-        _check_out(out, tuple(resolved.sizes[d] for d in resolved.full_output), subscripts,
-                   arrays)
+        shape = tuple(resolved.sizes[d] for d in resolved.full_output)
+        if _broadcasts_into(shape, out.shape):
+            return _numpy_einsum(operands, out, optimize, dtype, order, casting)
+        _check_out(out, shape, subscripts, arrays)
     if letter == "A":
         letter = any_order_layout(resolved, arrays)
     # operands of the other float dtype: converted first (fresh C-contiguous arrays), then
@@ -450,9 +460,10 @@ def einsum(*operands: Any, out: np.ndarray | None = None, optimize: Any = _EINJI
     copies = tuple(not _usable(a) for a in arrays)
     arrays = [np.ascontiguousarray(a) if c else a for a, c in zip(arrays, copies)]
     strides = tuple(_element_strides(a) for a in arrays)
-    # plans are made for the thread count: a changed EINJIT_NUM_THREADS makes new ones
-    key = (subscripts, tuple(zip(shapes, (a.strides for a in originals))), _hashable(path),
-           letter, _HOST, compute, threads_setting())
+    # plans are made for the thread count: a changed EINJIT_NUM_THREADS makes new ones; the
+    # path's type too: optimize=1 equals True, but is refused, not True's plan
+    key = (subscripts, tuple(zip(shapes, (a.strides for a in originals))), type(path).__name__,
+           _hashable(path), letter, _HOST, compute, threads_setting())
     if memory_limit is not None:
         key += (("memory_limit", memory_limit),)
     try:

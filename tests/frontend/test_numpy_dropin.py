@@ -37,6 +37,29 @@ def test_out_the_result_cannot_cast_to_is_numpys_type_error(out_dtype):
     assert np.array_equal(out, np.full((3, 2), 7, out_dtype))    # refused before any work
 
 
+
+@pytest.mark.parametrize("equation,shapes,out_shape", [
+    ("ij,jk->ik", [(1, 4), (4, 2)], (3, 2)),
+    ("ij,jk->ik", [(1, 4), (4, 1)], (5, 6)),
+    ("ij,j->i", [(1, 4), (4,)], (7,)),
+])
+def test_out_a_result_broadcasts_into_is_written_as_numpy_writes_it(equation, shapes, out_shape):
+    operands = [np.arange(1.0, 1 + np.prod(s)).reshape(s) for s in shapes]
+    out = np.zeros(out_shape)
+    assert einjit.einsum(equation, *operands, out=out) is out
+    np.testing.assert_array_equal(out, np.einsum(equation, *operands, out=np.zeros(out_shape)))
+
+
+@pytest.mark.parametrize("shape", [(5, 1, 2), (2, 3), (1, 3)])
+def test_out_of_another_rank_or_length_is_refused_as_numpy_refuses_it(shape):
+    a = np.ones((1, 4))
+    with pytest.raises(ValueError):
+        np.einsum("ij,jk->ik", a, B, out=np.zeros(shape))
+    out = np.full(shape, 7.0)
+    with pytest.raises(ValueError, match="out has shape"):
+        einjit.einsum("ij,jk->ik", a, B, out=out)
+    assert (out == 7).all()
+
 def test_casting_no_refuses_float32_operands_into_a_float64_out():
     a, b = A.astype(np.float32), B.astype(np.float32)
     out = np.full((3, 2), 7.0)
