@@ -340,8 +340,9 @@ class TensorOperation:
         last = execution.last
         if last is not None:    # the arrays of the last call again: only what may have changed
             refs, addresses = last
-            if (refs[2]() is out and (refs[0] is None or refs[0]() is in0)
-                    and (refs[1] is None or refs[1]() is in1)
+            # an unused operand (no ref) was None, and must be again: others get checked
+            if (refs[2]() is out and (in0 is None if refs[0] is None else refs[0]() is in0)
+                    and (in1 is None if refs[1] is None else refs[1]() is in1)
                     and _still_plain(execution, in0, in1, out)):
                 compiled = execution.compiled
                 if compiled.single is not None:      # the common case, without run()'s call
@@ -355,7 +356,7 @@ class TensorOperation:
             values = (in0, in1, out)
             addresses = [self._address(name, value, flag, extent) for name, value, flag, extent
                          in zip(("in0", "in1", "out"), values, used, extents)]
-            if type(out) is np.ndarray:
+            if isinstance(out, np.ndarray):      # subclasses too: a matrix, a view of one
                 self._check_overlap(values, addresses, extents, used)
         execution.compiled.run(*addresses)
 

@@ -204,6 +204,39 @@ def test_execute_refuses_overlapping_out_of_a_contraction():
         op.execute(shared, np.zeros(op.extent("in1"), np.float32), shared)
 
 
+
+class _Subclass(np.ndarray):
+    pass
+
+
+def test_execute_refuses_an_overlapping_out_of_an_ndarray_subclass():
+    def view(array):
+        return array.view(_Subclass)
+
+    op = gemm_op()
+    shared = np.zeros(max(op.extent("in0"), op.extent("out")), np.float32)
+    with pytest.raises(OperandValueError, match="operand out overlaps operand in0"):
+        op.execute(shared, np.zeros(op.extent("in1"), np.float32), view(shared))
+    copy = einjit.optimize(TensorOperation("float32", "none", "identity", "none", ("c", "c"),
+                                           None, (4, 64), (64, 1), (0, 0), (64, 1)))
+    buffer = np.arange(320, dtype=np.float32)
+    with pytest.raises(OperandValueError, match="operand out overlaps operand in0"):
+        copy.execute(buffer[:256], None, view(buffer[64:320]))
+    assert np.array_equal(buffer, np.arange(320, dtype=np.float32))
+
+
+@pytest.mark.native
+def test_an_unused_operand_is_checked_on_every_call():
+    # the repeated-call path must not take an array for an operand the last call left None
+    op = einjit.optimize(TensorOperation("float32", "none", "identity", "none", ("c",), None,
+                                         (4,), (1,), (0,), (1,)))
+    a, out, wrong = np.ones(4, np.float32), np.zeros(4, np.float32), np.zeros(3, np.int8)
+    for _ in range(2):
+        op.execute(a, None, out)
+        with pytest.raises(OperandError, match="operand in1 has dtype int8"):
+            op.execute(a, wrong, out)
+    assert np.array_equal(out, a)
+
 def test_execute_refuses_undefined_exec_types():
     op = build(edit(GEMM, exec_types=None))
     with pytest.raises(OperationError, match=r"dims \[0, 1, 2, 3, 4, 5\] have exec_type "
