@@ -757,6 +757,9 @@ class ContractExpression:
         if self._prepared is None:
             return head + (f"numpy.einsum evaluates it (an operand has a zero-size dimension): "
                            f"no contraction tree, no generated code; result shape {self.shape}")
+        if self._kind is None:      # the plan was made in float32 for its tree alone
+            head += (f"numpy.einsum evaluates it in {self.dtype} (einjit has no kernels for "
+                     f"that dtype); the plan below is float32's, shown for its tree\n")
         return head + self._prepared.describe(ops)
 
     def __str__(self) -> str:

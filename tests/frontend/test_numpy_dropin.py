@@ -371,3 +371,16 @@ def test_expression_out_in_every_layout(dtype):
     same = einjit.contract_expression("ij,jk->ik", square.shape, square.shape)
     assert same(square, square, out=square) is square
     np.testing.assert_allclose(square, want, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float16"])
+def test_an_expression_numpy_evaluates_says_so_and_in_its_dtype(dtype):
+    expr = einjit.contract_expression("ij,jk->ik", (2, 3), (3, 4), dtype=dtype)
+    text = str(expr)
+    assert f"numpy.einsum evaluates it in {dtype}" in text and "plan below is float32's" in text
+    a, b = np.arange(6).reshape(2, 3).astype(dtype), np.arange(12).reshape(3, 4).astype(dtype)
+    result = expr(a, b)
+    assert result.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(result, np.einsum("ij,jk->ik", a, b))
+    assert "numpy.einsum evaluates" not in str(
+        einjit.contract_expression("ij,jk->ik", (2, 3), (3, 4), dtype="float64"))
