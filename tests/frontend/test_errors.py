@@ -102,7 +102,6 @@ def test_unknown_optimize_names():
         einjit.einsum("ij,jk", ones(2, 2), ones(2, 2), optimize=[(0, 2)])
 
 
-
 @pytest.mark.parametrize("value", [1, 0, 1.0])
 def test_a_number_for_optimize_is_refused_after_a_bool_planned_alike(value):
     # 1 == True and 0 == False: a plan cached for the bool must not answer the number
@@ -110,6 +109,7 @@ def test_a_number_for_optimize_is_refused_after_a_bool_planned_alike(value):
     einjit.einsum("ij,jk->ik", a, b, optimize=bool(value))
     with pytest.raises(TypeError, match="optimize must be"):
         einjit.einsum("ij,jk->ik", a, b, optimize=value)
+
 
 # calls einjit has no kernels for: numpy.einsum computes them (and einjit's call reaches it);
 # complex ones run on the kernels (test_einsum_complex.py)

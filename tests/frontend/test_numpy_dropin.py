@@ -37,7 +37,6 @@ def test_out_the_result_cannot_cast_to_is_numpys_type_error(out_dtype):
     assert np.array_equal(out, np.full((3, 2), 7, out_dtype))    # refused before any work
 
 
-
 @pytest.mark.parametrize("equation,shapes,out_shape", [
     ("ij,jk->ik", [(1, 4), (4, 2)], (3, 2)),
     ("ij,jk->ik", [(1, 4), (4, 1)], (5, 6)),
@@ -59,6 +58,7 @@ def test_out_of_another_rank_or_length_is_refused_as_numpy_refuses_it(shape):
     with pytest.raises(ValueError, match="out has shape"):
         einjit.einsum("ij,jk->ik", a, B, out=out)
     assert (out == 7).all()
+
 
 def test_casting_no_refuses_float32_operands_into_a_float64_out():
     a, b = A.astype(np.float32), B.astype(np.float32)

@@ -204,7 +204,6 @@ def test_execute_refuses_overlapping_out_of_a_contraction():
         op.execute(shared, np.zeros(op.extent("in1"), np.float32), shared)
 
 
-
 class _Subclass(np.ndarray):
     pass
 
@@ -236,6 +235,7 @@ def test_an_unused_operand_is_checked_on_every_call():
         with pytest.raises(OperandError, match="operand in1 has dtype int8"):
             op.execute(a, wrong, out)
     assert np.array_equal(out, a)
+
 
 def test_execute_refuses_undefined_exec_types():
     op = build(edit(GEMM, exec_types=None))
