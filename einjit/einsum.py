@@ -135,6 +135,24 @@ def _element_strides(array: np.ndarray) -> tuple[int, ...]:
     return tuple(s // array.itemsize for s in array.strides)
 
 
+def _aliases_elements(array: np.ndarray) -> bool:
+    """Whether two of the array's elements are one in memory (an as_strided view). Exact: where
+    the axes do not nest (each stride past the reach of the shorter ones), it counts the
+    distinct addresses."""
+    axes = sorted((abs(s), n) for s, n in zip(array.strides, array.shape) if n > 1)
+    reach = array.itemsize
+    for stride, size in axes:
+        if stride < reach:
+            break
+        reach = stride * size
+    else:
+        return False
+    offsets = np.zeros(1, dtype=np.int64)
+    for stride, size in axes:
+        offsets = (offsets[:, None] + stride * np.arange(size, dtype=np.int64)).ravel()
+    return np.unique(offsets).size < offsets.size
+
+
 def _writable_in_place(out: np.ndarray) -> bool:
     """`out` can be the root's memory: writable, element strides, no two elements aliased."""
     if not out.flags.writeable or not _usable(out):
@@ -313,13 +331,15 @@ def _native(arrays: Sequence[np.ndarray], out: Any, dtype: Any, order: str | Non
     """The dtype einjit's kernels compute this call in, as numpy.einsum would: `dtype`, else
     the promoted dtype of the operands and out. None: numpy.einsum takes the call (a dtype
     without kernels, zero-size operands, an invalid option or a cast `casting` forbids, for
-    which numpy raises its own error). `order`: order_letter's."""
+    which numpy raises its own error; an out whose elements alias each other, where the sums
+    land as numpy's order of writes adds them). `order`: order_letter's."""
     if not all(a.dtype in _NATIVE for a in arrays) or any(a.size == 0 for a in arrays):
         return None
     rule = casting_rule(casting)
     if order is None or rule is None:
         return None
-    if out is not None and (not isinstance(out, np.ndarray) or out.dtype not in _NATIVE):
+    if out is not None and (not isinstance(out, np.ndarray) or out.dtype not in _NATIVE
+                            or _aliases_elements(out)):
         return None
     compute = computing_dtype(arrays, out, dtype, rule)
     if compute is None or compute not in _NATIVE:

@@ -60,6 +60,48 @@ def test_out_of_another_rank_or_length_is_refused_as_numpy_refuses_it(shape):
     assert (out == 7).all()
 
 
+def _aliased_out(dtype, shape, strides, elements):
+    """An out of `shape` over `elements` elements of memory at `strides` (in elements)."""
+    base = np.zeros(elements, dtype)
+    item = base.itemsize
+    return base, np.lib.stride_tricks.as_strided(base, shape, tuple(item * s for s in strides))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+@pytest.mark.parametrize("optimize", [False, True])
+@pytest.mark.parametrize("equation, shapes, out_shape, out_strides, elements", [
+    ("ij,jk->ik", [(3, 3), (3, 3)], (3, 3), (1, 1), 5),        # diagonals share an element
+    ("ij,jk->ik", [(4, 5), (5, 6)], (4, 6), (2, 1), 12),
+    ("ij,j->i", [(6, 7), (7,)], (6,), (0,), 1),                # every row into one element
+    ("abc,cd->abd", [(2, 3, 4), (4, 5)], (2, 3, 5), (5, 3, 1), 20),
+])
+def test_an_out_whose_elements_alias_each_other_gets_numpys_sums(
+        dtype, optimize, equation, shapes, out_shape, out_strides, elements):
+    operands = [np.arange(1, 1 + np.prod(s)).reshape(s).astype(dtype) for s in shapes]
+    base, out = _aliased_out(dtype, out_shape, out_strides, elements)
+    expected, numpy_out = _aliased_out(dtype, out_shape, out_strides, elements)
+    np.einsum(equation, *operands, out=numpy_out, optimize=optimize)
+    assert einjit.einsum(equation, *operands, out=out, optimize=optimize) is out
+    np.testing.assert_array_equal(base, expected)
+
+
+@pytest.mark.parametrize("shape, strides, aliased", [
+    ((3, 3), (1, 1), True),
+    ((4,), (0,), True),
+    ((2, 2), (3, 2), False),     # interleaved, but no element shared: 0, 2, 3, 5
+    ((2, 3), (2, 1), True),      # row 0 column 2 is row 1 column 0
+    ((3, 4), (4, 1), False),
+    ((3, 4), (-4, -1), False),
+    ((3, 1, 4), (4, 0, 1), False),
+])
+def test_aliased_elements_are_found_exactly(shape, strides, aliased):
+    from einjit.einsum import _aliases_elements
+    base = np.zeros(64, np.float64)
+    start = base[32:]            # room either side for negative strides
+    view = np.lib.stride_tricks.as_strided(start, shape, tuple(8 * s for s in strides))
+    assert _aliases_elements(view) is aliased
+
+
 def test_casting_no_refuses_float32_operands_into_a_float64_out():
     a, b = A.astype(np.float32), B.astype(np.float32)
     out = np.full((3, 2), 7.0)
