@@ -135,35 +135,36 @@ def _element_strides(array: np.ndarray) -> tuple[int, ...]:
     return tuple(s // array.itemsize for s in array.strides)
 
 
+def _axes(array: np.ndarray) -> list[tuple[int, int]]:
+    """(|stride| in bytes, length) of each axis longer than 1, the shortest stride first."""
+    return sorted((abs(s), n) for s, n in zip(array.strides, array.shape) if n > 1)
+
+
+def _axes_nest(array: np.ndarray) -> bool:
+    """Each axis's stride reaches past the shorter ones' span: no two elements aliased (the
+    sufficient test, true of every array numpy allocates and of its views)."""
+    reach = array.itemsize
+    for stride, size in _axes(array):
+        if stride < reach:
+            return False
+        reach = stride * size
+    return True
+
+
 def _aliases_elements(array: np.ndarray) -> bool:
     """Whether two of the array's elements are one in memory (an as_strided view). Exact: where
-    the axes do not nest (each stride past the reach of the shorter ones), it counts the
-    distinct addresses."""
-    axes = sorted((abs(s), n) for s, n in zip(array.strides, array.shape) if n > 1)
-    reach = array.itemsize
-    for stride, size in axes:
-        if stride < reach:
-            break
-        reach = stride * size
-    else:
+    the axes do not nest, it counts the distinct addresses."""
+    if _axes_nest(array):
         return False
     offsets = np.zeros(1, dtype=np.int64)
-    for stride, size in axes:
+    for stride, size in _axes(array):
         offsets = (offsets[:, None] + stride * np.arange(size, dtype=np.int64)).ravel()
     return np.unique(offsets).size < offsets.size
 
 
 def _writable_in_place(out: np.ndarray) -> bool:
-    """`out` can be the root's memory: writable, element strides, no two elements aliased."""
-    if not out.flags.writeable or not _usable(out):
-        return False
-    axes = sorted((s, n) for s, n in zip(out.strides, out.shape) if n > 1)
-    reach = out.itemsize
-    for stride, size in axes:
-        if stride < reach:
-            return False
-        reach = stride * size
-    return True
+    """`out` can be the root's memory: writable, element strides, axes that nest."""
+    return out.flags.writeable and _usable(out) and _axes_nest(out)
 
 
 class _Prepared:
