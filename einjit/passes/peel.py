@@ -14,15 +14,16 @@ and each part is peeled again where another of its dims splits badly (at most 8 
 into blocks below a quarter of the dim's maximum; for the m dim, into blocks whose kernel
 computes in narrower vectors than the target has (the backend's brgemm_vector_bits: Zen 4
 takes AVX2 code for an M with a tail, which in a nest runs far slower than whole AVX-512
-vectors, docs/measurements.md): 700 rows of float32 run as 5 blocks of 128 and a rest of
-60 rather than 10 blocks of 70; for the m dim of a large contraction (block.is_large), whose
-every block rereads B's panel, into more blocks than the parts would take: 1000 rows of
-float32 run as 7 blocks of 128 and a rest of 104 rather than 25 blocks of 40 (130 rows stay
-2 blocks of 65 where their kernels take the target's vectors); for its k dim, whose every
-chunk rereads C's blocks, into
-chunks below half of kc (a K of 305 runs as 256 and 49, not 5 chunks of 61). The k dim of a
-vector times a matrix beyond L2 (block.is_rows) is peeled to whole vectors of
-block.ROWS_K_MULTIPLE (its kernels take K a vector at a time), whatever its blocks. The parts
+vectors, docs/measurements.md), or that fill their vectors less than another divisor's
+would (split took the full width over them: split.gives_up_occupancy): 700 rows of float32
+run as 5 blocks of 128 and a rest of 60 rather than 10 blocks of 70, 1000 as 7 blocks of 128
+and a rest of 104 rather than 8 blocks of 125; for the m dim of a large contraction
+(block.is_large), whose every block rereads B's panel, into more blocks than the parts would
+take (130 rows stay 2 blocks of 65 where their kernels take the target's vectors); for its k
+dim, whose every chunk rereads C's blocks, into chunks below half of kc (a K of 305 runs as
+256 and 49, not 5 chunks of 61). The k dim of a vector times a matrix beyond L2
+(block.is_rows) is peeled to whole vectors of block.ROWS_K_MULTIPLE (its kernels take K a
+vector at a time), whatever its blocks. The parts
 are the same operation over a range of that dim, reading and writing from offsets. An m or n
 dim's parts write disjoint blocks of out; a k dim's rest adds to what its main part wrote
 (first touch "none"), so the parts run in their order.
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from einjit.ir import Dim, TensorOperation
 from einjit.passes.block import ROWS_K_MULTIPLE, is_large, is_rows
 from einjit.passes.fuse import fuse
-from einjit.passes.split import DIVISORS, block_size, full_width, max_sizes
+from einjit.passes.split import DIVISORS, block_size, full_width, gives_up_occupancy, max_sizes
 
 #: a dim is peeled where split's blocks of it would be smaller than its maximum over this
 POOR_BLOCK_SHARE = 4
@@ -79,7 +80,8 @@ def _poor(op: TensorOperation, dim: Dim) -> int | None:
     whole = max(multiple, limit // multiple * multiple)
     if block > limit:
         return whole
-    if dim.type == "m" and not op.is_matrix_vector and not full_width(op, block):
+    if dim.type == "m" and not op.is_matrix_vector and (
+            not full_width(op, block) or gives_up_occupancy(op, dim)):
         return whole        # whole blocks in full vectors, the rest alone in narrower ones
     if dim.type == "m" and is_large(op):
         # each m block rereads B's panel: peeled where that makes fewer of them

@@ -10,10 +10,11 @@ min_size 16 gives 20 x 80 (not 2 x 800, a 2-iteration loop), and with maximum 32
 63) 50 x 32. In a contraction the outer part only needs 2 (CONTRACTION_OUTER_MIN_SIZE): 1600
 gives 4 x 400 for k, 256 2 x 128 for m.
 
-A contraction's m dim (the rows the kernel vectorizes) instead takes the divisor that fills
-the most of its vectors at the core's full-rate width (occupancy_split; a core whose full rate
-is 256 bits holds 8 float32 rows a vector): 980 gives 14 x 70, not 35 x 28, whose 28-row
-blocks leave vectors part empty (docs/measurements.md, "m split by vector occupancy").
+A contraction's m dim (the rows the kernel vectorizes) instead takes a divisor whose kernel
+computes in the target's full width, then the one that fills the most of its vectors at the
+core's full-rate width (occupancy_split; a core whose full rate is 256 bits holds 8 float32
+rows a vector): 980 gives 14 x 70, not 35 x 28, whose 28-row blocks leave vectors part empty
+(docs/measurements.md, "m split by vector occupancy").
 
 The outer part is inserted before the dim (before the first prim dim when the dim is prim, as
 a "seq" dim; an undefined dim's outer part stays "undefined"); shared dims are not split. A
@@ -79,18 +80,24 @@ def occupancy_split(size: int, max_size: int, lanes: int, min_size: int,
                     outer_min_size: int, full_width: Callable[[int], bool] = lambda rows: True
                     ) -> tuple[int, int] | None:
     """(outer, inner) for a contraction's m dim: the divisor of `size` in [min_size, max_size]
-    (outer part >= outer_min_size) that fills the most of its vectors of `lanes` rows, then
-    one whose kernel computes in the target's full width (`full_width(rows)`: a block that
-    would not is peeled into blocks of the maximum and a rest, einjit.passes.peel), then the
-    largest. 400 rows of float64 on Zen 4 (4 rows a full-rate vector) give 5 x 80, not
-    4 x 100, whose tail takes AVX2 code. 980 gives 14 x 70 (70 rows in 9 vectors of 8: 97%)
-    where the divisor rule's multiple of 4 gives 35 x 28 (28 rows in 4 vectors: 88%)."""
+    (outer part >= outer_min_size) whose kernel computes in the target's full width
+    (`full_width(rows)`), then the one that fills the most of its vectors of `lanes` rows,
+    then the largest. Zen 4 runs an M with a tail in AVX2 code, which in a loop nest is slower
+    than smaller blocks of AVX-512 code (docs/measurements.md, "m split by vector
+    occupancy"): 1000 rows of float32 give 8 x 125, not 25 x 40; 400 of float64 5 x 80, not
+    4 x 100. 980 gives 14 x 70 (70 rows in 9 vectors of 8: 97%) where the divisor rule's
+    multiple of 4 gives 35 x 28 (28 rows in 4 vectors: 88%)."""
     least, outer_least = max(min_size, 2), max(outer_min_size, 2)
     inner = [s for s in range(least, min(max_size, size // outer_least) + 1) if size % s == 0]
     if not inner:
         return None
-    best = max(inner, key=lambda s: (s / (lanes * -(-s // lanes)), full_width(s), s))
+    best = max(inner, key=lambda s: (full_width(s), occupancy(s, lanes), s))
     return size // best, best
+
+
+def occupancy(rows: int, lanes: int) -> float:
+    """The share of the lanes of its vectors of `lanes` rows that a block of `rows` fills."""
+    return rows / (lanes * -(-rows // lanes))
 
 
 def max_sizes(op: TensorOperation, max_size: int | Mapping | None) -> dict:
@@ -121,6 +128,26 @@ def full_width(op: TensorOperation, rows: int) -> bool:
     return backend(target.isa).brgemm_vector_bits(target, rows, k, op.dtype) >= target.vector_bits
 
 
+def m_lanes(op: TensorOperation) -> int:
+    """The rows one vector holds where the core runs it at full rate (Microarch.full_rate_bits)."""
+    target = op.target
+    return max(1, min(target.vector_bits, target.micro.full_rate_bits)
+               // (8 * np.dtype(op.dtype).itemsize))
+
+
+def gives_up_occupancy(op: TensorOperation, dim: Dim) -> bool:
+    """Whether split's blocks of a contraction's m dim fill their vectors less than another
+    divisor's would: it took a block in the target's full width over them (peel can have
+    both: blocks of the maximum and a rest)."""
+    limit, lanes = max_sizes(op, None)["m"], m_lanes(op)
+    if limit is None or dim.size <= limit:
+        return False
+    fullest = occupancy_split(dim.size, limit, lanes, DEFAULT_MIN_SIZE,
+                              CONTRACTION_OUTER_MIN_SIZE)
+    return fullest is not None and \
+        occupancy(block_size(op, dim), lanes) < occupancy(fullest[1], lanes)
+
+
 def _cut(op: TensorOperation, dim: Dim, limit: int | None,
          min_size: int) -> tuple[int, int] | None:
     """(outer, inner) sizes split cuts `dim` of `op` into under `limit`, None: kept whole."""
@@ -129,11 +156,7 @@ def _cut(op: TensorOperation, dim: Dim, limit: int | None,
     outer_min_size = CONTRACTION_OUTER_MIN_SIZE if op.kind == "contraction" else None
     vector = op.is_matrix_vector
     if dim.type == "m" and op.kind == "contraction" and not vector:
-        # the rows one vector holds where the core runs it at full rate (Microarch.full_rate_bits)
-        target = op.target
-        m_lanes = max(1, min(target.vector_bits, target.micro.full_rate_bits)
-                      // (8 * np.dtype(op.dtype).itemsize))
-        found = occupancy_split(dim.size, limit, m_lanes, min_size, outer_min_size,
+        found = occupancy_split(dim.size, limit, m_lanes(op), min_size, outer_min_size,
                                 lambda rows: full_width(op, rows))
         if found is not None:
             return found

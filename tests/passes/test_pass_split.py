@@ -10,7 +10,7 @@ from einjit.errors import OperationError, OperationTypeError
 from einjit.ir import TensorOperation
 from einjit.passes import split
 from einjit.passes.peel import peel
-from einjit.passes.split import best_split, occupancy_split
+from einjit.passes.split import best_split, gives_up_occupancy, occupancy_split
 
 ZEN4 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen4"])
 ZEN5 = dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS["zen5"])
@@ -144,6 +144,25 @@ def test_the_split_pass_fills_the_targets_vectors_along_m(isa, inner):
     dims = split(op).dims
     assert [(d.type, d.size) for d in dims if d.type == "m"] == [("m", 980 // inner),
                                                                   ("m", inner)]
+
+
+def test_a_block_in_the_targets_full_width_wins_over_fuller_vectors():
+    # 1000 float32 rows on Zen 4: 40 fills its vectors of 8, 125 leaves 3 of 128 lanes
+    # empty, but 40's tail of 8 would take AVX2 code and 125's masked zmm tail need not
+    zmm = lambda rows: rows % 16 == 0 or rows % 16 >= 13        # noqa: E731
+    assert occupancy_split(1000, 128, 8, 16, 2) == (25, 40)
+    assert occupancy_split(1000, 128, 8, 16, 2, zmm) == (8, 125)
+    # none in full width: the fullest, as before
+    assert occupancy_split(980, 128, 8, 16, 2, lambda rows: False) == (14, 70)
+    op = TensorOperation("float32", "zero", "gemm", "none", ("m", "n", "k"), None,
+                         (1000, 64, 256), (1, 0, 1000), (0, 256, 1), (1, 1000, 0), isa=ZEN4)
+    assert [(d.type, d.size) for d in split(op).dims if d.type == "m"] == [("m", 8),
+                                                                          ("m", 125)]
+    (m,) = [d for d in op.dims if d.type == "m"]
+    assert gives_up_occupancy(op, m)       # so peel cuts whole blocks of 128 and a rest
+    assert [part.op.dims[0].size for part in peel(op)] == [896, 104]
+    zen5 = op.replace(isa=ZEN5)        # 16 rows a full-rate vector: 125 is the fullest too
+    assert not gives_up_occupancy(zen5, m)
 
 
 def test_of_divisors_that_fill_their_vectors_one_in_the_targets_full_width_wins():
