@@ -106,6 +106,14 @@ def contraction_cases(threads: int, quick: bool, seeds_only: bool = False
             (1, 0, size), (0, size, 1), (1, size, 0), num_threads=t)
         cases.append((f"optimize {size}^3 matmul, {t} thread{'s' * (t > 1)}",
                       einjit.optimize(plain, num_threads=t)))
+        # 1000 rows: the divisors that fill 8-row vectors (40) leave an AVX-512 core that
+        # runs zmm in halves (Zen 4) a tail of M in AVX2 code; optimize alone cannot peel
+        m, k, n = 1000, 500, 640
+        rows = einjit.TensorOperation(
+            "float32", "zero", "gemm", "none", ("n", "k", "m"), None, (n, k, m),
+            (0, m, 1), (k, 1, 0), (m, 0, 1), num_threads=t)
+        cases.append((f"optimize {m}x{k}x{n} matmul, {t} thread{'s' * (t > 1)}",
+                      einjit.optimize(rows, num_threads=t)))
         # (64, 25, 64, 25, 64, 25): m, m, n, n, k, k with awkward sizes, tensors interleaving
         # their dims (A: m0 k0 m1 k1, B: k0 n0 k1 n1, C: m0 n0 m1 n1), so nothing fuses
         sizes = (64, 25, 64, 25, 64, 25)
