@@ -6,6 +6,9 @@ Starting from the outermost loop, seq dims become shared until the shared iterat
 into equal slices loses at most a quarter of a slice to imbalance) in shares that keep
 SHARE_BALANCE (99%) of the threads' time busy (625 iterations on 48 threads, shares of 13 and
 14, keep 93%: the next loop is shared too), or no candidate is left.
+In a small contraction whose in0 fits in half of L2 (slabs_of_out) the candidates go by out's
+stride instead, the largest first: each thread writes a slab of out whose pages no other
+thread writes (n blocks before m blocks; m first would give each thread a part of every column).
 Never a k dim (threads would race on the same out elements), never a dim of size 1 or with out
 stride 0. In a large contraction (einjit.passes.block) the threads take whole n panels; where
 there are fewer panels than threads, the m loop inside the k loop is shared by an outer part
@@ -22,6 +25,8 @@ run on).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from einjit.ir import Dim, TensorOperation
 from einjit.ir.dims import check_int
@@ -51,8 +56,12 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
         if dim.exec_type == "shared":
             iterations *= dim.size
     target = iterations_per_thread * num_threads if num_threads > 1 else 1
+    order = list(range(len(dims)))
+    if slabs_of_out(op):
+        order.sort(key=lambda index: -dims[index].stride_out)
     placed, inside_k, done = [], False, False
-    for dim in dims:
+    for position in order:
+        dim = dims[position]
         even = block.share_balance(iterations, num_threads) >= SHARE_BALANCE
         done = done or iterations >= target and even or (
             (dim.type == "k" or inside_k and vector) and blocked and iterations >= num_threads)
@@ -72,15 +81,28 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
                 dim = dim.with_(exec_type="shared")
                 iterations *= dim.size
             else:
-                placed.append(Dim(dim.type, "shared", outer,
-                                  *(stride * (dim.size // outer) for stride in dim.strides)))
+                placed.append((position, Dim(dim.type, "shared", outer, *(
+                    stride * (dim.size // outer) for stride in dim.strides))))
                 dim = dim.with_(size=dim.size // outer)
                 iterations *= outer
         inside_k = inside_k or dim.type == "k" and dim.exec_type == "seq"
-        placed.append(dim)
-    dims = [d for d in placed if d.exec_type == "shared"] + \
-           [d for d in placed if d.exec_type != "shared"]
+        placed.append((position, dim))
+    # the shared dims in the order they were taken, the others where reorder put them
+    dims = [d for _, d in placed if d.exec_type == "shared"] + \
+           [d for _, d in sorted(placed, key=lambda pair: pair[0]) if d.exec_type != "shared"]
     return op.replace(dims=dims)
+
+
+def slabs_of_out(op: TensorOperation) -> bool:
+    """Whether the threads share a contraction's loops by out's strides, the largest first,
+    each thread then writing a slab of out whose pages no other thread writes: where in0 is
+    within half of L2, so that a thread's n blocks reread it from there (not a large
+    contraction, not a matrix times a vector: their own rules). Elsewhere the loops are
+    shared in reorder's order, m before n, each m block's rows of in0 serving every n block."""
+    if op.kind != "contraction" or block.is_large(op) or op.is_matrix_vector:
+        return False
+    in0_bytes = op.total("m") * op.total("k") * np.dtype(op.dtype).itemsize
+    return in0_bytes <= op.target.micro.l2_bytes // 2
 
 
 def _threads_part(size: int, wanted: int, threads: int, iterations: int) -> int | None:

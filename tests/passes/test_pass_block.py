@@ -14,6 +14,7 @@ from einjit.backends.aarch64.target import NEON
 from einjit.backends.x86_64 import cpu
 from einjit.ir import TensorOperation
 from einjit.passes import block, identify, reorder, shared, split
+from einjit.passes.shared import slabs_of_out
 
 TARGETS = {name: dataclasses.replace(x86_64.VARIANTS["avx512"], micro=cpu.MICROARCHS[name])
            for name in ("zen3", "zen4", "zen5")}
@@ -358,10 +359,38 @@ def test_a_small_contraction_keeps_m_outermost_and_k_innermost(target, threads, 
     assert not block.is_large(op)
     new = einjit.optimize(op, num_threads=threads)
     outer, _ = loops(new)
-    groups = [SMALL_ORDER[t] for t, _ in outer]
-    assert groups == sorted(groups)
-    assert outer and outer[0][0] == "m"
     assert all(e == "seq" for t, e in outer if t == "k")
+    seq = [SMALL_ORDER[d.type] for d in new.dims if d.exec_type == "seq"]
+    assert seq == sorted(seq)
+    if threads > 1 and slabs_of_out(op):
+        # in0 within half of L2: the threads take slabs of out, n blocks before m blocks
+        strides = [d.stride_out for d in new.dims if d.exec_type == "shared"]
+        assert strides and strides == sorted(strides, reverse=True)
+        assert outer[0][0] == "n"
+    else:
+        groups = [SMALL_ORDER[t] for t, _ in outer]
+        assert groups == sorted(groups)
+        assert outer and outer[0][0] == "m"
+
+
+@pytest.mark.parametrize("threads", [2, 3, 16])
+@pytest.mark.parametrize("m, n, k", [(1024, 1024, 1), (1024, 1024, 32), (1000, 3000, 32)])
+def test_threads_write_slabs_of_out_no_other_thread_writes(threads, m, n, k):
+    # the outermost shared loop walks n blocks: a thread's share covers whole columns of out,
+    # not a part of every column, where in0 sits in half of L2
+    op = gemm(m, n, k, "float32", "zen4", num_threads=threads)
+    assert slabs_of_out(op)
+    new = einjit.optimize(op, num_threads=threads)
+    shared = [d for d in new.dims if d.exec_type == "shared"]
+    assert shared[0].type == "n"
+
+
+def test_in0_beyond_half_of_l2_keeps_m_shared_first():
+    # 1600 x 200 float32 rows of in0 (1.25 MB) would come back from L3 for every n block
+    op = gemm(1600, 1600, 200, "float32", "zen4", num_threads=2)
+    assert not block.is_large(op) and not slabs_of_out(op)
+    shared = [d for d in einjit.optimize(op, num_threads=2).dims if d.exec_type == "shared"]
+    assert shared[0].type == "m"
 
 
 @pytest.mark.parametrize("target", TARGETS)
