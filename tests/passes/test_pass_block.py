@@ -381,16 +381,17 @@ def test_threads_write_slabs_of_out_no_other_thread_writes(threads, m, n, k):
     op = gemm(m, n, k, "float32", "zen4", num_threads=threads)
     assert slabs_of_out(op)
     new = einjit.optimize(op, num_threads=threads)
-    shared = [d for d in new.dims if d.exec_type == "shared"]
-    assert shared[0].type == "n"
+    shared_dims = [d for d in new.dims if d.exec_type == "shared"]
+    assert shared_dims[0].type == "n"
 
 
 def test_in0_beyond_half_of_l2_keeps_m_shared_first():
     # 1600 x 200 float32 rows of in0 (1.25 MB) would come back from L3 for every n block
     op = gemm(1600, 1600, 200, "float32", "zen4", num_threads=2)
     assert not block.is_large(op) and not slabs_of_out(op)
-    shared = [d for d in einjit.optimize(op, num_threads=2).dims if d.exec_type == "shared"]
-    assert shared[0].type == "m"
+    new = einjit.optimize(op, num_threads=2)
+    shared_dims = [d for d in new.dims if d.exec_type == "shared"]
+    assert shared_dims[0].type == "m"
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -92,6 +92,28 @@ def test_m_blocks_of_optimize_alone_compute_the_product_bit_for_bit(m, k, pad, d
     assert np.isnan(C[m:]).all()
 
 
+@pytest.mark.native
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threads", [2, 3, 16])
+@pytest.mark.parametrize("m, n, k, pad", [(1024, 1024, 1, 0), (1000, 997, 7, 3),
+                                          (257, 1031, 32, 1), (130, 70, 5, 2)])
+def test_slabs_of_out_compute_the_product_bit_for_bit(m, n, k, pad, threads, dtype):
+    """Threads sharing a small contraction by out's strides (shared.slabs_of_out: n blocks
+    first) against numpy, on integer data (exact sums), with remainders in every block dim
+    and ld > rows; the padding rows are never written."""
+    rng = np.random.default_rng(m * n + k)
+    lda, ldb, ldc = m + pad, k + pad, m + pad
+    a = rng.integers(-3, 4, lda * k).astype(dtype)
+    b = rng.integers(-3, 4, ldb * n).astype(dtype)
+    c = np.full(ldc * n, np.nan, dtype)
+    op = TensorOperation(dtype, "zero", "gemm", "none", ("m", "n", "k"), None, (m, n, k),
+                         (1, 0, lda), (0, ldb, 1), (1, ldc, 0))
+    einjit.optimize(op, num_threads=threads).execute(a, b, c)
+    A, B, C = a.reshape(k, lda).T[:m], b.reshape(n, ldb).T[:k], c.reshape(n, ldc).T
+    np.testing.assert_array_equal(C[:m], A.astype(np.float64) @ B)
+    assert np.isnan(C[m:]).all()
+
+
 def test_a_batch_within_the_block_budget_stays():
     n = 256
     op = TensorOperation("float32", "none", "gemm", "none", ("m", "n", "k"), None, (n, n, 1024),
