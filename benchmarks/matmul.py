@@ -20,7 +20,8 @@ the geomean, per thread count), and at least PEAK_PERCENT % of the one-thread FM
 square shapes with n >= PEAK_FROM on one thread.
 
     python -m benchmarks matmul [--dtype float32|float64] [--large]
-    python -m benchmarks.matmul [--dtype float32|float64] [--large] [--quick]
+    python -m benchmarks.matmul [--dtype float32|float64] [--large] [--quick] [--threads 1,2]
+                                [--shapes MxKxN,BxMxKxN,...]    # these products alone
 """
 
 from __future__ import annotations
@@ -378,6 +379,23 @@ def _thread_counts(text: str) -> tuple[int, ...]:
     return counts
 
 
+def _shapes(text: str) -> list[Shape]:
+    """--shapes: products named as the table names them, M x K x N (a batch B in front:
+    B x M x K x N), comma-separated."""
+    shapes = []
+    for part in text.split(","):
+        try:
+            sizes = [int(size) for size in part.replace(" ", "").split("x")]
+        except ValueError:
+            sizes = []
+        if len(sizes) not in (3, 4) or min(sizes) < 1:
+            raise argparse.ArgumentTypeError(
+                f"{part!r} is not a product such as 1024x64x512 (M x K x N) or 8x64x64x64 "
+                f"(a batch of 8)")
+        shapes.append(Shape(*sizes) if len(sizes) == 3 else Shape(*sizes[1:], batch=sizes[0]))
+    return shapes
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", metavar="JSON", help=argparse.SUPPRESS)  # a peer's process
@@ -387,13 +405,16 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tiny grid, to try the job")
     parser.add_argument("--threads", type=_thread_counts, default=THREADS, metavar="T,T,...",
                         help="the thread counts (default: %(default)s)")
+    parser.add_argument("--shapes", type=_shapes, metavar="MxKxN,...",
+                        help="these products in place of the grid (a batch B as BxMxKxN)")
     options = parser.parse_args(argv)
     if options.peer:
         print(json.dumps(measure_peer(*json.loads(options.peer))))
         return 0
     verdict = Verdict()
     for dtype in [options.dtype] if options.dtype else DTYPES:
-        lines, table = run(dtype, QUICK_GRID if options.quick else grid(options.large),
+        shapes = options.shapes or (QUICK_GRID if options.quick else grid(options.large))
+        lines, table = run(dtype, shapes,
                            threads=options.threads, verdict=verdict)
         print("\n".join(lines))
         print(f"written: {write_result(csv_name(dtype), table)}")

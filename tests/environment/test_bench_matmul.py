@@ -76,6 +76,27 @@ def test_the_grid_names_m_k_n_and_its_flops():
     assert batched.equation == "bij,bjk->bik" and batched.flops == 2.0 * 64 * 128 ** 3
 
 
+
+def test_shapes_named_on_the_command_line_replace_the_grid(monkeypatch, capsys):
+    shapes = matmul._shapes("1x1024x1024, 64x128x32,8x16x24x40")
+    assert [s.name for s in shapes] == ["1x1024x1024", "64x128x32", "8 x 16x24x40"]
+    assert shapes[2].operand_shapes == [(8, 16, 24), (8, 24, 40)]
+    for bad in ("64x64", "64x0x64", "ax2x3", "1x2x3x4x5"):
+        with pytest.raises(Exception, match=repr(bad)):
+            matmul._shapes(f"8x8x8,{bad}")
+    ran = []
+
+    def run(dtype, grid, threads, verdict):
+        ran.append((dtype, [s.name for s in grid], threads))
+        return [], "shape\n"
+    monkeypatch.setattr(matmul, "run", run)
+    monkeypatch.setattr(matmul, "write_result", lambda name, table: name)
+    assert matmul.main(["--dtype", "float64", "--threads", "2", "--shapes", "100x7x3"]) == 0
+    assert ran == [("float64", ["100x7x3"], (2,))]
+    with pytest.raises(SystemExit):
+        matmul.main(["--shapes", "100x7"])
+    assert "'100x7' is not a product" in capsys.readouterr().err
+
 @pytest.mark.slow
 def test_a_wrong_einjit_result_stops_the_section(monkeypatch):
     real = matmul.compiled
