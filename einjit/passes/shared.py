@@ -74,7 +74,7 @@ def shared(op: TensorOperation, num_threads: int | None = None, *,
             elif inside_k and blocked and dim.type == "m" and tiled:
                 outer = block.m_groups(op, iterations, dim.size)
                 if outer == 1:          # the panels alone share best: m stays whole
-                    placed.append(dim)
+                    placed.append((position, dim))
                     continue
                 outer = None if outer == dim.size else outer
             if outer is None:

@@ -183,6 +183,19 @@ def test_batched(dtype, threads):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("count", [2, 3])
+@pytest.mark.parametrize("shapes", [[(7, 1000), (2, 1000, 257)], [(7, 2048), (2, 2048, 1031)]])
+def test_a_matrix_times_a_batch_whose_m_blocks_stay_whole_inside_k(shapes, count, dtype,
+                                                                  monkeypatch):
+    """The batch b is an m dim of out (A has none); a large product whose n panels alone
+    share best keeps its inner m blocks whole inside the k loop (block.m_groups of 1): that
+    path of the shared pass raised TypeError on two threads once."""
+    monkeypatch.setenv("EINJIT_NUM_THREADS", str(count))
+    expr = einjit.contract_expression("ij,bjk->bik", *shapes, dtype=dtype)
+    check(lambda a, b: (expr(a, b), einjit.einsum("ij,bjk->bik", a, b)), "ij,bjk->bik",
+          shapes, dtype, shapes[0][1], 7)
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 def test_chain_with_a_large_intermediate(dtype, threads):
     # (A B) first: 70 x 1163 x 130 then 70 x 130 x 90 multiply-adds, against 1163 x 130 x 90
     # then 70 x 1163 x 90 for A (B C); A B sums 1163 terms

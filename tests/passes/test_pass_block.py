@@ -395,6 +395,21 @@ def test_in0_beyond_half_of_l2_keeps_m_shared_first():
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_m_blocks_the_panels_leave_whole_stay_inside_the_k_loop(target):
+    # `ij,bjk->bik` of 7 x 1000 by 2 x 1000 x 257 as split blocks it: b (an m dim of out) and
+    # two m blocks of 128 inside k chunks; on two threads b's two iterations share best
+    # (block.m_groups of 1), the m blocks stay in their place inside k
+    op = TensorOperation("float32", "zero", "gemm", "none", ("k", "m", "m", "m", "n", "k"),
+                         ("seq", "seq", "seq", "prim", "prim", "prim"), (10, 2, 2, 128, 7, 100),
+                         (25700, 257000, 128, 1, 0, 257), (100, 0, 0, 0, 1000, 1),
+                         (0, 1799, 128, 1, 257, 0), isa=TARGETS[target], num_threads=2)
+    assert block.is_large(op) and block.m_groups(op, 2, 2) == 1
+    new = shared(op, 2)
+    assert [(d.type, d.exec_type, d.size) for d in new.dims] == [
+        ("m", "shared", 2), ("k", "seq", 10), ("m", "seq", 2), ("m", "prim", 128),
+        ("n", "prim", 7), ("k", "prim", 100)]
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("n", [130, 520, 1600])
 def test_threads_share_whole_n_panels_and_m_blocks_only_past_the_panels(target, threads, n):
